@@ -1,0 +1,22 @@
+/* cli: the termsight command's subcommands. */
+#ifndef TERMSIGHT_CLI_H
+#define TERMSIGHT_CLI_H
+
+#include <stdio.h>
+
+/* One subcommand. run gets argv with argv[0] the subcommand's name, and returns the exit
+ * status: 0 success, 1 failure (a message printed on stderr), 2 bad usage. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*usage)(FILE *out);
+} cli_command;
+
+extern const cli_command cli_cmd_ls;
+extern const cli_command cli_cmd_dump;
+
+/* Prints "termsight: " and the formatted message on stderr, with a newline. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,99 @@
+/* termsight ls: the live profiler sessions of this user, and cleaning of stale ones. */
+#include "cli.h"
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void ls_usage(FILE *out)
+{
+    fputs("usage: termsight ls [--clean]\n"
+          "\n"
+          "Lists the profiler sessions of this user: pid, process, state (idle, collecting,\n"
+          "stopped), events recorded, events dropped, start time and run folder. A session whose\n"
+          "process is gone is marked stale.\n"
+          "\n"
+          "  --clean   remove the shared memory of stale sessions\n",
+          out);
+}
+
+static void start_text(uint64_t realtime_ns, char *out, size_t cap)
+{
+    time_t t = (time_t)(realtime_ns / 1000000000ull);
+    struct tm tm;
+    if (!realtime_ns || !localtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(out, cap, "-");
+}
+
+static int ls_run(int argc, char **argv)
+{
+    int clean = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--clean")) {
+            clean = 1;
+        } else {
+            cli_error("ls: unknown argument '%s'", argv[i]);
+            ls_usage(stderr);
+            return 2;
+        }
+    }
+    segment_info *list;
+    char *why = NULL;
+    int n = segment_list(&list, &why);
+    if (n < 0) {
+        cli_error("ls: %s", why ? why : "cannot list sessions");
+        free(why);
+        return 1;
+    }
+    int status = 0;
+    if (clean) {
+        int removed = 0;
+        for (int i = 0; i < n; i++) {
+            if (list[i].alive)
+                continue;
+            if (segment_remove_stale(list[i].pid, &why) == 0) {
+                printf("removed %s (pid %d, process gone)\n", list[i].shm_name, (int)list[i].pid);
+                removed++;
+            } else {
+                cli_error("ls: cannot remove %s: %s", list[i].shm_name, why ? why : "?");
+                free(why);
+                why = NULL;
+                status = 1;
+            }
+        }
+        printf("%d stale session%s removed\n", removed, removed == 1 ? "" : "s");
+        free(list);
+        return status;
+    }
+    if (n == 0) {
+        puts("no profiler sessions");
+        free(list);
+        return 0;
+    }
+    printf("%-8s %-16s %-11s %12s %10s %-19s %s\n", "PID", "PROCESS", "STATE", "EVENTS", "DROPS",
+           "STARTED", "RUN FOLDER");
+    for (int i = 0; i < n; i++) {
+        const segment_info *s = &list[i];
+        if (!s->readable) {
+            printf("%-8d %-16s %-11s %s%s\n", (int)s->pid, "?", "unreadable", s->error,
+                   s->alive ? "" : " (stale: process gone)");
+            continue;
+        }
+        char started[32];
+        start_text(s->start_realtime_ns, started, sizeof started);
+        printf("%-8d %-16.16s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process,
+               state_name(s->state), (unsigned long long)s->events_recorded,
+               (unsigned long long)s->drops, started, s->run_folder,
+               s->alive ? "" : " (stale: process gone; termsight ls --clean removes it)");
+    }
+    free(list);
+    return 0;
+}
+
+const cli_command cli_cmd_ls = {
+    .name = "ls",
+    .summary = "list the profiler sessions of this user",
+    .run = ls_run,
+    .usage = ls_usage,
+};

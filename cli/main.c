@@ -1,0 +1,60 @@
+/* termsight: the command's entry point and subcommand table. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const cli_command *const commands[] = {
+    &cli_cmd_ls,
+    &cli_cmd_dump,
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("termsight: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: termsight COMMAND [ARGS]\n\ncommands:\n", out);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fputs("\n'termsight COMMAND --help' describes one command.\n", out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts("termsight " TERMSIGHT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(argv[1], commands[i]->name))
+            continue;
+        for (int a = 2; a < argc && strcmp(argv[a], "--"); a++) {
+            if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+                commands[i]->usage(stdout);
+                return 0;
+            }
+        }
+        return commands[i]->run(argc - 1, argv + 1);
+    }
+    cli_error("unknown command '%s'", argv[1]);
+    usage(stderr);
+    return 2;
+}

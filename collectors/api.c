@@ -1,0 +1,399 @@
+/* api: the event calls of include/termsight/termsight.h, the hot path.
+ *
+ * Every call first loads ts_collecting and returns when it is 0. While collecting, an event is
+ * built on the stack and pushed into the calling thread's lane: no lock, no allocation, no system
+ * call, except on a thread's first event of a session (gettid, claiming a lane, one malloc).
+ *
+ * Thread state is split in two: a few words in initial-exec TLS (one %fs-relative load, and small
+ * enough for the static TLS surplus when the library is dlopen'ed as an injection), and the rest
+ * (open range frames) in a block allocated on the thread's first event. */
+#include "collectors.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LIKELY(x)     __builtin_expect(!!(x), 1)
+#define UNLIKELY(x)   __builtin_expect(!!(x), 0)
+#define NO_LANE_RETRY 4096 /* events between retries of a thread that found no lane */
+
+_Atomic int ts_collecting;
+_Atomic uint32_t ts_generation;
+tsclock ts_clock;
+
+typedef struct frame {
+    uint32_t depth;
+    uint32_t name;
+    uint32_t type;
+    uint32_t pad;
+    uint64_t begin_ns;
+    uint64_t flops;
+} frame;
+
+typedef struct thread_block {
+    lane_writer w;
+    uint32_t tid;
+    uint32_t generation; /* the session these lanes belong to */
+    uint32_t no_lane;    /* events since the last failed claim */
+    uint32_t nframes;
+    frame frames[TS_MAX_FRAMES];
+} thread_block;
+
+typedef struct thread_hot {
+    uint32_t depth; /* open ranges, collected or not, so begin/end pair up across a start */
+    uint32_t pad;
+    thread_block *block;
+} thread_hot;
+
+static __thread thread_hot hot __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+/* The thread ends: its lane goes back to the recorder to drain and free. */
+static void thread_exit(void *arg)
+{
+    thread_block *b = arg;
+    if (b->generation == atomic_load(&ts_generation))
+        lane_retire(&b->w);
+    if (hot.block == b)
+        hot.block = NULL;
+    free(b);
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, thread_exit);
+}
+
+/* Slow path: the thread's first event in this session. NULL when the event must be dropped. */
+static __attribute__((noinline)) thread_block *thread_attach(void)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s)
+        return NULL;
+    thread_block *b = hot.block;
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        pthread_once(&exit_key_once, make_exit_key);
+        pthread_setspecific(exit_key, b);
+        hot.block = b;
+        b->tid = (uint32_t)gettid();
+    } else if (b->no_lane && ++b->no_lane < NO_LANE_RETRY && b->generation == s->generation) {
+        atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (b->generation != s->generation) {
+        /* Lanes of an earlier session live in a segment that is gone: forget, never retire. */
+        memset(&b->w, 0, sizeof b->w);
+        b->nframes = 0;
+    }
+    b->generation = s->generation;
+    if (!b->w.lane && lane_claim(s->seg, b->tid, &b->w) != 0) {
+        b->no_lane = 1;
+        atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
+        return NULL;
+    }
+    b->no_lane = 0;
+    return b;
+}
+
+static inline thread_block *block(void)
+{
+    thread_block *b = hot.block;
+    if (LIKELY(b && b->w.lane &&
+               b->generation == atomic_load_explicit(&ts_generation, memory_order_relaxed)))
+        return b;
+    return thread_attach();
+}
+
+static inline int collecting(void)
+{
+    return atomic_load_explicit(&ts_collecting, memory_order_relaxed);
+}
+
+static inline uint64_t now(void)
+{
+    return tsclock_now(&ts_clock);
+}
+
+static inline void emit(thread_block *b, ts_event *ev)
+{
+    ev->tid = b->tid;
+    lane_push(&b->w, ev);
+}
+
+static inline void emit_instant(uint16_t kind, uint32_t name, uint32_t aux, uint64_t v0,
+                                uint64_t v1, uint16_t flags)
+{
+    thread_block *b = block();
+    if (UNLIKELY(!b))
+        return;
+    uint64_t t = now();
+    ts_event ev = {.kind = kind,
+                   .flags = flags,
+                   .device = TS_DEVICE_HOST,
+                   .aux = aux,
+                   .name = name,
+                   .begin_ns = t,
+                   .end_ns = t,
+                   .v0 = v0,
+                   .v1 = v1};
+    emit(b, &ev);
+}
+
+static uint32_t intern_n(const char *bytes, size_t len, int *truncated)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s)
+        return TS_STR_NONE;
+    return strtab_intern(s->names, bytes, len, truncated);
+}
+
+uint64_t termsight_now_ns(void)
+{
+    return now();
+}
+
+uint32_t termsight_name_n(const char *bytes, size_t len)
+{
+    return intern_n(bytes, len, NULL);
+}
+
+uint32_t termsight_name(const char *name)
+{
+    return name ? intern_n(name, strlen(name), NULL) : TS_STR_NONE;
+}
+
+/* ---- Ranges ---------------------------------------------------------------------------- */
+
+void termsight_range_begin_id(uint32_t name, uint32_t type)
+{
+    uint32_t d = hot.depth++;
+    if (LIKELY(!collecting()))
+        return;
+    thread_block *b = block();
+    if (UNLIKELY(!b) || UNLIKELY(b->nframes == TS_MAX_FRAMES))
+        return;
+    frame *f = &b->frames[b->nframes++];
+    f->depth = d;
+    f->name = name;
+    f->type = type;
+    f->flops = 0;
+    f->begin_ns = now();
+}
+
+void termsight_range_begin(const char *name, const char *type)
+{
+    if (LIKELY(!collecting())) {
+        hot.depth++;
+        return;
+    }
+    termsight_range_begin_id(termsight_name(name), type ? termsight_name(type) : TS_STR_NONE);
+}
+
+void termsight_range_end(void)
+{
+    if (UNLIKELY(!hot.depth))
+        return; /* an end without a begin */
+    uint32_t d = --hot.depth;
+    thread_block *b = hot.block;
+    if (!b || !b->nframes || b->frames[b->nframes - 1].depth != d)
+        return; /* that range began while not collecting */
+    frame *f = &b->frames[--b->nframes];
+    if (UNLIKELY(!collecting()) ||
+        b->generation != atomic_load_explicit(&ts_generation, memory_order_relaxed))
+        return;
+    ts_event ev = {.kind = TS_KIND_OP_RANGE,
+                   .device = TS_DEVICE_HOST,
+                   .aux = d,
+                   .name = f->name,
+                   .type = f->type,
+                   .begin_ns = f->begin_ns,
+                   .end_ns = now(),
+                   .v0 = f->flops};
+    if (LIKELY(b->w.lane))
+        emit(b, &ev);
+}
+
+void termsight_range_flops(uint64_t flops)
+{
+    thread_block *b = hot.block;
+    if (b && b->nframes && b->frames[b->nframes - 1].depth + 1 == hot.depth)
+        b->frames[b->nframes - 1].flops = flops;
+}
+
+void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns, uint64_t end_ns,
+                              uint64_t flops)
+{
+    if (LIKELY(!collecting()))
+        return;
+    thread_block *b = block();
+    if (UNLIKELY(!b))
+        return;
+    ts_event ev = {.kind = TS_KIND_OP_RANGE,
+                   .device = TS_DEVICE_HOST,
+                   .aux = hot.depth,
+                   .name = name,
+                   .type = type,
+                   .begin_ns = begin_ns,
+                   .end_ns = end_ns < begin_ns ? begin_ns : end_ns,
+                   .v0 = flops};
+    emit(b, &ev);
+}
+
+/* ---- Steps, phases, marks -------------------------------------------------------------- */
+
+uint64_t termsight_step_begin(void)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s)
+        return 0;
+    /* Steps are numbered whether or not a window is open, so numbers match the training's. */
+    uint64_t n = atomic_fetch_add_explicit(&s->step, 1, memory_order_relaxed) + 1;
+    if (collecting())
+        emit_instant(TS_KIND_STEP_BEGIN, TS_STR_NONE, 0, n, 0, 0);
+    return n;
+}
+
+void termsight_step_end(void)
+{
+    if (LIKELY(!collecting()))
+        return;
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (s)
+        emit_instant(TS_KIND_STEP_END, TS_STR_NONE, 0,
+                     atomic_load_explicit(&s->step, memory_order_relaxed), 0, 0);
+}
+
+void termsight_phase_mark(termsight_phase phase)
+{
+    if (LIKELY(!collecting()))
+        return;
+    if (phase != TERMSIGHT_FORWARD_START && phase != TERMSIGHT_BACKWARD_END)
+        return;
+    emit_instant(TS_KIND_PHASE, TS_STR_NONE, (uint32_t)phase, 0, 0, 0);
+}
+
+void termsight_mark(const char *text)
+{
+    if (LIKELY(!collecting()))
+        return;
+    emit_instant(TS_KIND_MARK, text ? termsight_name(text) : TS_STR_NONE, 0, 0, 0, 0);
+}
+
+void termsight_counter_id(uint32_t name, double value)
+{
+    if (LIKELY(!collecting()))
+        return;
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    emit_instant(TS_KIND_COUNTER, name, 0, bits, 0, TS_EF_DOUBLE);
+}
+
+void termsight_counter(const char *name, double value)
+{
+    if (LIKELY(!collecting()))
+        return;
+    termsight_counter_id(termsight_name(name), value);
+}
+
+/* ---- Queues ---------------------------------------------------------------------------- */
+
+uint32_t termsight_queue_register(const char *name, uint64_t capacity, termsight_queue_role role,
+                                  const char *producer, const char *consumer)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s || !name)
+        return 0;
+    queue_slot q = {.name = termsight_name(name),
+                    .producer = producer ? termsight_name(producer) : TS_STR_NONE,
+                    .consumer = consumer ? termsight_name(consumer) : TS_STR_NONE,
+                    .role = (uint32_t)role,
+                    .capacity = capacity};
+    pthread_mutex_lock(&s->meta);
+    uint32_t n = atomic_load(&s->queue_count);
+    if (n == TS_MAX_QUEUES) {
+        pthread_mutex_unlock(&s->meta);
+        return 0;
+    }
+    s->queues[n] = q;
+    atomic_store_explicit(&s->queue_count, n + 1, memory_order_release);
+    pthread_mutex_unlock(&s->meta);
+    if (collecting())
+        emit_instant(TS_KIND_QUEUE_INFO, q.name, q.role, capacity,
+                     (uint64_t)q.producer << 32 | q.consumer, 0);
+    return n + 1;
+}
+
+void termsight_queue_size(uint32_t queue, uint64_t size)
+{
+    if (LIKELY(!collecting()))
+        return;
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s || !queue || queue > atomic_load_explicit(&s->queue_count, memory_order_acquire))
+        return;
+    const queue_slot *q = &s->queues[queue - 1];
+    emit_instant(TS_KIND_QUEUE_SAMPLE, q->name, q->role, size, q->capacity, 0);
+}
+
+/* ---- Memory and threads ---------------------------------------------------------------- */
+
+void termsight_memory_alloc(const char *name, uint64_t address, uint64_t bytes, int device)
+{
+    if (LIKELY(!collecting()))
+        return;
+    thread_block *b = block();
+    if (!b)
+        return;
+    uint64_t t = now();
+    ts_event ev = {.kind = device < 0 ? TS_KIND_HOST_ALLOC : TS_KIND_DEVMEM_ALLOC,
+                   .device = device < 0 ? TS_DEVICE_HOST : (uint32_t)device,
+                   .name = name ? termsight_name(name) : TS_STR_NONE,
+                   .begin_ns = t,
+                   .end_ns = t,
+                   .v0 = bytes,
+                   .v1 = address};
+    emit(b, &ev);
+}
+
+void termsight_memory_free(uint64_t address, uint64_t bytes, int device)
+{
+    if (LIKELY(!collecting()))
+        return;
+    thread_block *b = block();
+    if (!b)
+        return;
+    uint64_t t = now();
+    ts_event ev = {.kind = device < 0 ? TS_KIND_HOST_FREE : TS_KIND_DEVMEM_FREE,
+                   .device = device < 0 ? TS_DEVICE_HOST : (uint32_t)device,
+                   .begin_ns = t,
+                   .end_ns = t,
+                   .v0 = bytes,
+                   .v1 = address};
+    emit(b, &ev);
+}
+
+void termsight_thread_name(const char *name)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s || !name)
+        return;
+    uint32_t id = termsight_name(name);
+    uint32_t tid = (uint32_t)gettid();
+    pthread_mutex_lock(&s->meta);
+    uint32_t i = 0;
+    while (i < s->thread_count && s->threads[i].tid != tid)
+        i++;
+    if (i < TS_MAX_THREAD_NAMES) {
+        s->threads[i].tid = tid;
+        s->threads[i].name = id;
+        if (i == s->thread_count)
+            s->thread_count++;
+    }
+    pthread_mutex_unlock(&s->meta);
+    if (collecting())
+        emit_instant(TS_KIND_THREAD_NAME, id, 0, 0, 0, 0);
+}

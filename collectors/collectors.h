@@ -1,0 +1,130 @@
+/*
+ * collectors: what runs inside the training process. The room's header, for its files and its
+ * tests; the public face is include/termsight/termsight.h.
+ */
+#ifndef TERMSIGHT_COLLECTORS_H
+#define TERMSIGHT_COLLECTORS_H
+
+#include "model.h"
+#include "termsight/termsight.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define TS_MAX_QUEUES       256
+#define TS_MAX_THREAD_NAMES 4096
+#define TS_MAX_FRAMES       128 /* open ranges kept per thread; deeper ones are counted, not timed */
+
+/* ---- Hot-path globals (api.c) ---------------------------------------------------------- */
+
+/* 1 while a collection window is open: the one load every event call makes first. */
+extern _Atomic int ts_collecting;
+/* Bumped for every new session, so threads drop lanes of a segment that is gone. */
+extern _Atomic uint32_t ts_generation;
+/* The collector clock. */
+extern tsclock ts_clock;
+
+typedef struct queue_slot {
+    uint32_t name;
+    uint32_t producer;
+    uint32_t consumer;
+    uint32_t role;
+    uint64_t capacity;
+} queue_slot;
+
+/* What one lane holds at a drain: up to two contiguous runs of its ring. */
+typedef struct lane_run {
+    const ts_event *a, *b;
+    size_t na, nb;
+} lane_run;
+
+/* ---- The session (session.c) ----------------------------------------------------------- */
+
+struct termsight_session {
+    termsight_options opts; /* strings below are owned copies */
+    char *output_path;
+    char *fp_start_op;
+    char *bp_end_op;
+    char process[64];
+    char run_folder[1024];
+    char recording_dir[1100];
+
+    segment *seg;
+    strtab *names;
+    uint32_t generation;
+
+    pthread_mutex_t control; /* serializes start/stop/flush/destroy; taken before drain */
+    pthread_mutex_t drain;   /* one consumer of the lanes at a time */
+    pthread_t recorder;
+    int recorder_running;
+    _Atomic int recorder_quit;
+
+    /* Under drain. */
+    recording_writer *writer;
+    uint32_t strings_recorded;
+    uint64_t *lane_drops_seen; /* per lane, to write LOST notices for new drops */
+    lane_run *runs;            /* per lane, this drain's runs */
+    uint64_t no_lane_drops_seen;
+    uint64_t write_drops;
+    ts_event *scratch; /* the recorder's own events (markers, notices) */
+    size_t scratch_n;
+
+    /* Under control. */
+    uint32_t window;
+    uint32_t state; /* enum ts_state, mirrored into the header */
+    mailbox_state mailbox;
+
+    /* Registered metadata, replayed at every window start. Under meta. */
+    pthread_mutex_t meta;
+    queue_slot queues[TS_MAX_QUEUES];
+    _Atomic uint32_t queue_count;
+    struct {
+        uint32_t tid, name;
+    } threads[TS_MAX_THREAD_NAMES];
+    uint32_t thread_count;
+
+    _Atomic uint64_t no_lane_drops; /* events of threads that found no free lane */
+    _Atomic uint64_t step;          /* last step number begun */
+};
+
+/* The current session (NULL when none); set and cleared under the create lock. */
+extern termsight_session *_Atomic ts_session;
+
+/* Sets the calling thread's termsight_last_error() message and returns code. */
+int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Runs one control command as the API or the mailbox asks; returns a termsight_error. Takes the
+ * control lock. */
+int session_command(termsight_session *s, uint32_t cmd, const char *arg);
+
+/* ---- The recorder (recorder.c) --------------------------------------------------------- */
+
+int recorder_start(termsight_session *s);
+/* Asks the recorder thread to end and joins it (after a last drain). */
+void recorder_stop(termsight_session *s);
+
+/* Drains every lane into the recording (or discards, when recording failed). Takes the drain
+ * lock. Returns the number of events taken. */
+size_t recorder_drain(termsight_session *s);
+
+/* Under the drain lock: appends events written by the collector itself (markers, metadata). */
+void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
+
+/* Under the drain lock: writes out what recorder_append_locked gathered. */
+void recorder_commit_locked(termsight_session *s);
+
+/* ---- Helpers (util.c) ------------------------------------------------------------------ */
+
+/* Process name for headers and folder names: /proc/self/comm, else "process". */
+void util_process_name(char *out, size_t cap);
+
+/* name made safe as one path component: '/', control bytes and leading dots become '_'. */
+void util_path_component(const char *name, char *out, size_t cap);
+
+/* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>". */
+int util_run_folder(const char *output, const char *process, int pid, char *out, size_t cap);
+
+/* Parses an unsigned decimal in [min, max]; 0 on success, -1 otherwise. */
+int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out);
+
+#endif

@@ -1,0 +1,553 @@
+/* session: the profiler session of this process, its options and its state machine.
+ *
+ * idle --start--> collecting --stop--> stopped --start--> collecting ...
+ * start while collecting and stop while not collecting are errors with a message (the seeds'
+ * Profiler raises RuntimeError there). Commands come from the API on any thread and from the
+ * mailbox on the recorder thread; the control lock serializes them. */
+#include "collectors.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_OUTPUT      "./termsight-data"
+#define DEFAULT_LANE_EVENTS 16384
+#define DEFAULT_MAX_THREADS 64
+#define DEFAULT_SAMPLE_MS   100
+#define DEFAULT_TIMELINE_MB 500
+#define STRING_IDS          65536
+#define STRING_ARENA        (4u << 20)
+
+termsight_session *_Atomic ts_session;
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- Errors ---------------------------------------------------------------------------- */
+
+static __thread char last_error[512];
+
+int session_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int ok(void)
+{
+    last_error[0] = 0;
+    return TERMSIGHT_OK;
+}
+
+const char *termsight_last_error(void)
+{
+    return last_error;
+}
+
+const char *termsight_strerror(int code)
+{
+    switch (code) {
+    case TERMSIGHT_OK:
+        return "success";
+    case TERMSIGHT_E_INVALID:
+        return "invalid argument";
+    case TERMSIGHT_E_NO_SESSION:
+        return "no profiler session in this process";
+    case TERMSIGHT_E_SESSION_EXISTS:
+        return "a profiler session already exists in this process";
+    case TERMSIGHT_E_ALREADY_COLLECTING:
+        return "the profiler is already collecting";
+    case TERMSIGHT_E_NOT_COLLECTING:
+        return "the profiler is not collecting";
+    case TERMSIGHT_E_SYSTEM:
+        return "the system refused a resource";
+    case TERMSIGHT_E_RECORDING:
+        return "the recording cannot be written";
+    case TERMSIGHT_E_TIMEOUT:
+        return "timed out";
+    default:
+        return "unknown error";
+    }
+}
+
+/* ---- Options --------------------------------------------------------------------------- */
+
+/* Environment values that do not parse become 0, which create refuses naming the variable. */
+static void env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *field)
+{
+    const char *v = getenv(name);
+    if (v && util_parse_u32(v, min, max, field) != 0)
+        *field = 0;
+}
+
+void termsight_options_init(termsight_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->output_path = DEFAULT_OUTPUT;
+    o->start_collecting = 1;
+    o->lane_events = DEFAULT_LANE_EVENTS;
+    o->max_threads = DEFAULT_MAX_THREADS;
+    o->sample_interval_ms = DEFAULT_SAMPLE_MS;
+    o->timeline_limit_mb = DEFAULT_TIMELINE_MB;
+
+    const char *v;
+    if ((v = getenv("TERMSIGHT_OUTPUT")) && *v)
+        o->output_path = v;
+    if ((v = getenv("TERMSIGHT_START")))
+        o->start_collecting = !(v[0] == '0' || !strcmp(v, "no") || !strcmp(v, "false"));
+    env_u32("TERMSIGHT_LANE_EVENTS", 1, UINT32_MAX, &o->lane_events);
+    env_u32("TERMSIGHT_MAX_THREADS", 1, UINT32_MAX, &o->max_threads);
+    env_u32("TERMSIGHT_SAMPLE_MS", 1, UINT32_MAX, &o->sample_interval_ms);
+    env_u32("TERMSIGHT_TIMELINE_LIMIT_MB", 1, UINT32_MAX, &o->timeline_limit_mb);
+    if ((v = getenv("PROFILING_FP_START")) && *v)
+        o->fp_start_op = v;
+    if ((v = getenv("PROFILING_BP_END")) && *v)
+        o->bp_end_op = v;
+}
+
+static int bad_option(const char *field, const char *env, uint32_t value, const char *want)
+{
+    const char *v = getenv(env);
+    if (v)
+        return session_fail(TERMSIGHT_E_INVALID, "%s=%s is invalid: %s", env, v, want);
+    return session_fail(TERMSIGHT_E_INVALID, "option %s=%u is invalid: %s", field, value, want);
+}
+
+static int check_options(const termsight_options *o)
+{
+    if (o->struct_size < sizeof *o)
+        return session_fail(TERMSIGHT_E_INVALID,
+                            "termsight_options not initialized with termsight_options_init");
+    uint32_t le = o->lane_events;
+    if (le < 64 || le > (1u << 24) || (le & (le - 1)))
+        return bad_option("lane_events", "TERMSIGHT_LANE_EVENTS", le,
+                          "a power of two from 64 to 16777216");
+    if (o->max_threads < 1 || o->max_threads > 4096)
+        return bad_option("max_threads", "TERMSIGHT_MAX_THREADS", o->max_threads, "from 1 to 4096");
+    if (o->sample_interval_ms < 1 || o->sample_interval_ms > 3600000)
+        return bad_option("sample_interval_ms", "TERMSIGHT_SAMPLE_MS", o->sample_interval_ms,
+                          "from 1 to 3600000 ms");
+    if (o->timeline_limit_mb < 1 || o->timeline_limit_mb > 1000000)
+        return bad_option("timeline_limit_mb", "TERMSIGHT_TIMELINE_LIMIT_MB", o->timeline_limit_mb,
+                          "from 1 to 1000000 MB");
+    if (!o->output_path || !*o->output_path)
+        return session_fail(TERMSIGHT_E_INVALID, "output_path is empty");
+    return TERMSIGHT_OK;
+}
+
+/* ---- Create and destroy ---------------------------------------------------------------- */
+
+static void session_free(termsight_session *s)
+{
+    strtab_destroy(s->names);
+    free(s->output_path);
+    free(s->fp_start_op);
+    free(s->bp_end_op);
+    free(s->scratch);
+    free(s->lane_drops_seen);
+    free(s->runs);
+    pthread_mutex_destroy(&s->control);
+    pthread_mutex_destroy(&s->drain);
+    pthread_mutex_destroy(&s->meta);
+    free(s);
+}
+
+static void exit_handler(void)
+{
+    termsight_session *s = atomic_load(&ts_session);
+    if (s)
+        termsight_session_destroy(s);
+}
+
+/* A forked child shares the parent's mapping but must never write into its lanes: it forgets
+ * the session (the recorder thread does not exist in the child anyway). */
+static void fork_child(void)
+{
+    atomic_store(&ts_collecting, 0);
+    atomic_store(&ts_session, NULL);
+    atomic_fetch_add(&ts_generation, 1);
+}
+
+static pthread_once_t process_hooks = PTHREAD_ONCE_INIT;
+
+static void install_process_hooks(void)
+{
+    atexit(exit_handler);
+    pthread_atfork(NULL, NULL, fork_child);
+}
+
+static char *dup_or_null(const char *v)
+{
+    return v ? strdup(v) : NULL;
+}
+
+int termsight_session_create(const termsight_options *opts, termsight_session **out)
+{
+    termsight_options defaults;
+    if (!out)
+        return session_fail(TERMSIGHT_E_INVALID, "out is NULL");
+    *out = NULL;
+    if (!opts) {
+        termsight_options_init(&defaults);
+        opts = &defaults;
+    }
+    int rc = check_options(opts);
+    if (rc)
+        return rc;
+
+    pthread_mutex_lock(&create_lock);
+    if (atomic_load(&ts_session)) {
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_SESSION_EXISTS,
+                            "a profiler session already exists in this process (pid %d)",
+                            (int)getpid());
+    }
+    termsight_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_SYSTEM, "out of memory");
+    }
+    pthread_mutex_init(&s->control, NULL);
+    pthread_mutex_init(&s->drain, NULL);
+    pthread_mutex_init(&s->meta, NULL);
+    s->opts = *opts;
+    s->output_path = strdup(opts->output_path);
+    s->fp_start_op = dup_or_null(opts->fp_start_op);
+    s->bp_end_op = dup_or_null(opts->bp_end_op);
+    s->opts.output_path = s->output_path;
+    s->opts.fp_start_op = s->fp_start_op;
+    s->opts.bp_end_op = s->bp_end_op;
+    s->opts.process_name = NULL;
+    if (opts->process_name && *opts->process_name)
+        snprintf(s->process, sizeof s->process, "%s", opts->process_name);
+    else
+        util_process_name(s->process, sizeof s->process);
+
+    tsclock_init(&ts_clock,
+                 !(getenv("TERMSIGHT_CLOCK") && !strcmp(getenv("TERMSIGHT_CLOCK"), "monotonic")));
+    if (!s->output_path || util_run_folder(s->output_path, s->process, (int)getpid(), s->run_folder,
+                                           sizeof s->run_folder) != 0) {
+        session_free(s);
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_INVALID, "output path too long: %s", opts->output_path);
+    }
+    snprintf(s->recording_dir, sizeof s->recording_dir, "%s/" TS_RECORDING_DIR, s->run_folder);
+
+    segment_config cfg = {
+        .process = s->process,
+        .run_folder = s->run_folder,
+        .clock = tsclock_name(&ts_clock),
+        .start_ns = tsclock_now(&ts_clock),
+        .lane_count = opts->max_threads,
+        .lane_events = opts->lane_events,
+        .string_max = STRING_IDS,
+        .string_arena = STRING_ARENA,
+    };
+    char *why = NULL;
+    if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0) {
+        rc = session_fail(TERMSIGHT_E_SYSTEM, "%s", why ? why : "cannot create the segment");
+        free(why);
+        if (s->seg)
+            segment_close(s->seg, 1);
+        session_free(s);
+        pthread_mutex_unlock(&create_lock);
+        return rc;
+    }
+    s->generation = atomic_fetch_add(&ts_generation, 1) + 1;
+    atomic_store(&segment_header(s->seg)->state, TS_STATE_IDLE);
+    if (recorder_start(s) != 0) {
+        segment_close(s->seg, 1);
+        session_free(s);
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the recorder thread");
+    }
+    pthread_once(&process_hooks, install_process_hooks);
+    atomic_store(&ts_session, s);
+    pthread_mutex_unlock(&create_lock);
+
+    if (opts->start_collecting) {
+        rc = termsight_start(s);
+        if (rc) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", last_error);
+            termsight_session_destroy(s);
+            return session_fail(rc, "%s", msg);
+        }
+    }
+    *out = s;
+    return ok();
+}
+
+int termsight_session_destroy(termsight_session *s)
+{
+    if (!s)
+        return session_fail(TERMSIGHT_E_INVALID, "session is NULL");
+    pthread_mutex_lock(&create_lock);
+    if (atomic_load(&ts_session) != s) {
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_NO_SESSION, "not this process's current session");
+    }
+    /* The recorder may be waiting for the control lock to run a mailbox command: end it first,
+     * without holding that lock. */
+    recorder_stop(s);
+    pthread_mutex_lock(&s->control);
+    if (s->state == TS_STATE_COLLECTING) {
+        pthread_mutex_unlock(&s->control);
+        session_command(s, TS_CMD_STOP, NULL);
+        pthread_mutex_lock(&s->control);
+    }
+    atomic_store(&ts_session, NULL);
+    atomic_fetch_add(&ts_generation, 1);
+    recorder_drain(s);
+    int rc = TERMSIGHT_OK;
+    if (s->writer) {
+        char *why = NULL;
+        if (recording_sync(s->writer, &why) != 0 || recording_writer_close(s->writer, &why) != 0)
+            rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot close recording");
+        free(why);
+        s->writer = NULL;
+    }
+    atomic_store(&segment_header(s->seg)->state, TS_STATE_ENDED);
+    /* Unlink the name but keep the mapping: a thread that passed the collecting check just
+     * before the stop may still be writing into its lane, and must not touch unmapped memory.
+     * The pages go when the process ends. */
+    segment_unlink(s->seg);
+    pthread_mutex_unlock(&s->control);
+    session_free(s);
+    pthread_mutex_unlock(&create_lock);
+    return rc ? rc : ok();
+}
+
+termsight_session *termsight_session_current(void)
+{
+    return atomic_load(&ts_session);
+}
+
+/* ---- Commands -------------------------------------------------------------------------- */
+
+static ts_event marker(uint16_t kind, uint32_t name, uint32_t type, uint64_t v0)
+{
+    uint64_t now = tsclock_now(&ts_clock);
+    return (ts_event){.kind = kind,
+                      .tid = (uint32_t)gettid(),
+                      .device = TS_DEVICE_HOST,
+                      .name = name,
+                      .type = type,
+                      .begin_ns = now,
+                      .end_ns = now,
+                      .v0 = v0};
+}
+
+static uint32_t intern(termsight_session *s, const char *text)
+{
+    return strtab_intern(s->names, text ? text : "", text ? strlen(text) : 0, NULL);
+}
+
+/* Options and registered names at the head of every window, so any window reads alone. */
+static void write_window_metadata(termsight_session *s)
+{
+    const struct {
+        const char *key, *value;
+    } config[] = {
+        {"process", s->process},
+        {"fp_start_op", s->fp_start_op},
+        {"bp_end_op", s->bp_end_op},
+        {"clock", tsclock_name(&ts_clock)},
+    };
+    for (size_t i = 0; i < sizeof config / sizeof config[0]; i++) {
+        if (!config[i].value)
+            continue;
+        ts_event ev =
+            marker(TS_KIND_CONFIG, intern(s, config[i].key), intern(s, config[i].value), 0);
+        recorder_append_locked(s, &ev, 1);
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%u", s->opts.timeline_limit_mb);
+    ts_event tl = marker(TS_KIND_CONFIG, intern(s, "timeline_limit_mb"), intern(s, num), 0);
+    recorder_append_locked(s, &tl, 1);
+    snprintf(num, sizeof num, "%u", s->opts.sample_interval_ms);
+    ts_event si = marker(TS_KIND_CONFIG, intern(s, "sample_interval_ms"), intern(s, num), 0);
+    recorder_append_locked(s, &si, 1);
+
+    pthread_mutex_lock(&s->meta);
+    for (uint32_t i = 0; i < s->thread_count; i++) {
+        ts_event ev = marker(TS_KIND_THREAD_NAME, s->threads[i].name, 0, 0);
+        ev.tid = s->threads[i].tid;
+        recorder_append_locked(s, &ev, 1);
+    }
+    uint32_t nq = atomic_load(&s->queue_count);
+    for (uint32_t i = 0; i < nq; i++) {
+        const queue_slot *q = &s->queues[i];
+        ts_event ev = marker(TS_KIND_QUEUE_INFO, q->name, 0, q->capacity);
+        ev.aux = q->role;
+        ev.v1 = (uint64_t)q->producer << 32 | q->consumer;
+        recorder_append_locked(s, &ev, 1);
+    }
+    pthread_mutex_unlock(&s->meta);
+}
+
+static int open_recording(termsight_session *s)
+{
+    if (s->writer)
+        return 0;
+    ts_segment_header *h = segment_header(s->seg);
+    recording_meta meta = {.major = 1, .minor = 0, .pid = h->pid};
+    snprintf(meta.process, sizeof meta.process, "%s", s->process);
+    snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
+    meta.start_realtime_ns = h->start_realtime_ns;
+    meta.start_ns = h->start_ns;
+    gethostname(meta.host, sizeof meta.host - 1);
+    char *why = NULL;
+    if (recording_writer_open(s->recording_dir, &meta, &s->writer, &why) != 0) {
+        int rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot open recording");
+        free(why);
+        return rc;
+    }
+    s->strings_recorded = 0;
+    return 0;
+}
+
+static int cmd_start(termsight_session *s)
+{
+    ts_segment_header *h = segment_header(s->seg);
+    if (s->state == TS_STATE_COLLECTING)
+        return session_fail(TERMSIGHT_E_ALREADY_COLLECTING,
+                            "start: the profiler is already collecting (window %u)", s->window);
+    if (atomic_load(&h->record_error))
+        return session_fail(TERMSIGHT_E_RECORDING, "start: recording stopped earlier: %s",
+                            h->record_notice);
+    pthread_mutex_lock(&s->drain);
+    int rc = open_recording(s);
+    if (rc == 0) {
+        s->window++;
+        ts_event ev = marker(TS_KIND_COLLECT_START, 0, 0, s->window);
+        recorder_append_locked(s, &ev, 1);
+        write_window_metadata(s);
+        recorder_commit_locked(s);
+        s->state = TS_STATE_COLLECTING;
+        atomic_store(&h->window, s->window);
+        atomic_store(&h->state, TS_STATE_COLLECTING);
+        atomic_store_explicit(&ts_collecting, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&s->drain);
+    return rc;
+}
+
+static int cmd_stop(termsight_session *s)
+{
+    if (s->state != TS_STATE_COLLECTING)
+        return session_fail(TERMSIGHT_E_NOT_COLLECTING,
+                            "stop: the profiler is not collecting (state %s)",
+                            state_name(s->state));
+    atomic_store_explicit(&ts_collecting, 0, memory_order_release);
+    recorder_drain(s);
+    pthread_mutex_lock(&s->drain);
+    ts_event ev = marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);
+    recorder_append_locked(s, &ev, 1);
+    recorder_commit_locked(s);
+    pthread_mutex_unlock(&s->drain);
+    s->state = TS_STATE_STOPPED;
+    atomic_store(&segment_header(s->seg)->state, TS_STATE_STOPPED);
+    return 0;
+}
+
+static int cmd_flush(termsight_session *s)
+{
+    recorder_drain(s);
+    pthread_mutex_lock(&s->drain);
+    int rc = 0;
+    char *why = NULL;
+    if (s->writer && recording_sync(s->writer, &why) != 0)
+        rc = session_fail(TERMSIGHT_E_RECORDING, "flush: %s", why ? why : "sync failed");
+    free(why);
+    ts_segment_header *h = segment_header(s->seg);
+    if (!rc && atomic_load(&h->record_error))
+        rc = session_fail(TERMSIGHT_E_RECORDING, "flush: recording stopped earlier: %s",
+                          h->record_notice);
+    pthread_mutex_unlock(&s->drain);
+    return rc;
+}
+
+static int cmd_mark(termsight_session *s, const char *text)
+{
+    if (s->state != TS_STATE_COLLECTING)
+        return session_fail(TERMSIGHT_E_NOT_COLLECTING, "mark: the profiler is not collecting");
+    pthread_mutex_lock(&s->drain);
+    ts_event ev = marker(TS_KIND_MARK, intern(s, text), 0, 0);
+    recorder_append_locked(s, &ev, 1);
+    recorder_commit_locked(s);
+    pthread_mutex_unlock(&s->drain);
+    return 0;
+}
+
+int session_command(termsight_session *s, uint32_t cmd, const char *arg)
+{
+    pthread_mutex_lock(&s->control);
+    int rc;
+    switch (cmd) {
+    case TS_CMD_START:
+        rc = cmd_start(s);
+        break;
+    case TS_CMD_STOP:
+        rc = cmd_stop(s);
+        break;
+    case TS_CMD_FLUSH:
+        rc = cmd_flush(s);
+        break;
+    case TS_CMD_MARK:
+        rc = cmd_mark(s, arg ? arg : "");
+        break;
+    default:
+        rc = session_fail(TERMSIGHT_E_INVALID, "unknown command %u", cmd);
+        break;
+    }
+    pthread_mutex_unlock(&s->control);
+    return rc ? rc : ok();
+}
+
+static int with_session(termsight_session *s, uint32_t cmd)
+{
+    if (!s)
+        return session_fail(TERMSIGHT_E_NO_SESSION, "no profiler session");
+    return session_command(s, cmd, NULL);
+}
+
+int termsight_start(termsight_session *s)
+{
+    return with_session(s, TS_CMD_START);
+}
+
+int termsight_stop(termsight_session *s)
+{
+    return with_session(s, TS_CMD_STOP);
+}
+
+int termsight_flush(termsight_session *s)
+{
+    return with_session(s, TS_CMD_FLUSH);
+}
+
+const char *termsight_state(const termsight_session *s)
+{
+    return s ? state_name(s->state) : "none";
+}
+
+const char *termsight_run_folder(const termsight_session *s)
+{
+    return s ? s->run_folder : "";
+}
+
+uint64_t termsight_events_recorded(const termsight_session *s)
+{
+    return s ? atomic_load(&segment_header(s->seg)->events_recorded) : 0;
+}
+
+uint64_t termsight_events_dropped(const termsight_session *s)
+{
+    return s ? atomic_load(&segment_header(s->seg)->drops) : 0;
+}

@@ -1,0 +1,165 @@
+/*
+ * termsight: the C API a training program calls.
+ *
+ * One profiler session per process. It owns a shared-memory segment that `termsight top` and
+ * `termsight ls` find by pid, and, while collecting, a recording in
+ * <output_path>/<process>-<pid>-<YYYYmmdd-HHMMSS>/recording/ that `termsight analyse` reads.
+ *
+ * Control calls (create, start, stop, flush, destroy) return TERMSIGHT_OK or a negative
+ * termsight_error; termsight_last_error() then gives a message for the calling thread.
+ *
+ * Event calls (ranges, steps, phases, queues, counters, marks, memory) never block, allocate or
+ * make a system call after a thread's first event, and return at once when nothing is collecting.
+ * They are safe from any thread. An event that finds its thread's ring full is dropped and
+ * counted, never waited for.
+ */
+#ifndef TERMSIGHT_H
+#define TERMSIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TERMSIGHT_API __attribute__((visibility("default")))
+#else
+#define TERMSIGHT_API
+#endif
+
+typedef enum termsight_error {
+    TERMSIGHT_OK = 0,
+    TERMSIGHT_E_INVALID = -1,            /* a bad argument or option */
+    TERMSIGHT_E_NO_SESSION = -2,         /* no session exists in this process */
+    TERMSIGHT_E_SESSION_EXISTS = -3,     /* a session already exists in this process */
+    TERMSIGHT_E_ALREADY_COLLECTING = -4, /* start while collecting */
+    TERMSIGHT_E_NOT_COLLECTING = -5,     /* stop while not collecting */
+    TERMSIGHT_E_SYSTEM = -6,             /* the OS refused (shared memory, files, threads) */
+    TERMSIGHT_E_RECORDING = -7,          /* the recording cannot be written */
+    TERMSIGHT_E_TIMEOUT = -8,            /* the recorder did not answer in time */
+} termsight_error;
+
+/* A short fixed description of a code ("start while collecting", ...). */
+TERMSIGHT_API const char *termsight_strerror(int code);
+
+/* The message of the calling thread's last failing control call; "" when there was none. Valid
+ * until that thread's next control call. */
+TERMSIGHT_API const char *termsight_last_error(void);
+
+typedef struct termsight_options {
+    uint32_t struct_size;        /* sizeof(termsight_options), set by termsight_options_init */
+    const char *output_path;     /* parent of run folders; default "./termsight-data" */
+    int start_collecting;        /* 1 (default): collect from creation; 0: wait for start */
+    uint32_t lane_events;        /* events per thread ring, a power of two; default 16384 */
+    uint32_t max_threads;        /* threads that can emit at once; default 64 */
+    uint32_t sample_interval_ms; /* CPU and memory sampling interval; default 100 */
+    uint32_t timeline_limit_mb;  /* timeline size limit for analysis; default 500 */
+    const char *fp_start_op;     /* operator that starts the forward pass; NULL: automatic */
+    const char *bp_end_op;       /* operator that ends the backward pass; NULL: automatic */
+    const char *process_name;    /* name shown by ls/top; NULL: /proc/self/comm */
+} termsight_options;
+
+/* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see
+ * README: TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_MAX_THREADS,
+ * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB) and the seeds' PROFILING_FP_START /
+ * PROFILING_BP_END. */
+TERMSIGHT_API void termsight_options_init(termsight_options *opts);
+
+typedef struct termsight_session termsight_session;
+
+/* Creates this process's session: the segment, the recorder thread and, when start_collecting,
+ * the first collection window. opts NULL means termsight_options_init's values. Fails with
+ * TERMSIGHT_E_SESSION_EXISTS when one exists, TERMSIGHT_E_INVALID for bad options,
+ * TERMSIGHT_E_SYSTEM when shared memory, the run folder or the thread cannot be had. */
+TERMSIGHT_API int termsight_session_create(const termsight_options *opts, termsight_session **out);
+
+/* Opens a collection window. TERMSIGHT_E_ALREADY_COLLECTING while collecting. */
+TERMSIGHT_API int termsight_start(termsight_session *s);
+
+/* Closes the window; everything emitted before the call is recorded before it returns.
+ * TERMSIGHT_E_NOT_COLLECTING when no window is open. */
+TERMSIGHT_API int termsight_stop(termsight_session *s);
+
+/* Everything emitted before the call is written to the recording and synced to disk. */
+TERMSIGHT_API int termsight_flush(termsight_session *s);
+
+/* Stops collecting if needed, flushes, ends the recorder, removes the segment, frees s. */
+TERMSIGHT_API int termsight_session_destroy(termsight_session *s);
+
+/* The session of this process, or NULL. */
+TERMSIGHT_API termsight_session *termsight_session_current(void);
+
+/* "idle", "collecting", "stopped". */
+TERMSIGHT_API const char *termsight_state(const termsight_session *s);
+
+/* The run folder (holding recording/ and later report/). */
+TERMSIGHT_API const char *termsight_run_folder(const termsight_session *s);
+
+/* Events recorded and dropped so far. */
+TERMSIGHT_API uint64_t termsight_events_recorded(const termsight_session *s);
+TERMSIGHT_API uint64_t termsight_events_dropped(const termsight_session *s);
+
+/* ---- Events ---------------------------------------------------------------------------- */
+
+/* Nanoseconds on the collector's clock (CLOCK_MONOTONIC's epoch), for complete ranges. */
+TERMSIGHT_API uint64_t termsight_now_ns(void);
+
+/* The id of a name (any bytes), for the *_id calls. Interning is lock-free for names already
+ * seen; ids are stable for the session. Returns 0 when no session exists. */
+TERMSIGHT_API uint32_t termsight_name(const char *name);
+TERMSIGHT_API uint32_t termsight_name_n(const char *bytes, size_t len);
+
+/* Operator ranges nest per thread: end closes the innermost open range of the calling thread.
+ * type may be NULL (derived later from the name). */
+TERMSIGHT_API void termsight_range_begin(const char *name, const char *type);
+TERMSIGHT_API void termsight_range_begin_id(uint32_t name, uint32_t type);
+TERMSIGHT_API void termsight_range_end(void);
+/* Attaches a FLOPs count to the innermost open range of the calling thread. */
+TERMSIGHT_API void termsight_range_flops(uint64_t flops);
+/* A whole range with its own timestamps (termsight_now_ns clock). */
+TERMSIGHT_API void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns,
+                                            uint64_t end_ns, uint64_t flops);
+
+/* Steps: begin numbers the step (1, 2, ... per session) and returns its number. */
+TERMSIGHT_API uint64_t termsight_step_begin(void);
+TERMSIGHT_API void termsight_step_end(void);
+
+typedef enum termsight_phase {
+    TERMSIGHT_FORWARD_START = 1,
+    TERMSIGHT_BACKWARD_END = 2,
+} termsight_phase;
+TERMSIGHT_API void termsight_phase_mark(termsight_phase phase);
+
+typedef enum termsight_queue_role {
+    TERMSIGHT_QUEUE_PIPELINE = 0, /* between two data-pipeline stages */
+    TERMSIGHT_QUEUE_HOST = 1,     /* batches ready on the host */
+    TERMSIGHT_QUEUE_DEVICE = 2,   /* batches on the device waiting for a step */
+} termsight_queue_role;
+
+/* Registers a bounded queue; producer and consumer name the stages that fill and drain it (NULL
+ * when unknown). Returns a handle for termsight_queue_size, 0 when no session exists or the
+ * queue table (256 queues) is full. */
+TERMSIGHT_API uint32_t termsight_queue_register(const char *name, uint64_t capacity,
+                                                termsight_queue_role role, const char *producer,
+                                                const char *consumer);
+TERMSIGHT_API void termsight_queue_size(uint32_t queue, uint64_t size);
+
+TERMSIGHT_API void termsight_counter(const char *name, double value);
+TERMSIGHT_API void termsight_counter_id(uint32_t name, double value);
+TERMSIGHT_API void termsight_mark(const char *text);
+
+/* Host or device memory the program manages itself; device -1 for host. */
+TERMSIGHT_API void termsight_memory_alloc(const char *name, uint64_t address, uint64_t bytes,
+                                          int device);
+TERMSIGHT_API void termsight_memory_free(uint64_t address, uint64_t bytes, int device);
+
+/* Names the calling thread in every view. */
+TERMSIGHT_API void termsight_thread_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,537 @@
+/*
+ * model: termsight's shared vocabulary.
+ *
+ * The event record, the clock, the shared-memory segment (header, lanes, string table, control
+ * mailbox) and the recording format. Pure data structures and their lock-free protocols: no
+ * threads, no policy. Everything that crosses a process boundary is described here, so the
+ * collector, the monitor and the analysis agree on it.
+ *
+ * Errors follow one convention: functions return 0 (or a count) on success and -1 on failure,
+ * with *cause set to a malloc'd message the caller frees (cause may be NULL).
+ */
+#ifndef TERMSIGHT_MODEL_H
+#define TERMSIGHT_MODEL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Sets *cause (when cause is not NULL) to a malloc'd formatted message and returns -1, so that
+ * failures read `return cause_set(cause, "...", ...);`. */
+int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------------------------ */
+/* Event record                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Every kind of event, one numbering for lanes, recordings and analysis. Values are part of the
+ * recording format: append, never renumber. */
+enum ts_kind {
+    TS_KIND_NONE = 0,
+    TS_KIND_OP_RANGE = 1,      /* operator range; name=op, type=op type, v0=FLOPs, aux=depth */
+    TS_KIND_KERNEL = 2,        /* device kernel; tid=stream, aux=context, corr=launch correlation */
+    TS_KIND_MEMCPY = 3,        /* device copy; tid=stream, v0=bytes, aux=copy direction */
+    TS_KIND_MEMSET = 4,        /* device memset; tid=stream, v0=bytes */
+    TS_KIND_DEVMEM_ALLOC = 5,  /* device memory allocation; v0=bytes, v1=address */
+    TS_KIND_DEVMEM_FREE = 6,   /* device memory release; v0=bytes, v1=address */
+    TS_KIND_CUDA_API = 7,      /* runtime/driver API call; aux=callback id, corr=correlation */
+    TS_KIND_NVTX_RANGE = 8,    /* NVTX range; aux=depth, corr=domain */
+    TS_KIND_NVTX_MARK = 9,     /* NVTX instant */
+    TS_KIND_STEP_BEGIN = 10,   /* instant; v0=step number */
+    TS_KIND_STEP_END = 11,     /* instant; v0=step number */
+    TS_KIND_PHASE = 12,        /* instant; aux=enum ts_phase */
+    TS_KIND_QUEUE_SAMPLE = 13, /* instant; name=queue, v0=size, v1=capacity */
+    TS_KIND_QUEUE_INFO =
+        14,               /* instant; name=queue, aux=role, v0=capacity, v1=producer<<32|consumer */
+    TS_KIND_COUNTER = 15, /* instant; name=counter, v0=value (double bits when TS_EF_DOUBLE) */
+    TS_KIND_CPU_MACHINE = 16, /* interval sample of the machine's CPU (collectors define fields) */
+    TS_KIND_CPU_PROCESS = 17, /* interval sample of this process's CPU */
+    TS_KIND_CPU_THREAD = 18,  /* interval sample of one thread's CPU; tid=thread */
+    TS_KIND_HOST_MEMORY = 19, /* instant; v0=RSS bytes, v1=peak RSS bytes */
+    TS_KIND_COMM_OP = 20,     /* communication operation (collective, send/recv) */
+    TS_KIND_LOST = 21,        /* notice; v0=events lost, aux=enum ts_lost_reason */
+    TS_KIND_MARK = 22,        /* instant mark from the API; name=text */
+    TS_KIND_SYNC = 23,        /* device synchronization; tid=stream */
+    TS_KIND_THREAD_NAME = 24, /* instant; tid=thread, name=its name */
+    TS_KIND_COLLECT_START = 25, /* instant; a collection window opens; v0=window number */
+    TS_KIND_COLLECT_STOP = 26,  /* instant; a collection window closes; v0=window number */
+    TS_KIND_HOST_ALLOC = 27,    /* host allocation by name from the API; v0=bytes, v1=address */
+    TS_KIND_HOST_FREE = 28,     /* host release from the API; v0=bytes, v1=address */
+    TS_KIND_CONFIG = 29,        /* instant; a collector option: name=key, type=value */
+    TS_KIND__COUNT
+};
+
+/* Event flags. */
+enum ts_event_flag {
+    TS_EF_DOUBLE = 1u << 0,       /* v0 holds an IEEE double, not an integer */
+    TS_EF_CROSS_THREAD = 1u << 1, /* a range that ended on another thread than it began */
+    TS_EF_COMM = 1u << 2,         /* classified as communication (overlap analysis) */
+    TS_EF_TRUNCATED = 1u << 3,    /* name was longer than the string table keeps */
+};
+
+enum ts_phase {
+    TS_PHASE_FORWARD_START = 1,
+    TS_PHASE_BACKWARD_END = 2,
+};
+
+enum ts_lost_reason {
+    TS_LOST_LANE_FULL = 1, /* a lane was full */
+    TS_LOST_NO_LANE = 2,   /* every lane was taken */
+    TS_LOST_WRITE = 3,     /* the recording could not be written */
+    TS_LOST_DEVICE = 4,    /* the device tracer dropped records */
+};
+
+enum ts_queue_role {
+    TS_QUEUE_PIPELINE = 0, /* between two data-pipeline operators */
+    TS_QUEUE_HOST = 1,     /* host queue: pipeline output waiting for transfer */
+    TS_QUEUE_DEVICE = 2,   /* device queue: data on the device waiting for a step */
+};
+
+#define TS_DEVICE_HOST 0xffffffffu
+
+/* One fixed-size record for everything (one cache line). Timestamps are nanoseconds on the
+ * collector's clock (CLOCK_MONOTONIC's epoch; see tsclock). Instants have begin == end. */
+typedef struct ts_event {
+    uint16_t kind;     /* enum ts_kind */
+    uint16_t flags;    /* enum ts_event_flag */
+    uint32_t tid;      /* OS thread id, or stream id for device kinds */
+    uint32_t device;   /* device index, TS_DEVICE_HOST for host events */
+    uint32_t aux;      /* kind-defined small value */
+    uint32_t name;     /* string id */
+    uint32_t type;     /* string id */
+    uint64_t begin_ns; /* start, ns */
+    uint64_t end_ns;   /* end, ns */
+    uint64_t corr;     /* correlation id, or a third kind-defined value */
+    uint64_t v0;       /* kind-defined */
+    uint64_t v1;       /* kind-defined */
+} ts_event;
+
+_Static_assert(sizeof(ts_event) == 64, "ts_event must be one cache line");
+
+/* The kind's stable lower-case name ("op", "kernel", ...), or "unknown". */
+const char *event_kind_name(uint32_t kind);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Clock                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The collector's clock: nanoseconds on CLOCK_MONOTONIC's epoch. On x86-64 with an invariant
+ * TSC it is the TSC scaled by a calibrated factor (about 10 ns a read instead of 23 ns for
+ * clock_gettime); elsewhere clock_gettime(CLOCK_MONOTONIC). The scale is refined from time to
+ * time with continuity kept; readers go through a sequence lock. */
+typedef struct tsclock {
+    _Atomic uint32_t seq;
+    uint32_t use_tsc;
+    _Atomic uint64_t base_tsc;
+    _Atomic uint64_t base_ns;
+    _Atomic uint64_t mult; /* ns per tick << 32 */
+    uint64_t cal_tsc;      /* where the current calibration window began */
+    uint64_t cal_ns;
+} tsclock;
+
+/* Calibrates. use_tsc 0 forces clock_gettime; otherwise the TSC is used when the CPU says it is
+ * invariant (constant_tsc and nonstop_tsc). Blocks about 5 ms. */
+void tsclock_init(tsclock *c, int use_tsc);
+
+/* Re-measures the tick rate over the time since tsclock_init, keeping now() continuous. Call
+ * from a background thread, now and then (seconds apart). */
+void tsclock_refine(tsclock *c);
+
+/* A short description for headers: "tsc" or "monotonic". */
+const char *tsclock_name(const tsclock *c);
+
+uint64_t tsclock_monotonic_ns(void);
+
+#if defined(__x86_64__)
+static inline uint64_t tsclock_ticks(void)
+{
+    return __builtin_ia32_rdtsc();
+}
+#endif
+
+static inline uint64_t tsclock_now(const tsclock *c)
+{
+#if defined(__x86_64__)
+    if (c->use_tsc) {
+        tsclock *m = (tsclock *)c;
+        for (;;) {
+            uint32_t s = atomic_load_explicit(&m->seq, memory_order_acquire);
+            uint64_t t = tsclock_ticks();
+            uint64_t bt = atomic_load_explicit(&m->base_tsc, memory_order_relaxed);
+            uint64_t bn = atomic_load_explicit(&m->base_ns, memory_order_relaxed);
+            uint64_t mu = atomic_load_explicit(&m->mult, memory_order_relaxed);
+            atomic_thread_fence(memory_order_acquire);
+            if (!(s & 1) && atomic_load_explicit(&m->seq, memory_order_relaxed) == s) {
+                /* A tick read before base_tsc (another core, a refine in between) clamps. */
+                uint64_t d = t > bt ? t - bt : 0;
+                return bn + (uint64_t)(((unsigned __int128)d * mu) >> 32);
+            }
+        }
+    }
+#endif
+    (void)c;
+    return tsclock_monotonic_ns();
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Shared-memory segment                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+#define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
+#define TS_SEGMENT_MAJOR  1
+#define TS_SEGMENT_MINOR  0
+#define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>" */
+#define TS_NAME_MAX       8192         /* longest name the string table keeps */
+
+/* Collector state, the same words everywhere (ls, top, API). */
+enum ts_state {
+    TS_STATE_IDLE = 0,       /* never started */
+    TS_STATE_COLLECTING = 1, /* recording */
+    TS_STATE_STOPPED = 2,    /* stopped after collecting */
+    TS_STATE_ENDED = 3,      /* the process ended its session */
+};
+
+/* "idle", "collecting", "stopped", "ended", or "unknown". */
+const char *state_name(uint32_t state);
+
+/* The segment starts with this header. Offsets are from the segment's start; the segment holds
+ * no pointers. Readers validate every field through segment_attach before using any offset. */
+typedef struct ts_segment_header {
+    uint64_t magic;       /* TS_SEGMENT_MAGIC */
+    uint32_t endian;      /* 0x01020304 as written */
+    uint16_t major;       /* incompatible layout changes */
+    uint16_t minor;       /* compatible additions */
+    uint32_t header_size; /* sizeof(ts_segment_header) */
+    uint32_t event_size;  /* sizeof(ts_event) */
+    uint32_t lane_size;   /* sizeof(ts_lane) */
+    uint32_t word_size;   /* sizeof(void *) of the writer */
+    uint64_t segment_size;
+
+    int32_t pid;
+    uint32_t uid;
+    char process[64];           /* NUL-terminated */
+    char clock[16];             /* tsclock_name() */
+    uint64_t start_realtime_ns; /* wall clock at creation */
+    uint64_t start_ns;          /* collector clock at creation */
+    char run_folder[1024];      /* NUL-terminated; where the recording goes */
+
+    uint32_t lane_count;
+    uint32_t lane_events;      /* ring capacity in events, a power of two */
+    uint64_t lanes_off;        /* lane_count ts_lane records */
+    uint64_t rings_off;        /* lane_count rings of lane_events events */
+    uint32_t string_max;       /* ids available */
+    uint32_t string_arena;     /* bytes available for names */
+    uint64_t string_index_off; /* string_max uint32 arena offsets */
+    uint64_t string_arena_off;
+    uint64_t mailbox_off;
+
+    /* Live state, written by the collector. */
+    _Atomic uint32_t state;        /* enum ts_state */
+    _Atomic uint32_t lanes_used;   /* lanes ever claimed, for readers' scans */
+    _Atomic uint32_t string_count; /* ids published */
+    _Atomic uint32_t string_used;  /* arena bytes used */
+    _Atomic uint64_t events_recorded;
+    _Atomic uint64_t drops; /* events lost for any reason */
+    _Atomic uint64_t bytes_recorded;
+    _Atomic uint64_t string_drops; /* names that did not fit */
+    _Atomic uint64_t heartbeat_ns; /* recorder's last loop, collector clock */
+    _Atomic uint32_t window;       /* collection windows started */
+    _Atomic uint32_t record_error; /* nonzero: recording stopped (errno) */
+    char record_notice[256];       /* why recording stopped; valid when record_error != 0 */
+} ts_segment_header;
+
+enum ts_lane_state {
+    TS_LANE_FREE = 0,    /* claimable */
+    TS_LANE_OWNED = 1,   /* a thread writes into it */
+    TS_LANE_RETIRED = 2, /* its thread ended; free once drained */
+};
+
+/* One single-producer ring's control block; three cache lines so producer and consumer never
+ * share one. Indexes only grow; slot = index & (lane_events - 1). */
+typedef struct ts_lane {
+    _Alignas(64) _Atomic uint64_t head; /* next index the producer writes (producer only) */
+    char pad0[56];
+    _Atomic uint64_t tail; /* next index the consumer reads (consumer only) */
+    char pad1[56];
+    _Atomic uint32_t state;      /* enum ts_lane_state */
+    _Atomic uint32_t tid;        /* owner's OS thread id */
+    _Atomic uint64_t drops;      /* events dropped because the ring was full */
+    _Atomic uint64_t generation; /* claims so far; observers notice reuse */
+    char pad2[40];
+} ts_lane;
+
+_Static_assert(sizeof(ts_lane) == 192, "ts_lane layout");
+_Static_assert(sizeof(ts_segment_header) <= 4096, "header fits its page");
+
+typedef struct segment segment;
+
+typedef struct segment_config {
+    pid_t pid;              /* name and header pid; 0 means getpid() */
+    const char *process;    /* process name for the header */
+    const char *run_folder; /* recording destination for the header */
+    const char *clock;      /* clock name for the header */
+    uint64_t start_ns;      /* collector clock at creation */
+    uint32_t lane_count;    /* 1 .. 4096 */
+    uint32_t lane_events;   /* power of two, 64 .. 2^24 */
+    uint32_t string_max;    /* 16 .. 2^24 */
+    uint32_t string_arena;  /* bytes, 4096 .. 2^30 */
+} segment_config;
+
+/* Creates "/termsight-<pid>" mode 0600, exclusively. A leftover object of ours with that name
+ * (the previous owner of this pid) is replaced; one of another user is an error. */
+int segment_create(const segment_config *cfg, segment **out, char **cause);
+
+/* Opens and validates the segment of pid. writable 0 maps it read-only (observers), 1 read-write
+ * (frontends sending commands). A foreign, damaged, truncated or incompatible segment, or one of
+ * another user, is an error with a message. */
+int segment_attach(pid_t pid, int writable, segment **out, char **cause);
+
+/* Same for a segment given by shm name ("/termsight-123") or a path to a file holding one. */
+int segment_attach_name(const char *name, int writable, segment **out, char **cause);
+
+/* Validates a header and its layout against the real size of the mapping. */
+int segment_validate(const void *base, uint64_t size, char **cause);
+
+/* Unmaps. remove 1 also unlinks the shm name (the owner at exit). NULL is fine. */
+void segment_close(segment *s, int remove);
+
+/* Removes the shm name but keeps the mapping valid (the owner at session end, while other threads
+ * may still be finishing an event call into it). */
+void segment_unlink(const segment *s);
+
+/* The one bounds-checked accessor: a pointer to len bytes at off, or NULL when they do not lie
+ * inside the segment. */
+void *segment_at(const segment *s, uint64_t off, uint64_t len);
+
+ts_segment_header *segment_header(const segment *s);
+uint64_t segment_size(const segment *s);
+const char *segment_shm_name(const segment *s);
+
+/* The lane record and ring of lane i, or NULL when i is out of range. */
+ts_lane *segment_lane(const segment *s, uint32_t i);
+ts_event *segment_ring(const segment *s, uint32_t i);
+
+/* What `termsight ls` shows about one segment found in /dev/shm. */
+typedef struct segment_info {
+    pid_t pid;
+    int alive;    /* the process exists */
+    int readable; /* attach worked; else error says why */
+    char shm_name[64];
+    char process[64];
+    uint32_t state;
+    uint64_t events_recorded;
+    uint64_t drops;
+    uint64_t start_realtime_ns;
+    char run_folder[1024];
+    char error[256];
+} segment_info;
+
+/* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */
+int segment_list(segment_info **out, char **cause);
+
+/* Removes a segment whose process is gone. Returns 0, or -1 when it is alive or not ours. */
+int segment_remove_stale(pid_t pid, char **cause);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lanes                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The producer's private view of its lane (thread-local in the collector). */
+typedef struct lane_writer {
+    ts_lane *lane;
+    ts_event *ring;
+    uint64_t mask;
+    uint64_t head;        /* our copy of lane->head */
+    uint64_t cached_tail; /* last tail seen; re-read only when the ring looks full */
+} lane_writer;
+
+/* Claims a free lane of s for thread tid. Returns 0, or -1 when every lane is taken. */
+int lane_claim(const segment *s, uint32_t tid, lane_writer *w);
+
+/* The producer's thread ends: the consumer frees the lane once it has drained it. */
+void lane_retire(lane_writer *w);
+
+/* Appends ev. No lock, no allocation, no system call. Returns 1, or 0 when the ring is full (the
+ * drop is counted in the lane). */
+static inline int lane_push(lane_writer *w, const ts_event *ev)
+{
+    uint64_t h = w->head;
+    if (h - w->cached_tail > w->mask) {
+        w->cached_tail = atomic_load_explicit(&w->lane->tail, memory_order_acquire);
+        if (h - w->cached_tail > w->mask) {
+            atomic_fetch_add_explicit(&w->lane->drops, 1, memory_order_relaxed);
+            return 0;
+        }
+    }
+    /* Orders the previous head store before this slot's stores, so an observer that copied a
+     * half-written slot also sees the head that tells it so (lane_observe). Free on x86. */
+    atomic_thread_fence(memory_order_release);
+    w->ring[h & w->mask] = *ev;
+    w->head = h + 1;
+    atomic_store_explicit(&w->lane->head, h + 1, memory_order_release);
+    return 1;
+}
+
+/* Consumer: the events published and not yet consumed, as at most two contiguous runs of the
+ * ring. Returns the total; release them with lane_consume. head and tail come from shared memory
+ * and are clamped so that a damaged lane yields at most one ring's worth. */
+size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, const ts_event **b,
+                 size_t *nb);
+void lane_consume(const segment *s, uint32_t i, size_t n);
+
+/* Consumer: a retired lane that is fully drained becomes free. Returns 1 when it was freed. */
+int lane_reclaim(const segment *s, uint32_t i);
+
+/* Observer (another process, read-only): copies up to max events from *cursor onward into out,
+ * never writing to the lane. Events the producer overwrote before or during the copy are not
+ * returned and are added to *missed; *cursor advances past what was returned or missed. */
+size_t lane_observe(const segment *s, uint32_t i, uint64_t *cursor, ts_event *out, size_t max,
+                    uint64_t *missed);
+
+/* ------------------------------------------------------------------------------------------ */
+/* String table                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+#define TS_STR_NONE     0u /* "" */
+#define TS_STR_OVERFLOW 1u /* "<names table full>" */
+
+/* Process-local writer over the segment's table: lookups are lock-free, inserts serialize on a
+ * mutex (first use of a name only). */
+typedef struct strtab strtab;
+
+/* Creates the writer and publishes the reserved ids. */
+int strtab_create(const segment *s, strtab **out, char **cause);
+void strtab_destroy(strtab *t);
+
+/* The id of these bytes (any bytes, len up to TS_NAME_MAX; longer is cut and *truncated set when
+ * truncated is not NULL). A full table yields TS_STR_OVERFLOW and counts the miss. */
+uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated);
+
+/* Reader (any process): the bytes of id, or NULL when id is unpublished or its entry is out of
+ * bounds. */
+const char *strtab_get(const segment *s, uint32_t id, uint32_t *len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Control mailbox                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+enum ts_cmd {
+    TS_CMD_NONE = 0,
+    TS_CMD_START = 1,
+    TS_CMD_STOP = 2,
+    TS_CMD_FLUSH = 3,
+    TS_CMD_MARK = 4, /* arg: the mark's text */
+};
+
+#define TS_MAILBOX_ARG 256
+#define TS_MAILBOX_MSG 256
+
+/* The mailbox in the segment. req_seq is even when stable and odd while a frontend writes a
+ * command; the collector answers by setting ack_seq to the request's sequence. */
+typedef struct ts_mailbox {
+    _Atomic uint64_t req_seq;
+    _Atomic uint64_t ack_seq;
+    _Atomic uint32_t cmd;
+    _Atomic int32_t status;
+    char arg[TS_MAILBOX_ARG];
+    char msg[TS_MAILBOX_MSG];
+} ts_mailbox;
+
+/* The collector's memory of a frontend's unfinished claim, to release it when abandoned. */
+typedef struct mailbox_state {
+    uint64_t odd_seq;
+    uint32_t polls;
+} mailbox_state;
+
+/* Polls after which an unfinished claim counts as abandoned. */
+#define TS_MAILBOX_STALE_POLLS 200
+
+/* "start", "stop", "flush", "mark", or NULL. */
+const char *mailbox_cmd_name(uint32_t cmd);
+
+/* Frontend: posts cmd. Fails when another frontend's command is still unanswered. */
+int mailbox_send(const segment *s, uint32_t cmd, const char *arg, uint64_t *seq, char **cause);
+
+/* Frontend: 1 when seq has been answered (status: 0 or a negative termsight error code; msg
+ * copied, NUL-terminated), 0 while pending. */
+int mailbox_reply(const segment *s, uint64_t seq, int32_t *status, char *msg, size_t msglen);
+
+/* Collector: 1 and the command when a new one is waiting, else 0. A claim abandoned by a frontend
+ * that died while writing is released after TS_MAILBOX_STALE_POLLS polls. */
+int mailbox_take(const segment *s, mailbox_state *st, uint64_t *seq, uint32_t *cmd, char *arg,
+                 size_t arglen);
+
+/* Collector: answers seq. */
+void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *msg);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Recording                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A recording is one append-only file of chunks: a 24-byte chunk header (magic, type, payload
+ * length, CRC-32 of the payload, sequence number) and the payload, padded to 8 bytes. A reader
+ * resynchronizes on the next valid chunk after damage, so a file cut short or with flipped bytes
+ * still yields every whole chunk. */
+
+#define TS_RECORDING_FILE "events.tsr"
+#define TS_RECORDING_DIR  "recording"
+
+enum ts_chunk_type {
+    TS_CHUNK_META = 1,    /* recording_meta */
+    TS_CHUNK_STRINGS = 2, /* names for consecutive ids */
+    TS_CHUNK_EVENTS = 3,  /* ts_event records */
+};
+
+typedef struct recording_meta {
+    uint32_t major, minor; /* recording format */
+    int32_t pid;
+    char process[64];
+    char clock[16];
+    uint64_t start_realtime_ns;
+    uint64_t start_ns;
+    char host[64];
+} recording_meta;
+
+typedef struct recording_writer recording_writer;
+
+/* Creates dir (and parents) mode 0700 and appends to dir/events.tsr (created 0600, never through a
+ * symbolic link), starting with a META chunk. */
+int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
+                          char **cause);
+
+/* One STRINGS chunk holding ids first .. first+count-1. */
+int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count,
+                             const char *const *bytes, const uint32_t *lens, char **cause);
+
+/* One or more EVENTS chunks holding the events of both runs (nb may be 0), in order. */
+int recording_append_events(recording_writer *w, const ts_event *a, size_t na, const ts_event *b,
+                            size_t nb, char **cause);
+
+/* Everything appended so far reaches the disk (fdatasync). */
+int recording_sync(recording_writer *w, char **cause);
+
+uint64_t recording_bytes(const recording_writer *w);
+int recording_writer_close(recording_writer *w, char **cause);
+
+typedef struct recording_reader recording_reader;
+
+/* Opens a recording file, a recording/ folder or a run folder holding one. */
+int recording_reader_open(const char *path, recording_reader **out, char **cause);
+
+/* Next batch of events, in file order: 1 with *ev, *n set (valid until the next call), 0 at the
+ * end, -1 on a read error. STRINGS and META chunks are absorbed on the way. */
+int recording_reader_next(recording_reader *r, const ts_event **ev, size_t *n, char **cause);
+
+/* A name seen so far, or NULL. */
+const char *recording_reader_string(const recording_reader *r, uint32_t id, uint32_t *len);
+
+/* The first META chunk, or NULL before it was read. */
+const recording_meta *recording_reader_meta(const recording_reader *r);
+
+/* Damage seen so far: bytes skipped and chunks refused (bad checksum, bad length, cut short). */
+uint64_t recording_reader_skipped_bytes(const recording_reader *r);
+uint64_t recording_reader_bad_chunks(const recording_reader *r);
+void recording_reader_close(recording_reader *r);
+
+#endif

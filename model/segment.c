@@ -1,0 +1,474 @@
+/* segment: the shared-memory object a collector creates and frontends attach to.
+ *
+ * Layout: header page, lane records, rings, string index, string arena, mailbox; every region
+ * page-aligned and described by offsets in the header. Attach trusts nothing: sizes, offsets and
+ * counts are checked against the real size of the mapping before any is used, and every later
+ * access goes through segment_at(). */
+#include "model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE            4096u
+#define LANES_MAX       4096u
+#define LANE_EVENTS_MIN 64u
+#define LANE_EVENTS_MAX (1u << 24)
+#define STRINGS_MIN     16u
+#define STRINGS_MAX     (1u << 24)
+#define ARENA_MIN       4096u
+#define ARENA_MAX       (1u << 30)
+
+struct segment {
+    uint8_t *base;
+    uint64_t size;
+    int writable;
+    char name[64];
+};
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static int is_pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+/* Region sizes for a configuration, the same computation for create and validate. */
+typedef struct layout {
+    uint64_t lanes_off, rings_off, string_index_off, string_arena_off, mailbox_off, size;
+} layout;
+
+static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t strings, uint64_t arena)
+{
+    layout l;
+    l.lanes_off = PAGE;
+    l.rings_off = round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
+    l.string_index_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
+    l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
+    l.mailbox_off = round_up(l.string_arena_off + arena, PAGE);
+    l.size = round_up(l.mailbox_off + sizeof(ts_mailbox), PAGE);
+    return l;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    if (!src)
+        src = "";
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static void shm_name_of(pid_t pid, char *out, size_t cap)
+{
+    snprintf(out, cap, "/" TS_SEGMENT_PREFIX "%d", (int)pid);
+}
+
+int segment_create(const segment_config *cfg, segment **out, char **cause)
+{
+    *out = NULL;
+    if (cfg->lane_count < 1 || cfg->lane_count > LANES_MAX)
+        return cause_set(cause, "lane count %u outside 1..%u", cfg->lane_count, LANES_MAX);
+    if (!is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
+        cfg->lane_events > LANE_EVENTS_MAX)
+        return cause_set(cause, "lane size %u is not a power of two in %u..%u", cfg->lane_events,
+                         LANE_EVENTS_MIN, LANE_EVENTS_MAX);
+    if (cfg->string_max < STRINGS_MIN || cfg->string_max > STRINGS_MAX)
+        return cause_set(cause, "string table size %u outside %u..%u", cfg->string_max, STRINGS_MIN,
+                         STRINGS_MAX);
+    if (cfg->string_arena < ARENA_MIN || cfg->string_arena > ARENA_MAX)
+        return cause_set(cause, "string arena %u bytes outside %u..%u", cfg->string_arena,
+                         ARENA_MIN, ARENA_MAX);
+
+    pid_t pid = cfg->pid ? cfg->pid : getpid();
+    layout l = layout_of(cfg->lane_count, cfg->lane_events, cfg->string_max, cfg->string_arena);
+    segment *s = calloc(1, sizeof *s);
+    if (!s)
+        return cause_set(cause, "out of memory");
+    shm_name_of(pid, s->name, sizeof s->name);
+
+    int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* A leftover with our pid in its name: ours means the previous owner of this pid died
+         * without cleaning up; another user's we must not touch. */
+        int old = shm_open(s->name, O_RDONLY, 0);
+        struct stat st;
+        if (old >= 0 && fstat(old, &st) == 0 && st.st_uid != geteuid()) {
+            close(old);
+            free(s);
+            return cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
+                             (unsigned)st.st_uid);
+        }
+        if (old >= 0)
+            close(old);
+        shm_unlink(s->name);
+        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    }
+    if (fd < 0) {
+        int e = errno;
+        char name[64];
+        copy_str(name, sizeof name, s->name);
+        free(s);
+        return cause_set(cause, "cannot create shared memory /dev/shm%s: %s", name, strerror(e));
+    }
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0) {
+        int e = errno;
+        close(fd);
+        shm_unlink(s->name);
+        free(s);
+        return cause_set(cause, "cannot size shared memory to %llu bytes: %s",
+                         (unsigned long long)l.size, strerror(e));
+    }
+    void *base = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        shm_unlink(s->name);
+        free(s);
+        return cause_set(cause, "cannot map shared memory: %s", strerror(e));
+    }
+    s->base = base;
+    s->size = l.size;
+    s->writable = 1;
+
+    ts_segment_header *h = base;
+    h->endian = 0x01020304u;
+    h->major = TS_SEGMENT_MAJOR;
+    h->minor = TS_SEGMENT_MINOR;
+    h->header_size = sizeof(ts_segment_header);
+    h->event_size = sizeof(ts_event);
+    h->lane_size = sizeof(ts_lane);
+    h->word_size = sizeof(void *);
+    h->segment_size = l.size;
+    h->pid = pid;
+    h->uid = geteuid();
+    copy_str(h->process, sizeof h->process, cfg->process);
+    copy_str(h->clock, sizeof h->clock, cfg->clock);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    h->start_ns = cfg->start_ns;
+    copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
+    h->lane_count = cfg->lane_count;
+    h->lane_events = cfg->lane_events;
+    h->lanes_off = l.lanes_off;
+    h->rings_off = l.rings_off;
+    h->string_max = cfg->string_max;
+    h->string_arena = cfg->string_arena;
+    h->string_index_off = l.string_index_off;
+    h->string_arena_off = l.string_arena_off;
+    h->mailbox_off = l.mailbox_off;
+    /* The magic goes last: a reader that sees it sees a complete header. */
+    atomic_thread_fence(memory_order_release);
+    h->magic = TS_SEGMENT_MAGIC;
+    *out = s;
+    return 0;
+}
+
+int segment_validate(const void *base, uint64_t size, char **cause)
+{
+    if (size < sizeof(ts_segment_header))
+        return cause_set(cause, "too small for a termsight segment (%llu bytes)",
+                         (unsigned long long)size);
+    const ts_segment_header *h = base;
+    if (h->magic != TS_SEGMENT_MAGIC)
+        return cause_set(cause, "not a termsight segment (bad magic)");
+    if (h->endian != 0x01020304u)
+        return cause_set(cause, "written with another byte order");
+    if (h->major != TS_SEGMENT_MAJOR)
+        return cause_set(cause, "layout version %u.%u, this termsight reads %u.x", h->major,
+                         h->minor, TS_SEGMENT_MAJOR);
+    if (h->header_size < sizeof(ts_segment_header) || h->header_size > PAGE)
+        return cause_set(cause, "header size %u does not match", h->header_size);
+    if (h->event_size != sizeof(ts_event) || h->lane_size != sizeof(ts_lane) ||
+        h->word_size != sizeof(void *))
+        return cause_set(cause, "record sizes do not match (event %u, lane %u, word %u)",
+                         h->event_size, h->lane_size, h->word_size);
+    if (h->segment_size != size)
+        return cause_set(cause, "header says %llu bytes but the segment has %llu",
+                         (unsigned long long)h->segment_size, (unsigned long long)size);
+    if (h->pid <= 0)
+        return cause_set(cause, "bad pid %d", h->pid);
+    if (!memchr(h->process, 0, sizeof h->process) || !memchr(h->clock, 0, sizeof h->clock) ||
+        !memchr(h->run_folder, 0, sizeof h->run_folder) ||
+        !memchr(h->record_notice, 0, sizeof h->record_notice))
+        return cause_set(cause, "unterminated text in header");
+    if (h->lane_count < 1 || h->lane_count > LANES_MAX || !is_pow2(h->lane_events) ||
+        h->lane_events < LANE_EVENTS_MIN || h->lane_events > LANE_EVENTS_MAX)
+        return cause_set(cause, "bad lane geometry (%u lanes of %u events)", h->lane_count,
+                         h->lane_events);
+    if (h->string_max < STRINGS_MIN || h->string_max > STRINGS_MAX || h->string_arena < ARENA_MIN ||
+        h->string_arena > ARENA_MAX)
+        return cause_set(cause, "bad string table geometry (%u ids, %u bytes)", h->string_max,
+                         h->string_arena);
+    /* The geometry is bounded above, so this cannot overflow; the offsets must be exactly the
+     * ones it implies, which also proves every region lies inside the segment. */
+    layout l = layout_of(h->lane_count, h->lane_events, h->string_max, h->string_arena);
+    if (h->lanes_off != l.lanes_off || h->rings_off != l.rings_off ||
+        h->string_index_off != l.string_index_off || h->string_arena_off != l.string_arena_off ||
+        h->mailbox_off != l.mailbox_off || l.size != size)
+        return cause_set(cause, "region offsets do not match the geometry");
+    return 0;
+}
+
+static int attach_fd(int fd, const char *label, int writable, segment **out, char **cause)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return cause_set(cause, "%s: %s", label, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cause_set(cause, "%s is not a regular file", label);
+    if (st.st_uid != geteuid())
+        return cause_set(cause, "%s belongs to uid %u, not to you (uid %u)", label,
+                         (unsigned)st.st_uid, (unsigned)geteuid());
+    if ((uint64_t)st.st_size < sizeof(ts_segment_header))
+        return cause_set(cause, "%s: too small for a termsight segment (%lld bytes)", label,
+                         (long long)st.st_size);
+    uint64_t size = (uint64_t)st.st_size;
+    void *base = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return cause_set(cause, "%s: cannot map: %s", label, strerror(errno));
+    char *why = NULL;
+    if (segment_validate(base, size, &why) != 0) {
+        munmap(base, size);
+        int r = cause_set(cause, "%s: %s", label, why ? why : "invalid");
+        free(why);
+        return r;
+    }
+    segment *s = calloc(1, sizeof *s);
+    if (!s) {
+        munmap(base, size);
+        return cause_set(cause, "out of memory");
+    }
+    s->base = base;
+    s->size = size;
+    s->writable = writable;
+    copy_str(s->name, sizeof s->name, label);
+    *out = s;
+    return 0;
+}
+
+int segment_attach_name(const char *name, int writable, segment **out, char **cause)
+{
+    *out = NULL;
+    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
+    /* "/termsight-123" is a shm name; anything with another slash is a file path. */
+    int is_shm = name[0] == '/' && !strchr(name + 1, '/');
+    int fd = is_shm ? shm_open(name, flags, 0) : open(name, flags);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return cause_set(cause, "%s: no such segment", name);
+        return cause_set(cause, "%s: %s", name, strerror(e));
+    }
+    int r = attach_fd(fd, name, writable, out, cause);
+    close(fd);
+    return r;
+}
+
+int segment_attach(pid_t pid, int writable, segment **out, char **cause)
+{
+    char name[64];
+    shm_name_of(pid, name, sizeof name);
+    int r = segment_attach_name(name, writable, out, cause);
+    if (r == 0 && segment_header(*out)->pid != pid) {
+        int named = segment_header(*out)->pid;
+        segment_close(*out, 0);
+        *out = NULL;
+        return cause_set(cause, "%s: header names pid %d", name, named);
+    }
+    return r;
+}
+
+void segment_close(segment *s, int remove)
+{
+    if (!s)
+        return;
+    if (remove)
+        segment_unlink(s);
+    munmap(s->base, s->size);
+    free(s);
+}
+
+void segment_unlink(const segment *s)
+{
+    if (s->name[0] == '/' && !strchr(s->name + 1, '/'))
+        shm_unlink(s->name);
+}
+
+void *segment_at(const segment *s, uint64_t off, uint64_t len)
+{
+    if (off > s->size || len > s->size - off)
+        return NULL;
+    return s->base + off;
+}
+
+ts_segment_header *segment_header(const segment *s)
+{
+    return (ts_segment_header *)s->base;
+}
+
+uint64_t segment_size(const segment *s)
+{
+    return s->size;
+}
+
+const char *segment_shm_name(const segment *s)
+{
+    return s->name;
+}
+
+ts_lane *segment_lane(const segment *s, uint32_t i)
+{
+    const ts_segment_header *h = segment_header(s);
+    if (i >= h->lane_count)
+        return NULL;
+    return segment_at(s, h->lanes_off + (uint64_t)i * sizeof(ts_lane), sizeof(ts_lane));
+}
+
+ts_event *segment_ring(const segment *s, uint32_t i)
+{
+    const ts_segment_header *h = segment_header(s);
+    if (i >= h->lane_count)
+        return NULL;
+    uint64_t bytes = (uint64_t)h->lane_events * sizeof(ts_event);
+    return segment_at(s, h->rings_off + (uint64_t)i * bytes, bytes);
+}
+
+/* Alive means the process exists and still maps this very object (not a deleted one, not a pid
+ * reused by an unrelated process). */
+static int segment_alive(pid_t pid, const char *shm_name)
+{
+    if (kill(pid, 0) != 0 && errno != EPERM)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 1; /* exists, cannot tell more */
+    char want[80];
+    snprintf(want, sizeof want, "/dev/shm%s", shm_name);
+    size_t wl = strlen(want);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, want);
+        if (p && (p[wl] == '\n' || p[wl] == 0))
+            found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+static int parse_pid(const char *entry, pid_t *pid)
+{
+    size_t pl = strlen(TS_SEGMENT_PREFIX);
+    if (strncmp(entry, TS_SEGMENT_PREFIX, pl))
+        return 0;
+    const char *d = entry + pl;
+    if (!*d || *d == '0') /* "/termsight-<pid>" is written without leading zeros */
+        return 0;
+    long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || v > 1000000000L)
+            return 0;
+        v = v * 10 + (*d - '0');
+    }
+    if (v <= 0)
+        return 0;
+    *pid = (pid_t)v;
+    return 1;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+    const segment_info *x = a, *y = b;
+    return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int segment_list(segment_info **out, char **cause)
+{
+    *out = NULL;
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return cause_set(cause, "cannot read /dev/shm: %s", strerror(errno));
+    segment_info *list = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t pid;
+        if (!parse_pid(e->d_name, &pid))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid())
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            segment_info *nl = realloc(list, cap * sizeof *nl);
+            if (!nl) {
+                free(list);
+                closedir(d);
+                return cause_set(cause, "out of memory");
+            }
+            list = nl;
+        }
+        segment_info *info = &list[n++];
+        memset(info, 0, sizeof *info);
+        info->pid = pid;
+        shm_name_of(pid, info->shm_name, sizeof info->shm_name);
+        info->alive = segment_alive(pid, info->shm_name);
+        segment *s = NULL;
+        char *why = NULL;
+        if (segment_attach_name(info->shm_name, 0, &s, &why) == 0) {
+            ts_segment_header *h = segment_header(s);
+            info->readable = 1;
+            copy_str(info->process, sizeof info->process, h->process);
+            copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
+            info->state = atomic_load_explicit(&h->state, memory_order_acquire);
+            info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
+            info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+            info->start_realtime_ns = h->start_realtime_ns;
+            segment_close(s, 0);
+        } else {
+            copy_str(info->error, sizeof info->error, why ? why : "unreadable");
+            free(why);
+        }
+    }
+    closedir(d);
+    if (n)
+        qsort(list, n, sizeof *list, by_pid);
+    *out = list;
+    return (int)n;
+}
+
+int segment_remove_stale(pid_t pid, char **cause)
+{
+    char name[64];
+    shm_name_of(pid, name, sizeof name);
+    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0)
+        return cause_set(cause, "%s: %s", name, strerror(errno));
+    struct stat st;
+    int r = fstat(fd, &st);
+    close(fd);
+    if (r != 0)
+        return cause_set(cause, "%s: %s", name, strerror(errno));
+    if (st.st_uid != geteuid())
+        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
+    if (segment_alive(pid, name))
+        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
+    if (shm_unlink(name) != 0)
+        return cause_set(cause, "%s: %s", name, strerror(errno));
+    return 0;
+}

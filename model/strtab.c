@@ -1,0 +1,179 @@
+/* strtab: names interned to 32-bit ids in the segment.
+ *
+ * Shared part (readable by any process): an index of arena offsets and an arena of entries
+ * {uint32 length, bytes, NUL}, 4-byte aligned; header->string_count publishes ids with a release
+ * store after their entry is written. Process-local part: an open-addressing hash of
+ * (hash, id) words, read lock-free; inserts (a name's first use) take a mutex. */
+#include "model.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct strtab {
+    const segment *seg;
+    uint32_t *index;
+    char *arena;
+    uint32_t max;
+    uint32_t arena_size;
+    _Atomic uint64_t *slots; /* 0 empty, else hash32 << 32 | id, hash32 never 0 */
+    uint64_t mask;
+    pthread_mutex_t lock;
+};
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: short names, no setup cost */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint32_t hash32(uint64_t h)
+{
+    uint32_t v = (uint32_t)(h >> 32) ^ (uint32_t)h;
+    return v ? v : 1;
+}
+
+static int entry_matches(const strtab *t, uint32_t id, const char *bytes, size_t len)
+{
+    uint32_t elen;
+    const char *e = strtab_get(t->seg, id, &elen);
+    return e && elen == len && !memcmp(e, bytes, len);
+}
+
+/* Lock-free probe; UINT32_MAX when absent. *free_slot gets the first empty slot seen. */
+static uint32_t probe(strtab *t, uint64_t h, const char *bytes, size_t len, uint64_t *free_slot)
+{
+    uint32_t h32 = hash32(h);
+    for (uint64_t i = h & t->mask, k = 0; k <= t->mask; i = (i + 1) & t->mask, k++) {
+        uint64_t v = atomic_load_explicit(&t->slots[i], memory_order_acquire);
+        if (!v) {
+            if (free_slot)
+                *free_slot = i;
+            return UINT32_MAX;
+        }
+        if ((uint32_t)(v >> 32) == h32 && entry_matches(t, (uint32_t)v, bytes, len))
+            return (uint32_t)v;
+    }
+    if (free_slot)
+        *free_slot = UINT64_MAX;
+    return UINT32_MAX;
+}
+
+/* Under the lock. Returns the new id or UINT32_MAX when the table is full. */
+static uint32_t insert(strtab *t, uint64_t h, const char *bytes, size_t len, uint64_t slot)
+{
+    ts_segment_header *hd = segment_header(t->seg);
+    uint32_t id = atomic_load_explicit(&hd->string_count, memory_order_relaxed);
+    uint32_t used = atomic_load_explicit(&hd->string_used, memory_order_relaxed);
+    uint64_t need = (sizeof(uint32_t) + len + 1 + 3) & ~(uint64_t)3;
+    if (id >= t->max || slot == UINT64_MAX || need > (uint64_t)t->arena_size - used)
+        return UINT32_MAX;
+    uint32_t l32 = (uint32_t)len;
+    memcpy(t->arena + used, &l32, sizeof l32);
+    memcpy(t->arena + used + sizeof l32, bytes, len);
+    memset(t->arena + used + sizeof l32 + len, 0, need - sizeof l32 - len);
+    t->index[id] = used;
+    atomic_store_explicit(&hd->string_used, used + (uint32_t)need, memory_order_relaxed);
+    atomic_store_explicit(&hd->string_count, id + 1, memory_order_release);
+    atomic_store_explicit(&t->slots[slot], (uint64_t)hash32(h) << 32 | id, memory_order_release);
+    return id;
+}
+
+static const char overflow_name[] = "<names table full>";
+
+int strtab_create(const segment *s, strtab **out, char **cause)
+{
+    *out = NULL;
+    ts_segment_header *h = segment_header(s);
+    strtab *t = calloc(1, sizeof *t);
+    if (!t)
+        return cause_set(cause, "out of memory");
+    t->seg = s;
+    t->max = h->string_max;
+    t->arena_size = h->string_arena;
+    t->index = segment_at(s, h->string_index_off, (uint64_t)t->max * sizeof(uint32_t));
+    t->arena = segment_at(s, h->string_arena_off, t->arena_size);
+    uint64_t nslots = 16;
+    while (nslots < (uint64_t)t->max * 2)
+        nslots <<= 1;
+    t->slots = calloc(nslots, sizeof *t->slots);
+    if (!t->index || !t->arena || !t->slots) {
+        free(t->slots);
+        free(t);
+        return cause_set(cause, "string table does not fit the segment");
+    }
+    t->mask = nslots - 1;
+    pthread_mutex_init(&t->lock, NULL);
+    /* Reserved ids, in order: TS_STR_NONE, TS_STR_OVERFLOW. */
+    if (strtab_intern(t, "", 0, NULL) != TS_STR_NONE ||
+        strtab_intern(t, overflow_name, sizeof overflow_name - 1, NULL) != TS_STR_OVERFLOW) {
+        strtab_destroy(t);
+        return cause_set(cause, "string table too small for its reserved names");
+    }
+    *out = t;
+    return 0;
+}
+
+void strtab_destroy(strtab *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->lock);
+    free(t->slots);
+    free(t);
+}
+
+uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
+{
+    if (truncated)
+        *truncated = len > TS_NAME_MAX;
+    if (len > TS_NAME_MAX)
+        len = TS_NAME_MAX;
+    if (!bytes)
+        len = 0, bytes = "";
+    uint64_t h = hash_bytes(bytes, len);
+    uint32_t id = probe(t, h, bytes, len, NULL);
+    if (id != UINT32_MAX)
+        return id;
+    pthread_mutex_lock(&t->lock);
+    uint64_t slot;
+    id = probe(t, h, bytes, len, &slot);
+    if (id == UINT32_MAX)
+        id = insert(t, h, bytes, len, slot);
+    pthread_mutex_unlock(&t->lock);
+    if (id == UINT32_MAX) {
+        atomic_fetch_add_explicit(&segment_header(t->seg)->string_drops, 1, memory_order_relaxed);
+        return TS_STR_OVERFLOW;
+    }
+    return id;
+}
+
+const char *strtab_get(const segment *s, uint32_t id, uint32_t *len)
+{
+    const ts_segment_header *h = segment_header(s);
+    uint32_t count =
+        atomic_load_explicit(&((ts_segment_header *)h)->string_count, memory_order_acquire);
+    if (id >= count || id >= h->string_max)
+        return NULL;
+    const uint32_t *index =
+        segment_at(s, h->string_index_off + (uint64_t)id * sizeof(uint32_t), sizeof(uint32_t));
+    if (!index)
+        return NULL;
+    uint32_t off = *index;
+    if ((uint64_t)off + sizeof(uint32_t) > h->string_arena)
+        return NULL;
+    const char *e = segment_at(s, h->string_arena_off + off, sizeof(uint32_t));
+    if (!e)
+        return NULL;
+    uint32_t l;
+    memcpy(&l, e, sizeof l);
+    if ((uint64_t)l + 1 > (uint64_t)h->string_arena - off - sizeof(uint32_t) || l > TS_NAME_MAX)
+        return NULL;
+    if (len)
+        *len = l;
+    return e + sizeof(uint32_t);
+}
