@@ -142,6 +142,24 @@ static int check_options(const termsight_options *o)
 
 /* ---- Create and destroy ---------------------------------------------------------------- */
 
+/* Segments of ended sessions, kept mapped (see termsight_session_destroy) and reachable. */
+typedef struct retired_segment {
+    segment *seg;
+    struct retired_segment *next;
+} retired_segment;
+
+static retired_segment *retired;
+
+static void retire_segment(segment *seg)
+{
+    retired_segment *r = malloc(sizeof *r);
+    if (!r)
+        return;
+    r->seg = seg;
+    r->next = retired;
+    retired = r;
+}
+
 static void session_free(termsight_session *s)
 {
     strtab_destroy(s->names);
@@ -317,6 +335,7 @@ int termsight_session_destroy(termsight_session *s)
      * before the stop may still be writing into its lane, and must not touch unmapped memory.
      * The pages go when the process ends. */
     segment_unlink(s->seg);
+    retire_segment(s->seg);
     pthread_mutex_unlock(&s->control);
     session_free(s);
     pthread_mutex_unlock(&create_lock);
@@ -534,7 +553,8 @@ int termsight_flush(termsight_session *s)
 
 const char *termsight_state(const termsight_session *s)
 {
-    return s ? state_name(s->state) : "none";
+    /* The header's copy: the recorder thread may be changing s->state for a mailbox command. */
+    return s ? state_name(atomic_load(&segment_header(s->seg)->state)) : "none";
 }
 
 const char *termsight_run_folder(const termsight_session *s)

@@ -1,0 +1,495 @@
+/* Tests of the session: state machine, the recorder with real threads, what reaches the
+ * recording, the mailbox from another process, fork, options. */
+#include "collectors.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SCALE 8
+#else
+#define SCALE 1
+#endif
+
+static char tmp_root[512];
+
+static void make_output(char *out, size_t cap, const char *tag)
+{
+    const char *base = getenv("TERMSIGHT_TEST_TMP");
+    snprintf(tmp_root, sizeof tmp_root, "%s", base && *base ? base : "/tmp");
+    snprintf(out, cap, "%s/session-%d-%s-%ld", tmp_root, (int)getpid(), tag, (long)time(NULL));
+}
+
+static termsight_session *open_session(const char *tag, int start, uint32_t lane_events,
+                                       uint32_t threads, char *output, size_t cap)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    make_output(output, cap, tag);
+    o.output_path = output;
+    o.start_collecting = start;
+    if (lane_events)
+        o.lane_events = lane_events;
+    if (threads)
+        o.max_threads = threads;
+    termsight_session *s = NULL;
+    int rc = termsight_session_create(&o, &s);
+    ck_assert_msg(rc == TERMSIGHT_OK, "create: %d %s", rc, termsight_last_error());
+    return s;
+}
+
+/* What a recording holds, by kind, with names resolved. */
+typedef struct tally {
+    uint64_t by_kind[TS_KIND__COUNT];
+    uint64_t lost;
+    uint64_t max_step;
+    int names_ok;
+} tally;
+
+typedef int (*event_check)(const recording_reader *r, const ts_event *ev, void *ctx);
+
+static void read_recording(const char *run_folder, tally *t, event_check check, void *ctx)
+{
+    memset(t, 0, sizeof *t);
+    recording_reader *r;
+    char *why = NULL;
+    ck_assert_msg(recording_reader_open(run_folder, &r, &why) == 0, "open: %s", why);
+    const ts_event *ev;
+    size_t n;
+    int rc;
+    while ((rc = recording_reader_next(r, &ev, &n, &why)) == 1) {
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_uint_lt(ev[i].kind, TS_KIND__COUNT);
+            t->by_kind[ev[i].kind]++;
+            if (ev[i].kind == TS_KIND_LOST)
+                t->lost += ev[i].v0;
+            if (ev[i].kind == TS_KIND_STEP_BEGIN && ev[i].v0 > t->max_step)
+                t->max_step = ev[i].v0;
+            if (check)
+                ck_assert(check(r, &ev[i], ctx));
+        }
+    }
+    ck_assert_msg(rc == 0, "read: %s", why);
+    ck_assert_uint_eq(recording_reader_bad_chunks(r), 0);
+    recording_reader_close(r);
+}
+
+static int name_is(const recording_reader *r, uint32_t id, const char *want)
+{
+    uint32_t len;
+    const char *s = recording_reader_string(r, id, &len);
+    return s && len == strlen(want) && !memcmp(s, want, len);
+}
+
+START_TEST(state_machine)
+{
+    char out[600];
+    termsight_session *s = open_session("states", 0, 0, 0, out, sizeof out);
+    ck_assert_str_eq(termsight_state(s), "idle");
+    ck_assert_int_eq(termsight_stop(s), TERMSIGHT_E_NOT_COLLECTING);
+    ck_assert_ptr_nonnull(strstr(termsight_last_error(), "not collecting"));
+    ck_assert_int_eq(termsight_start(s), TERMSIGHT_OK);
+    ck_assert_str_eq(termsight_state(s), "collecting");
+    ck_assert_int_eq(termsight_start(s), TERMSIGHT_E_ALREADY_COLLECTING);
+    ck_assert_ptr_nonnull(strstr(termsight_last_error(), "already collecting"));
+    ck_assert_int_eq(termsight_stop(s), TERMSIGHT_OK);
+    ck_assert_str_eq(termsight_state(s), "stopped");
+    ck_assert_int_eq(termsight_stop(s), TERMSIGHT_E_NOT_COLLECTING);
+    ck_assert_int_eq(termsight_start(s), TERMSIGHT_OK); /* a second window */
+
+    termsight_session *other = NULL;
+    ck_assert_int_eq(termsight_session_create(NULL, &other), TERMSIGHT_E_SESSION_EXISTS);
+    ck_assert_ptr_null(other);
+
+    char shm[64];
+    snprintf(shm, sizeof shm, "/dev/shm/termsight-%d", (int)getpid());
+    ck_assert_int_eq(access(shm, F_OK), 0);
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    ck_assert_int_ne(access(shm, F_OK), 0); /* the segment is removed */
+    ck_assert_ptr_null(termsight_session_current());
+
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_COLLECT_START], 2);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_COLLECT_STOP], 2);
+}
+END_TEST
+
+START_TEST(run_folder_layout)
+{
+    char out[600];
+    termsight_options o;
+    termsight_options_init(&o);
+    make_output(out, sizeof out, "layout");
+    o.output_path = out;
+    o.process_name = "we/ird\nname";
+    termsight_session *s;
+    ck_assert_int_eq(termsight_session_create(&o, &s), 0);
+    const char *run = termsight_run_folder(s);
+    ck_assert_int_eq(strncmp(run, out, strlen(out)), 0);
+    char want[64];
+    snprintf(want, sizeof want, "/we_ird_name-%d-", (int)getpid());
+    ck_assert_ptr_nonnull(strstr(run, want));
+    char file[1200];
+    snprintf(file, sizeof file, "%s/recording/events.tsr", run);
+    ck_assert_int_eq(access(file, R_OK), 0);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+}
+END_TEST
+
+/* The events of a small, known program, checked one by one. */
+typedef struct known_ctx {
+    int ranges, inner_ok, outer_ok, queue_ok, counter_ok, mark_ok, phases;
+    uint64_t steps_begun, steps_ended;
+} known_ctx;
+
+static int check_known(const recording_reader *r, const ts_event *ev, void *arg)
+{
+    known_ctx *c = arg;
+    switch (ev->kind) {
+    case TS_KIND_OP_RANGE:
+        c->ranges++;
+        if (name_is(r, ev->name, "inner, \"quoted\"\n") && name_is(r, ev->type, "MatMul") &&
+            ev->aux == 1 && ev->v0 == 1234)
+            c->inner_ok++;
+        if (name_is(r, ev->name, "outer") && ev->aux == 0 && ev->type == TS_STR_NONE)
+            c->outer_ok++;
+        return ev->end_ns >= ev->begin_ns;
+    case TS_KIND_QUEUE_SAMPLE:
+        c->queue_ok += name_is(r, ev->name, "batches") && ev->v0 == 3 && ev->v1 == 8;
+        return 1;
+    case TS_KIND_COUNTER: {
+        double v;
+        memcpy(&v, &ev->v0, sizeof v);
+        c->counter_ok += name_is(r, ev->name, "loss") && v == 0.5 && (ev->flags & TS_EF_DOUBLE);
+        return 1;
+    }
+    case TS_KIND_MARK:
+        c->mark_ok += name_is(r, ev->name, "checkpoint");
+        return 1;
+    case TS_KIND_PHASE:
+        c->phases++;
+        return ev->aux == TS_PHASE_FORWARD_START || ev->aux == TS_PHASE_BACKWARD_END;
+    case TS_KIND_STEP_BEGIN:
+        c->steps_begun++;
+        return ev->v0 == c->steps_begun;
+    case TS_KIND_STEP_END:
+        c->steps_ended++;
+        return ev->v0 == c->steps_begun;
+    default:
+        return 1;
+    }
+}
+
+START_TEST(events_reach_recording)
+{
+    char out[600];
+    termsight_session *s = open_session("events", 1, 0, 0, out, sizeof out);
+    uint32_t q = termsight_queue_register("batches", 8, TERMSIGHT_QUEUE_HOST, "loader", "train");
+    ck_assert_uint_eq(q, 1);
+    for (int step = 0; step < 3; step++) {
+        ck_assert_uint_eq(termsight_step_begin(), (uint64_t)step + 1);
+        termsight_phase_mark(TERMSIGHT_FORWARD_START);
+        termsight_range_begin("outer", NULL);
+        termsight_range_begin("inner, \"quoted\"\n", "MatMul");
+        termsight_range_flops(1234);
+        termsight_range_end();
+        termsight_range_end();
+        termsight_phase_mark(TERMSIGHT_BACKWARD_END);
+        termsight_queue_size(q, 3);
+        termsight_counter("loss", 0.5);
+        termsight_step_end();
+    }
+    termsight_mark("checkpoint");
+    termsight_range_end(); /* unbalanced: ignored */
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+
+    known_ctx c = {0};
+    tally t;
+    read_recording(run, &t, check_known, &c);
+    ck_assert_int_eq(c.ranges, 6);
+    ck_assert_int_eq(c.inner_ok, 3);
+    ck_assert_int_eq(c.outer_ok, 3);
+    ck_assert_int_eq(c.queue_ok, 3);
+    ck_assert_int_eq(c.counter_ok, 3);
+    ck_assert_int_eq(c.mark_ok, 1);
+    ck_assert_int_eq(c.phases, 6);
+    ck_assert_uint_eq(c.steps_begun, 3);
+    ck_assert_uint_eq(c.steps_ended, 3);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_QUEUE_INFO], 1);
+    ck_assert_uint_eq(t.lost, 0);
+}
+END_TEST
+
+START_TEST(nothing_while_not_collecting)
+{
+    char out[600];
+    termsight_session *s = open_session("quiet", 0, 0, 0, out, sizeof out);
+    termsight_range_begin("before", "T"); /* begun while idle: its end must not pop "inside" */
+    ck_assert_int_eq(termsight_start(s), 0);
+    termsight_range_begin("inside", "T");
+    termsight_range_end();
+    termsight_range_end();
+    ck_assert_int_eq(termsight_stop(s), 0);
+    for (int i = 0; i < 1000; i++) {
+        termsight_range_begin("after", "T");
+        termsight_range_end();
+        termsight_counter("c", i);
+    }
+    ck_assert_uint_eq(termsight_step_begin(), 1); /* steps count while stopped too */
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 1);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_COUNTER], 0);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_STEP_BEGIN], 0);
+}
+END_TEST
+
+/* Many threads, small lanes: every event is either recorded or counted as lost. */
+#define EMITTERS 6
+
+static void *emitter(void *arg)
+{
+    uint64_t n = *(uint64_t *)arg;
+    uint32_t name = termsight_name("tick");
+    for (uint64_t i = 0; i < n; i++)
+        termsight_counter_id(name, (double)i);
+    return NULL;
+}
+
+START_TEST(accounted_under_load)
+{
+    char out[600];
+    termsight_session *s = open_session("load", 1, 64, EMITTERS + 1, out, sizeof out);
+    uint64_t per_thread = 200000 / SCALE;
+    pthread_t th[EMITTERS];
+    for (int i = 0; i < EMITTERS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, emitter, &per_thread), 0);
+    for (int i = 0; i < EMITTERS; i++)
+        pthread_join(th[i], NULL);
+    uint64_t dropped_live;
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_stop(s), 0);
+    dropped_live = termsight_events_dropped(s);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_COUNTER] + t.lost, per_thread * EMITTERS);
+    ck_assert_uint_eq(t.lost, dropped_live);
+}
+END_TEST
+
+/* Threads that end give their lanes back: far more threads than lanes, one after another. */
+static void *one_range(void *arg)
+{
+    (void)arg;
+    termsight_range_begin("short-lived", "Op");
+    termsight_range_end();
+    return NULL;
+}
+
+START_TEST(lanes_reused)
+{
+    char out[600];
+    termsight_session *s = open_session("reuse", 1, 64, 2, out, sizeof out);
+    int rounds = 40;
+    for (int i = 0; i < rounds; i++) {
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, one_range, NULL), 0);
+        pthread_join(t, NULL);
+        /* The recorder frees a retired lane once drained; flushing drains now. */
+        ck_assert_int_eq(termsight_flush(s), 0);
+    }
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], (uint64_t)rounds);
+    ck_assert_uint_eq(t.lost, 0);
+}
+END_TEST
+
+START_TEST(flush_puts_everything_on_disk)
+{
+    char out[600];
+    termsight_session *s = open_session("flush", 1, 0, 0, out, sizeof out);
+    for (int i = 0; i < 5000; i++) {
+        termsight_range_begin("op", "Op");
+        termsight_range_end();
+    }
+    ck_assert_int_eq(termsight_flush(s), 0);
+    tally t;
+    read_recording(termsight_run_folder(s), &t, NULL, NULL); /* while the session lives */
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 5000);
+    ck_assert_uint_eq(termsight_events_recorded(s) >= 5000, 1);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+}
+END_TEST
+
+/* A frontend in another process drives the session through the mailbox. */
+static int child_command(pid_t owner, uint32_t cmd, int32_t *status, char *msg, size_t cap)
+{
+    segment *seg;
+    if (segment_attach(owner, 1, &seg, NULL) != 0)
+        return -1;
+    uint64_t seq;
+    if (mailbox_send(seg, cmd, NULL, &seq, NULL) != 0) {
+        segment_close(seg, 0);
+        return -1;
+    }
+    /* The recorder polls every millisecond: allow ten seconds. */
+    for (int i = 0; i < 10000; i++) {
+        if (mailbox_reply(seg, seq, status, msg, cap)) {
+            segment_close(seg, 0);
+            return 0;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    segment_close(seg, 0);
+    return -1;
+}
+
+START_TEST(mailbox_from_another_process)
+{
+    char out[600];
+    termsight_session *s = open_session("mailbox", 0, 0, 0, out, sizeof out);
+    pid_t owner = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        int32_t st;
+        char msg[256];
+        int ok = child_command(owner, TS_CMD_START, &st, msg, sizeof msg) == 0 && st == 0;
+        ok = ok && child_command(owner, TS_CMD_START, &st, msg, sizeof msg) == 0 &&
+             st == TERMSIGHT_E_ALREADY_COLLECTING && strstr(msg, "already collecting");
+        ok = ok && child_command(owner, TS_CMD_STOP, &st, msg, sizeof msg) == 0 && st == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_str_eq(termsight_state(s), "stopped");
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+}
+END_TEST
+
+/* A forked child's events never land in the parent's lanes. */
+START_TEST(fork_child_writes_nothing)
+{
+    char out[600];
+    termsight_session *s = open_session("fork", 1, 0, 0, out, sizeof out);
+    termsight_range_begin("parent-before", "Op");
+    termsight_range_end();
+    pid_t child = fork();
+    if (child == 0) {
+        for (int i = 0; i < 100; i++) {
+            termsight_range_begin("child", "Op");
+            termsight_range_end();
+        }
+        _exit(termsight_session_current() == NULL ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 1);
+}
+END_TEST
+
+START_TEST(bad_options)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    termsight_session *s = NULL;
+    o.lane_events = 1000;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(termsight_last_error(), "power of two"));
+    ck_assert_ptr_null(s);
+
+    setenv("TERMSIGHT_LANE_EVENTS", "lots", 1);
+    termsight_options_init(&o);
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(termsight_last_error(), "TERMSIGHT_LANE_EVENTS=lots"));
+    unsetenv("TERMSIGHT_LANE_EVENTS");
+
+    setenv("PROFILING_FP_START", "Conv2D-op1", 1);
+    termsight_options_init(&o);
+    ck_assert_str_eq(o.fp_start_op, "Conv2D-op1");
+    unsetenv("PROFILING_FP_START");
+
+    o.output_path = "";
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_E_INVALID);
+    ck_assert_int_eq(termsight_start(NULL), TERMSIGHT_E_NO_SESSION);
+    ck_assert_str_eq(termsight_strerror(TERMSIGHT_E_NOT_COLLECTING),
+                     "the profiler is not collecting");
+}
+END_TEST
+
+START_TEST(unwritable_output)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    char out[600];
+    make_output(out, sizeof out, "file");
+    FILE *f = fopen(out, "w"); /* a file where the output folder should be */
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    o.output_path = out;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_E_RECORDING);
+    ck_assert_ptr_nonnull(strstr(termsight_last_error(), out));
+    ck_assert_ptr_null(termsight_session_current()); /* nothing left behind */
+}
+END_TEST
+
+static Suite *session_suite(void)
+{
+    Suite *s = suite_create("session");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, state_machine);
+    tcase_add_test(tc, run_folder_layout);
+    tcase_add_test(tc, events_reach_recording);
+    tcase_add_test(tc, nothing_while_not_collecting);
+    tcase_add_test(tc, accounted_under_load);
+    tcase_add_test(tc, lanes_reused);
+    tcase_add_test(tc, flush_puts_everything_on_disk);
+    tcase_add_test(tc, mailbox_from_another_process);
+    tcase_add_test(tc, fork_child_writes_nothing);
+    tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, unwritable_output);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(session_suite());
+    /* Check's default fork mode: each test in a fresh process, as the session is one per
+     * process. */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
