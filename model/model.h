@@ -365,9 +365,14 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
         }
     }
     /* Orders the previous head store before this slot's stores, so an observer that copied a
-     * half-written slot also sees the head that tells it so (lane_observe). Free on x86. */
+     * half-written slot also sees the head that tells it so (lane_observe). The slot is written
+     * word by word with relaxed atomic stores because that observer may read it concurrently;
+     * on x86 both are plain moves. */
     atomic_thread_fence(memory_order_release);
-    w->ring[h & w->mask] = *ev;
+    const uint64_t *from = (const uint64_t *)(const void *)ev;
+    uint64_t *to = (uint64_t *)(void *)&w->ring[h & w->mask];
+    for (size_t k = 0; k < sizeof(ts_event) / sizeof(uint64_t); k++)
+        __atomic_store_n(&to[k], from[k], __ATOMIC_RELAXED);
     w->head = h + 1;
     atomic_store_explicit(&w->lane->head, h + 1, memory_order_release);
     return 1;
