@@ -106,9 +106,10 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         struct stat st;
         if (old >= 0 && fstat(old, &st) == 0 && st.st_uid != geteuid()) {
             close(old);
+            int r = cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
+                              (unsigned)st.st_uid);
             free(s);
-            return cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
-                             (unsigned)st.st_uid);
+            return r;
         }
         if (old >= 0)
             close(old);
