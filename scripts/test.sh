@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up and builds termsight (scripts/setup.sh), then runs every test with ctest.
+#
+#   bash scripts/test.sh [EXTRA CMAKE ARGS...]
+#
+# BUILD_DIR (default build) is the build tree. Exits non-zero when a test fails or none is found.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+bash scripts/setup.sh "$@"
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --timeout 900 -j2
