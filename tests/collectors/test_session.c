@@ -417,6 +417,50 @@ START_TEST(fork_child_writes_nothing)
 }
 END_TEST
 
+/* A program that returns from main without destroying its session: the exit handler records
+ * everything and removes the segment. */
+START_TEST(exit_flushes_and_removes)
+{
+    char out[600];
+    make_output(out, sizeof out, "exit");
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(fd[0]);
+        termsight_options o;
+        termsight_options_init(&o);
+        o.output_path = out;
+        termsight_session *s;
+        if (termsight_session_create(&o, &s) != 0)
+            _exit(2);
+        for (int i = 0; i < 777; i++) {
+            termsight_range_begin("op", "Op");
+            termsight_range_end();
+        }
+        char run[1024];
+        snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+        if (write(fd[1], run, strlen(run) + 1) < 0)
+            _exit(3);
+        exit(0); /* not _exit: atexit handlers run */
+    }
+    close(fd[1]);
+    char run[1024] = {0};
+    ck_assert_int_gt(read(fd[0], run, sizeof run - 1), 0);
+    close(fd[0]);
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char shm[64];
+    snprintf(shm, sizeof shm, "/dev/shm/termsight-%d", (int)child);
+    ck_assert_int_ne(access(shm, F_OK), 0);
+    tally t;
+    read_recording(run, &t, NULL, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 777);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_COLLECT_STOP], 1);
+}
+END_TEST
+
 START_TEST(bad_options)
 {
     termsight_options o;
@@ -477,6 +521,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, flush_puts_everything_on_disk);
     tcase_add_test(tc, mailbox_from_another_process);
     tcase_add_test(tc, fork_child_writes_nothing);
+    tcase_add_test(tc, exit_flushes_and_removes);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, unwritable_output);
     suite_add_tcase(s, tc);
