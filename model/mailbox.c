@@ -75,8 +75,10 @@ int mailbox_reply(const segment *s, uint64_t seq, int32_t *status, char *msg, si
     }
     /* A later command's answer may have overwritten the message while we copied it. */
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&m->ack_seq, memory_order_relaxed) != seq && msg && msglen)
+    if (atomic_load_explicit(&m->ack_seq, memory_order_relaxed) != seq && msg && msglen) {
         strncpy(msg, "(answer overwritten by a later command)", msglen - 1);
+        msg[msglen - 1] = 0; /* strncpy leaves a cut copy unterminated */
+    }
     return 1;
 }
 
