@@ -415,7 +415,7 @@ static int open_recording(termsight_session *s)
     if (s->writer)
         return 0;
     ts_segment_header *h = segment_header(s->seg);
-    recording_meta meta = {.major = 1, .minor = 0, .pid = h->pid};
+    recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = h->pid};
     snprintf(meta.process, sizeof meta.process, "%s", s->process);
     snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
     meta.start_realtime_ns = h->start_realtime_ns;

@@ -474,13 +474,16 @@ void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *
 /* Recording                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/* A recording is one append-only file of chunks: a 24-byte chunk header (magic, type, payload
- * length, CRC-32 of the payload, sequence number) and the payload, padded to 8 bytes. A reader
+/* A recording is one append-only file of chunks, written by one process: a 24-byte chunk header
+ * (magic, type, flags, payload length, CRC-32, sequence number) and the payload, padded to 8
+ * bytes. The CRC (zlib's crc32) covers the header's other fields and the padded payload. A reader
  * resynchronizes on the next valid chunk after damage, so a file cut short or with flipped bytes
  * still yields every whole chunk. */
 
-#define TS_RECORDING_FILE "events.tsr"
-#define TS_RECORDING_DIR  "recording"
+#define TS_RECORDING_MAJOR 1 /* recording_meta.major: incompatible changes */
+#define TS_RECORDING_MINOR 0 /* recording_meta.minor: compatible additions */
+#define TS_RECORDING_FILE  "events.tsr"
+#define TS_RECORDING_DIR   "recording"
 
 enum ts_chunk_type {
     TS_CHUNK_META = 1,    /* recording_meta */
@@ -505,7 +508,7 @@ typedef struct recording_writer recording_writer;
 int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
                           char **cause);
 
-/* One STRINGS chunk holding ids first .. first+count-1. */
+/* STRINGS chunks holding ids first .. first+count-1 (one, or several over 16 MiB). */
 int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count,
                              const char *const *bytes, const uint32_t *lens, char **cause);
 

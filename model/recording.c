@@ -1,0 +1,760 @@
+/* recording: the append-only file of checksummed chunks that a collector writes while it
+ * collects, and its reader, which recovers every whole chunk from a damaged or cut file.
+ *
+ * Format (little-endian, host order on every supported host). The file is a sequence of chunks,
+ * each starting at an 8-byte aligned offset:
+ *
+ *   offset  size  field
+ *        0     4  magic, CHUNK_MAGIC ("TSRC")
+ *        4     2  type, enum ts_chunk_type
+ *        6     2  flags, 0 (a chunk with other flags is from a later writer and is skipped)
+ *        8     4  payload length in bytes, at most CHUNK_PAYLOAD_MAX
+ *       12     4  CRC-32 (zlib) of bytes 0..11, bytes 16..23, then the padded payload
+ *       16     8  sequence number, 0, 1, 2 ... from each opening of the file
+ *       24     -  payload, then zeros up to the next multiple of 8
+ *
+ *   META     recording_meta as laid out in model.h
+ *   STRINGS  uint32 first id, uint32 count, then count times { uint32 length, bytes }
+ *   EVENTS   ts_event records, at most CHUNK_EVENTS_MAX per chunk
+ *
+ * Names that do not fit one chunk are split over several, each for consecutive ids.
+ *
+ * The checksum covers the header as well, so a flipped type or length is damage too. A writer
+ * that appends to an existing file first pads it to 8 bytes, so that chunks after a torn write
+ * stay aligned for the reader's resynchronization.
+ *
+ * Reading: a file is a recording when it starts with the magic (its first chunk may itself be
+ * damaged). A chunk whose magic, length or checksum does not hold, or that the end of the file
+ * cuts short, counts as one bad chunk; the reader then scans forward 8 bytes at a time to the
+ * next chunk that checks out, counting the bytes it skips. */
+#include "model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the recording format is little-endian and written in host order"
+#endif
+
+#define CHUNK_MAGIC       0x43525354u /* "TSRC" little-endian */
+#define CHUNK_HEADER      24u
+#define CHUNK_PAYLOAD_MAX (16u << 20) /* larger is damage */
+#define CHUNK_EVENTS_MAX  4096u
+#define READ_BLOCK        (256u << 10) /* reader's read-ahead */
+
+typedef struct chunk_header {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t flags;
+    uint32_t length;
+    uint32_t crc;
+    uint64_t seq;
+} chunk_header;
+
+_Static_assert(sizeof(chunk_header) == CHUNK_HEADER, "chunk header layout");
+_Static_assert(_Alignof(ts_event) <= 8, "events in a chunk are 8-byte aligned");
+_Static_assert(CHUNK_EVENTS_MAX * sizeof(ts_event) <= CHUNK_PAYLOAD_MAX, "events chunk fits");
+
+static uint32_t pad8(uint32_t n)
+{
+    return (8u - (n & 7u)) & 7u;
+}
+
+static const unsigned char zeros[8];
+
+/* The checksum of a header (its crc field left out), to be continued over the payload. */
+static uLong chunk_crc_header(const chunk_header *h)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, (const Bytef *)h, offsetof(chunk_header, crc));
+    return crc32(crc, (const Bytef *)&h->seq, sizeof(h->seq));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writer                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+struct recording_writer {
+    int fd;
+    char *path;
+    uint64_t seq;
+    uint64_t bytes;
+};
+
+static int writer_fail(const recording_writer *w, int err, char **cause)
+{
+    return cause_set(cause, "cannot write %s: %s", w->path, strerror(err));
+}
+
+/* Writes every iovec, across EINTR and short writes. iov is consumed. */
+static int writer_writev(recording_writer *w, struct iovec *iov, int iovcnt, char **cause)
+{
+    while (iovcnt > 0) {
+        ssize_t n = writev(w->fd, iov, iovcnt);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return writer_fail(w, errno, cause);
+        }
+        if (n == 0)
+            return writer_fail(w, EIO, cause);
+        w->bytes += (uint64_t)n;
+        size_t left = (size_t)n;
+        while (iovcnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* Appends one chunk whose payload is the concatenation of parts (at most 3). */
+static int writer_chunk(recording_writer *w, uint16_t type, const struct iovec *parts, int nparts,
+                        char **cause)
+{
+    uint64_t length = 0;
+    for (int i = 0; i < nparts; i++)
+        length += parts[i].iov_len;
+    if (length > CHUNK_PAYLOAD_MAX)
+        return cause_set(cause, "cannot write %s: a chunk of %llu bytes is over the limit", w->path,
+                         (unsigned long long)length);
+
+    chunk_header h = {
+        .magic = CHUNK_MAGIC, .type = type, .length = (uint32_t)length, .seq = w->seq};
+    uint32_t pad = pad8(h.length);
+    uLong crc = chunk_crc_header(&h);
+    struct iovec iov[5];
+    int n = 0;
+    iov[n++] = (struct iovec){.iov_base = &h, .iov_len = sizeof(h)};
+    for (int i = 0; i < nparts; i++) {
+        if (!parts[i].iov_len)
+            continue;
+        crc = crc32(crc, parts[i].iov_base, (uInt)parts[i].iov_len);
+        iov[n++] = parts[i];
+    }
+    if (pad) {
+        crc = crc32(crc, zeros, pad);
+        iov[n++] = (struct iovec){.iov_base = (void *)zeros, .iov_len = pad};
+    }
+    h.crc = (uint32_t)crc;
+    if (writer_writev(w, iov, n, cause) < 0)
+        return -1;
+    w->seq++;
+    return 0;
+}
+
+/* mkdir -p with mode 0700 for the folders it creates. */
+static int writer_mkdirs(const char *dir, char **cause)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return cause_set(cause, "out of memory");
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/')
+        p[--len] = '\0';
+    for (char *s = p + 1;; s++) {
+        if (*s && *s != '/')
+            continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+            int err = errno;
+            cause_set(cause, "cannot create folder %s: %s", p, strerror(err));
+            free(p);
+            return -1;
+        }
+        *s = c;
+        if (!c)
+            break;
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return cause_set(cause, "cannot create folder %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cause_set(cause, "cannot create folder %s: it exists and is not a folder", dir);
+    return 0;
+}
+
+int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
+                          char **cause)
+{
+    *out = NULL;
+    if (!dir || !*dir)
+        return cause_set(cause, "no recording folder given");
+    if (writer_mkdirs(dir, cause) < 0)
+        return -1;
+
+    recording_writer *w = calloc(1, sizeof(*w));
+    if (!w || asprintf(&w->path, "%s/%s", dir, TS_RECORDING_FILE) < 0) {
+        free(w);
+        return cause_set(cause, "out of memory");
+    }
+    /* O_NONBLOCK: a FIFO planted at the path fails instead of blocking the recorder. */
+    w->fd =
+        open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (w->fd < 0) {
+        int err = errno;
+        if (err == ELOOP)
+            cause_set(cause, "cannot write %s: it is a symbolic link, which is never followed",
+                      w->path);
+        else
+            cause_set(cause, "cannot open %s: %s", w->path, strerror(err));
+        free(w->path);
+        free(w);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        cause_set(cause, "cannot write %s: not a regular file", w->path);
+        recording_writer_close(w, NULL);
+        return -1;
+    }
+    /* A torn chunk left by an earlier writer: realign so the reader finds what follows. */
+    uint32_t pad = pad8((uint32_t)(st.st_size & 7));
+    if (pad) {
+        struct iovec iov = {.iov_base = (void *)zeros, .iov_len = pad};
+        if (writer_writev(w, &iov, 1, cause) < 0) {
+            recording_writer_close(w, NULL);
+            return -1;
+        }
+    }
+
+    /* Field by field into a zeroed record, so that no padding byte of the caller's leaks. */
+    recording_meta m;
+    memset(&m, 0, sizeof(m));
+    if (meta) {
+        m.major = meta->major;
+        m.minor = meta->minor;
+        m.pid = meta->pid;
+        memcpy(m.process, meta->process, sizeof(m.process));
+        memcpy(m.clock, meta->clock, sizeof(m.clock));
+        m.start_realtime_ns = meta->start_realtime_ns;
+        m.start_ns = meta->start_ns;
+        memcpy(m.host, meta->host, sizeof(m.host));
+    }
+    struct iovec part = {.iov_base = &m, .iov_len = sizeof(m)};
+    if (writer_chunk(w, TS_CHUNK_META, &part, 1, cause) < 0) {
+        recording_writer_close(w, NULL);
+        return -1;
+    }
+    *out = w;
+    return 0;
+}
+
+/* Writes names [from, to) of the caller's arrays as one STRINGS chunk. */
+static int writer_strings(recording_writer *w, uint32_t first, uint32_t from, uint32_t to,
+                          size_t size, const char *const *bytes, const uint32_t *lens, char **cause)
+{
+    unsigned char *buf = malloc(size);
+    if (!buf)
+        return cause_set(cause, "out of memory");
+    uint32_t id = first + from, count = to - from;
+    memcpy(buf, &id, 4);
+    memcpy(buf + 4, &count, 4);
+    size_t at = 8;
+    for (uint32_t i = from; i < to; i++) {
+        memcpy(buf + at, &lens[i], 4);
+        if (lens[i])
+            memcpy(buf + at + 4, bytes[i], lens[i]);
+        at += 4 + (size_t)lens[i];
+    }
+    struct iovec part = {.iov_base = buf, .iov_len = size};
+    int rc = writer_chunk(w, TS_CHUNK_STRINGS, &part, 1, cause);
+    free(buf);
+    return rc;
+}
+
+int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count,
+                             const char *const *bytes, const uint32_t *lens, char **cause)
+{
+    if (count && (uint64_t)first + count - 1 > UINT32_MAX)
+        return cause_set(cause, "string ids %u + %u are out of range", first, count);
+    /* More names than one chunk holds go into several, each for consecutive ids. */
+    uint32_t from = 0;
+    size_t size = 8;
+    for (uint32_t i = 0; i < count; i++) {
+        if (lens[i] && !bytes[i])
+            return cause_set(cause, "string %u has no bytes", first + i);
+        if (lens[i] > CHUNK_PAYLOAD_MAX - 12)
+            return cause_set(cause, "string %u is too long (%u bytes)", first + i, lens[i]);
+        size_t add = 4 + (size_t)lens[i];
+        if (size + add > CHUNK_PAYLOAD_MAX) {
+            if (writer_strings(w, first, from, i, size, bytes, lens, cause) < 0)
+                return -1;
+            from = i;
+            size = 8;
+        }
+        size += add;
+    }
+    if (from < count)
+        return writer_strings(w, first, from, count, size, bytes, lens, cause);
+    return 0;
+}
+
+int recording_append_events(recording_writer *w, const ts_event *a, size_t na, const ts_event *b,
+                            size_t nb, char **cause)
+{
+    /* Chunks of up to CHUNK_EVENTS_MAX, each written straight from the two runs. */
+    while (na + nb > 0) {
+        size_t take_a = na < CHUNK_EVENTS_MAX ? na : CHUNK_EVENTS_MAX;
+        size_t take_b = nb < CHUNK_EVENTS_MAX - take_a ? nb : CHUNK_EVENTS_MAX - take_a;
+        struct iovec parts[2] = {
+            {.iov_base = (void *)a, .iov_len = take_a * sizeof(ts_event)},
+            {.iov_base = (void *)b, .iov_len = take_b * sizeof(ts_event)},
+        };
+        if (writer_chunk(w, TS_CHUNK_EVENTS, parts, 2, cause) < 0)
+            return -1;
+        a += take_a;
+        na -= take_a;
+        b += take_b;
+        nb -= take_b;
+    }
+    return 0;
+}
+
+int recording_sync(recording_writer *w, char **cause)
+{
+    while (fdatasync(w->fd) < 0) {
+        if (errno != EINTR)
+            return cause_set(cause, "cannot sync %s: %s", w->path, strerror(errno));
+    }
+    return 0;
+}
+
+uint64_t recording_bytes(const recording_writer *w)
+{
+    return w->bytes;
+}
+
+int recording_writer_close(recording_writer *w, char **cause)
+{
+    if (!w)
+        return 0;
+    int rc = 0;
+    /* close() is not retried on EINTR: on Linux the descriptor is gone either way. */
+    if (w->fd >= 0 && close(w->fd) < 0)
+        rc = cause_set(cause, "cannot close %s: %s", w->path, strerror(errno));
+    free(w->path);
+    free(w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reader                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One name, stored NUL-terminated for convenience (names may hold NUL bytes too). */
+typedef struct string_slot {
+    uint32_t id;
+    uint32_t len;
+    char *bytes; /* NULL: empty slot */
+} string_slot;
+
+struct recording_reader {
+    int fd;
+    char *path;
+
+    /* A window on the file: buf[0 .. len) holds the bytes at file offset base (8-aligned, so
+     * that every chunk in it is 8-aligned in memory). */
+    unsigned char *buf;
+    size_t cap, len;
+    uint64_t base;
+    uint64_t pos; /* next chunk's file offset */
+
+    /* Names by id: open addressing, at most half full. Bounded by the distinct ids seen. */
+    string_slot *slots;
+    uint32_t slot_cap, slot_used;
+
+    recording_meta meta;
+    int have_meta;
+    uint64_t skipped, bad;
+};
+
+enum chunk_status { CHUNK_OK, CHUNK_BAD, CHUNK_END, CHUNK_IOERR };
+
+/* Makes bytes [off, off + want) available in the window (off never goes backwards). Returns how
+ * many of them the file has (fewer at its end), or -1 on a read error with errno set. */
+static ssize_t reader_fill(recording_reader *r, uint64_t off, size_t want)
+{
+    if (off + want <= r->base + r->len)
+        return (ssize_t)want;
+    /* Drop what lies before off, never more than was read (the window stays one contiguous run
+     * of the file, so read() continues where the last one stopped) and in multiples of 8 (so
+     * base stays 8-aligned). */
+    uint64_t keep = off & ~(uint64_t)7;
+    if (keep > r->base) {
+        size_t most = r->len & ~(size_t)7;
+        size_t drop = keep - r->base < most ? (size_t)(keep - r->base) : most;
+        memmove(r->buf, r->buf + drop, r->len - drop);
+        r->len -= drop;
+        r->base += drop;
+    }
+    size_t need = (size_t)(off - r->base) + want;
+    if (need > r->cap || r->cap - need < READ_BLOCK / 4) {
+        size_t cap = need + READ_BLOCK;
+        unsigned char *nb = realloc(r->buf, cap);
+        if (!nb) {
+            errno = ENOMEM;
+            return -1;
+        }
+        r->buf = nb;
+        r->cap = cap;
+    }
+    while (r->len < need) {
+        ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        r->len += (size_t)n;
+    }
+    size_t have = r->base + r->len > off ? (size_t)(r->base + r->len - off) : 0;
+    return (ssize_t)(have < want ? have : want);
+}
+
+/* Checks the chunk at off: header, length and checksum. On CHUNK_OK, *h is its header and its
+ * payload lies at r->buf + (off - r->base) + CHUNK_HEADER until the next fill. */
+static int reader_check(recording_reader *r, uint64_t off, chunk_header *h)
+{
+    ssize_t got = reader_fill(r, off, CHUNK_HEADER);
+    if (got < 0)
+        return CHUNK_IOERR;
+    if (got == 0)
+        return CHUNK_END;
+    if (got < (ssize_t)CHUNK_HEADER)
+        return CHUNK_BAD;
+    memcpy(h, r->buf + (off - r->base), CHUNK_HEADER);
+    if (h->magic != CHUNK_MAGIC || h->length > CHUNK_PAYLOAD_MAX)
+        return CHUNK_BAD;
+    size_t body = (size_t)h->length + pad8(h->length);
+    got = reader_fill(r, off, CHUNK_HEADER + body);
+    if (got < 0)
+        return CHUNK_IOERR;
+    if ((size_t)got < CHUNK_HEADER + body)
+        return CHUNK_BAD;
+    uLong crc = chunk_crc_header(h);
+    crc = crc32(crc, r->buf + (off - r->base) + CHUNK_HEADER, (uInt)body);
+    return (uint32_t)crc == h->crc ? CHUNK_OK : CHUNK_BAD;
+}
+
+/* After a bad chunk at r->pos: the next 8-aligned offset holding a valid chunk, or the end. Every
+ * further header with our magic that fails its check counts as one more damaged chunk. */
+static int reader_resync(recording_reader *r)
+{
+    uint64_t from = r->pos;
+    r->bad++;
+    for (uint64_t off = from + 8;; off += 8) {
+        ssize_t got = reader_fill(r, off, 4);
+        if (got < 0)
+            return -1;
+        if (got < 4) {
+            /* The end (a short fill read up to it): whatever is left of the file is skipped. */
+            uint64_t end = r->base + r->len;
+            r->skipped += end - from;
+            r->pos = end;
+            return 0;
+        }
+        uint32_t magic;
+        memcpy(&magic, r->buf + (off - r->base), 4);
+        if (magic != CHUNK_MAGIC)
+            continue;
+        chunk_header h;
+        int st = reader_check(r, off, &h);
+        if (st == CHUNK_IOERR)
+            return -1;
+        if (st == CHUNK_OK) {
+            r->skipped += off - from;
+            r->pos = off;
+            return 0;
+        }
+        r->bad++;
+    }
+}
+
+static uint32_t slot_hash(uint32_t id)
+{
+    return id * 2654435761u;
+}
+
+static string_slot *reader_slot(const recording_reader *r, uint32_t id)
+{
+    if (!r->slot_cap)
+        return NULL;
+    uint32_t mask = r->slot_cap - 1;
+    for (uint32_t i = slot_hash(id) & mask;; i = (i + 1) & mask) {
+        string_slot *s = &r->slots[i];
+        if (!s->bytes || s->id == id)
+            return s;
+    }
+}
+
+static int reader_grow_slots(recording_reader *r)
+{
+    if (r->slot_cap >= (1u << 31))
+        return -1;
+    uint32_t cap = r->slot_cap ? r->slot_cap * 2 : 1024;
+    string_slot *old = r->slots;
+    uint32_t old_cap = r->slot_cap;
+    r->slots = calloc(cap, sizeof(*r->slots));
+    if (!r->slots) {
+        r->slots = old;
+        return -1;
+    }
+    r->slot_cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (old[i].bytes)
+            *reader_slot(r, old[i].id) = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+/* Stores a name; a later chunk naming the same id (a later writer of the same file) wins. */
+static int reader_put_string(recording_reader *r, uint32_t id, const unsigned char *p, uint32_t len)
+{
+    if (((uint64_t)r->slot_used + 1) * 2 > r->slot_cap && reader_grow_slots(r) < 0)
+        return -1;
+    char *copy = malloc((size_t)len + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, p, len);
+    copy[len] = '\0';
+    string_slot *s = reader_slot(r, id);
+    if (s->bytes)
+        free(s->bytes);
+    else
+        r->slot_used++;
+    *s = (string_slot){.id = id, .len = len, .bytes = copy};
+    return 0;
+}
+
+/* Validates a STRINGS payload completely before storing any of it: counts and lengths come
+ * from the file and are never trusted. Returns 0, 1 when malformed, -1 out of memory. */
+static int reader_strings(recording_reader *r, const unsigned char *p, uint32_t len)
+{
+    uint32_t first, count;
+    if (len < 8)
+        return 1;
+    memcpy(&first, p, 4);
+    memcpy(&count, p + 4, 4);
+    if (count > (len - 8) / 4 || (count && (uint64_t)first + count - 1 > UINT32_MAX))
+        return 1;
+    uint64_t at = 8;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t n;
+        if (at + 4 > len)
+            return 1;
+        memcpy(&n, p + at, 4);
+        at += 4;
+        if (n > len - at)
+            return 1;
+        at += n;
+    }
+    at = 8;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t n;
+        memcpy(&n, p + at, 4);
+        if (reader_put_string(r, first + i, p + at + 4, n) < 0)
+            return -1;
+        at += 4 + (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Keeps the first META chunk; a shorter one (older writer) is zero-extended. */
+static void reader_meta(recording_reader *r, const unsigned char *p, uint32_t len)
+{
+    if (r->have_meta)
+        return;
+    memset(&r->meta, 0, sizeof(r->meta));
+    memcpy(&r->meta, p, len < sizeof(r->meta) ? len : sizeof(r->meta));
+    r->meta.process[sizeof(r->meta.process) - 1] = '\0';
+    r->meta.clock[sizeof(r->meta.clock) - 1] = '\0';
+    r->meta.host[sizeof(r->meta.host) - 1] = '\0';
+    r->have_meta = 1;
+}
+
+/* The file a path names: the file itself, dir/events.tsr or dir/recording/events.tsr. */
+static int reader_locate(const char *path, char **file, char **cause)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return cause_set(cause, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        *file = strdup(path);
+        return *file ? 0 : cause_set(cause, "out of memory");
+    }
+    static const char *const tries[] = {TS_RECORDING_FILE, TS_RECORDING_DIR "/" TS_RECORDING_FILE};
+    for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+        if (asprintf(file, "%s/%s", path, tries[i]) < 0)
+            return cause_set(cause, "out of memory");
+        if (stat(*file, &st) == 0 && !S_ISDIR(st.st_mode))
+            return 0;
+        free(*file);
+        *file = NULL;
+    }
+    return cause_set(cause, "%s holds no termsight recording (no %s or %s/%s in it)", path,
+                     TS_RECORDING_FILE, TS_RECORDING_DIR, TS_RECORDING_FILE);
+}
+
+int recording_reader_open(const char *path, recording_reader **out, char **cause)
+{
+    *out = NULL;
+    char *file = NULL;
+    if (reader_locate(path, &file, cause) < 0)
+        return -1;
+
+    recording_reader *r = calloc(1, sizeof(*r));
+    if (!r) {
+        free(file);
+        return cause_set(cause, "out of memory");
+    }
+    r->path = file;
+    /* O_NONBLOCK: opening a FIFO must not hang; it is refused below as not a regular file. */
+    r->fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (r->fd < 0) {
+        cause_set(cause, "cannot open %s: %s", file, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) < 0) {
+        cause_set(cause, "cannot read %s: %s", file, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cause_set(cause, "%s is not a termsight recording (not a regular file)", file);
+        goto fail;
+    }
+    ssize_t got = reader_fill(r, 0, 4);
+    if (got < 0) {
+        cause_set(cause, "cannot read %s: %s", file, strerror(errno));
+        goto fail;
+    }
+    if (got == 0) {
+        cause_set(cause, "%s is empty", file);
+        goto fail;
+    }
+    /* A recording starts with a chunk header. Its checksum is not required here: a first chunk
+     * cut short or damaged is the reader's to report as damage, a foreign file is refused. */
+    uint32_t magic = 0;
+    if (got == 4)
+        memcpy(&magic, r->buf, 4);
+    if (magic != CHUNK_MAGIC) {
+        cause_set(cause, "%s is not a termsight recording", file);
+        goto fail;
+    }
+    *out = r;
+    return 0;
+
+fail:
+    recording_reader_close(r);
+    return -1;
+}
+
+int recording_reader_next(recording_reader *r, const ts_event **ev, size_t *n, char **cause)
+{
+    *ev = NULL;
+    *n = 0;
+    for (;;) {
+        chunk_header h;
+        int st = reader_check(r, r->pos, &h);
+        if (st == CHUNK_END)
+            return 0;
+        if (st == CHUNK_BAD && reader_resync(r) == 0)
+            continue;
+        if (st != CHUNK_OK)
+            return cause_set(cause, "cannot read %s: %s", r->path, strerror(errno));
+
+        const unsigned char *p = r->buf + (r->pos - r->base) + CHUNK_HEADER;
+        uint64_t size = CHUNK_HEADER + (uint64_t)h.length + pad8(h.length);
+        int malformed = 0;
+        r->pos += size;
+        if (h.flags) /* a later writer's variant: skipped like an unknown type */
+            continue;
+        switch (h.type) {
+        case TS_CHUNK_META:
+            reader_meta(r, p, h.length);
+            if (r->meta.major != TS_RECORDING_MAJOR)
+                return cause_set(cause, "%s: recording format %u.%u, this termsight reads %u.x",
+                                 r->path, r->meta.major, r->meta.minor, TS_RECORDING_MAJOR);
+            break;
+        case TS_CHUNK_STRINGS:
+            malformed = reader_strings(r, p, h.length);
+            if (malformed < 0)
+                return cause_set(cause, "out of memory reading %s", r->path);
+            break;
+        case TS_CHUNK_EVENTS:
+            if (h.length % sizeof(ts_event)) {
+                malformed = 1;
+                break;
+            }
+            if (!h.length)
+                break;
+            *ev = (const ts_event *)(const void *)p;
+            *n = h.length / sizeof(ts_event);
+            return 1;
+        default: /* unknown types are for later readers */
+            break;
+        }
+        if (malformed) {
+            /* A checksum that holds over a payload that does not parse: a writer's bug. */
+            r->bad++;
+            r->skipped += size;
+        }
+    }
+}
+
+const char *recording_reader_string(const recording_reader *r, uint32_t id, uint32_t *len)
+{
+    const string_slot *s = reader_slot(r, id);
+    if (!s || !s->bytes)
+        return NULL;
+    if (len)
+        *len = s->len;
+    return s->bytes;
+}
+
+const recording_meta *recording_reader_meta(const recording_reader *r)
+{
+    return r->have_meta ? &r->meta : NULL;
+}
+
+uint64_t recording_reader_skipped_bytes(const recording_reader *r)
+{
+    return r->skipped;
+}
+
+uint64_t recording_reader_bad_chunks(const recording_reader *r)
+{
+    return r->bad;
+}
+
+void recording_reader_close(recording_reader *r)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        close(r->fd);
+    for (uint32_t i = 0; i < r->slot_cap; i++)
+        free(r->slots[i].bytes);
+    free(r->slots);
+    free(r->buf);
+    free(r->path);
+    free(r);
+}
