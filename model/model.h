@@ -29,31 +29,35 @@ int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 
  * recording format: append, never renumber. */
 enum ts_kind {
     TS_KIND_NONE = 0,
-    TS_KIND_OP_RANGE = 1,      /* operator range; name=op, type=op type, v0=FLOPs, aux=depth */
-    TS_KIND_KERNEL = 2,        /* device kernel; tid=stream, aux=context, corr=launch correlation */
-    TS_KIND_MEMCPY = 3,        /* device copy; tid=stream, v0=bytes, aux=copy direction */
-    TS_KIND_MEMSET = 4,        /* device memset; tid=stream, v0=bytes */
-    TS_KIND_DEVMEM_ALLOC = 5,  /* device memory allocation; v0=bytes, v1=address */
-    TS_KIND_DEVMEM_FREE = 6,   /* device memory release; v0=bytes, v1=address */
-    TS_KIND_CUDA_API = 7,      /* runtime/driver API call; aux=callback id, corr=correlation */
-    TS_KIND_NVTX_RANGE = 8,    /* NVTX range; aux=depth, corr=domain */
-    TS_KIND_NVTX_MARK = 9,     /* NVTX instant */
-    TS_KIND_STEP_BEGIN = 10,   /* instant; v0=step number */
-    TS_KIND_STEP_END = 11,     /* instant; v0=step number */
-    TS_KIND_PHASE = 12,        /* instant; aux=enum ts_phase */
+    TS_KIND_OP_RANGE = 1,     /* operator range; name=op, type=op type, v0=FLOPs, aux=depth */
+    TS_KIND_KERNEL = 2,       /* device kernel; tid=stream, type=operator it ran under, aux=context,
+                                 corr=launch correlation, v0=FLOPs when known; TS_EF_COMM marks
+                                 communication (NCCL) kernels */
+    TS_KIND_MEMCPY = 3,       /* device copy; tid=stream, type=operator, v0=bytes, aux=direction */
+    TS_KIND_MEMSET = 4,       /* device memset; tid=stream, type=operator, v0=bytes */
+    TS_KIND_DEVMEM_ALLOC = 5, /* device memory allocation; v0=bytes, v1=address */
+    TS_KIND_DEVMEM_FREE = 6,  /* device memory release; v0=bytes, v1=address */
+    TS_KIND_CUDA_API = 7,     /* runtime/driver API call; aux=callback id, corr=correlation */
+    TS_KIND_NVTX_RANGE = 8,   /* NVTX range; aux=depth, corr=domain */
+    TS_KIND_NVTX_MARK = 9,    /* NVTX instant */
+    TS_KIND_STEP_BEGIN = 10,  /* instant; v0=step number */
+    TS_KIND_STEP_END = 11,    /* instant; v0=step number */
+    TS_KIND_PHASE = 12,       /* instant; aux=enum ts_phase */
     TS_KIND_QUEUE_SAMPLE = 13, /* instant; name=queue, v0=size, v1=capacity */
-    TS_KIND_QUEUE_INFO =
-        14,               /* instant; name=queue, aux=role, v0=capacity, v1=producer<<32|consumer */
-    TS_KIND_COUNTER = 15, /* instant; name=counter, v0=value (double bits when TS_EF_DOUBLE) */
-    TS_KIND_CPU_MACHINE = 16, /* interval sample of the machine's CPU (collectors define fields) */
-    TS_KIND_CPU_PROCESS = 17, /* interval sample of this process's CPU */
-    TS_KIND_CPU_THREAD = 18,  /* interval sample of one thread's CPU; tid=thread */
-    TS_KIND_HOST_MEMORY = 19, /* instant; v0=RSS bytes, v1=peak RSS bytes */
-    TS_KIND_COMM_OP = 20,     /* communication operation (collective, send/recv) */
-    TS_KIND_LOST = 21,        /* notice; v0=events lost, aux=enum ts_lost_reason */
-    TS_KIND_MARK = 22,        /* instant mark from the API; name=text */
-    TS_KIND_SYNC = 23,        /* device synchronization; tid=stream */
-    TS_KIND_THREAD_NAME = 24, /* instant; tid=thread, name=its name */
+    TS_KIND_QUEUE_INFO = 14,   /* instant; name=queue, aux=role, v0=capacity,
+                                  v1=producer id << 32 | consumer id */
+    TS_KIND_COUNTER = 15,      /* instant; name=counter, v0=value (double bits when TS_EF_DOUBLE) */
+    TS_KIND_CPU_MACHINE = 16,  /* interval [begin, end] of the machine's CPU: see ts_cpu_field */
+    TS_KIND_CPU_PROCESS = 17,  /* interval of this process: v0=user ns, v1=system ns,
+                                  aux=threads, corr=CPUs online */
+    TS_KIND_CPU_THREAD = 18,   /* interval of one thread: tid, name=its name, v0=user ns,
+                                  v1=system ns */
+    TS_KIND_HOST_MEMORY = 19,  /* instant; v0=RSS bytes, v1=peak RSS bytes */
+    TS_KIND_COMM_OP = 20,      /* communication on the host (collective, send/recv); v0=bytes */
+    TS_KIND_LOST = 21,         /* notice; v0=events lost, aux=enum ts_lost_reason */
+    TS_KIND_MARK = 22,         /* instant mark from the API; name=text */
+    TS_KIND_SYNC = 23,         /* device synchronization; tid=stream */
+    TS_KIND_THREAD_NAME = 24,  /* instant; tid=thread, name=its name */
     TS_KIND_COLLECT_START = 25, /* instant; a collection window opens; v0=window number */
     TS_KIND_COLLECT_STOP = 26,  /* instant; a collection window closes; v0=window number */
     TS_KIND_HOST_ALLOC = 27,    /* host allocation by name from the API; v0=bytes, v1=address */
@@ -90,6 +94,22 @@ enum ts_queue_role {
 
 #define TS_DEVICE_HOST 0xffffffffu
 
+/* TS_KIND_CPU_MACHINE fields. Shares of the interval are in units of 0.01 % (0..10000), four to
+ * a word: v0 = user | nice << 16 | system << 32 | idle << 48, v1 = iowait | irq << 16 |
+ * softirq << 32 | steal << 48; corr = context switches in the interval; aux = running processes
+ * << 16 | blocked processes. ts_cpu_share and ts_cpu_pack read and write them. */
+enum ts_cpu_field {
+    TS_CPU_USER,
+    TS_CPU_NICE,
+    TS_CPU_SYSTEM,
+    TS_CPU_IDLE,
+    TS_CPU_IOWAIT,
+    TS_CPU_IRQ,
+    TS_CPU_SOFTIRQ,
+    TS_CPU_STEAL,
+    TS_CPU__COUNT
+};
+
 /* One fixed-size record for everything (one cache line). Timestamps are nanoseconds on the
  * collector's clock (CLOCK_MONOTONIC's epoch; see tsclock). Instants have begin == end. */
 typedef struct ts_event {
@@ -108,6 +128,19 @@ typedef struct ts_event {
 } ts_event;
 
 _Static_assert(sizeof(ts_event) == 64, "ts_event must be one cache line");
+
+static inline uint16_t ts_cpu_share(const ts_event *ev, enum ts_cpu_field f)
+{
+    uint64_t w = f < 4 ? ev->v0 : ev->v1;
+    return (uint16_t)(w >> (16 * (f & 3)));
+}
+
+static inline void ts_cpu_pack(ts_event *ev, const uint16_t share[TS_CPU__COUNT])
+{
+    ev->v0 = ev->v1 = 0;
+    for (int f = 0; f < TS_CPU__COUNT; f++)
+        *(f < 4 ? &ev->v0 : &ev->v1) |= (uint64_t)share[f] << (16 * (f & 3));
+}
 
 /* The kind's stable lower-case name ("op", "kernel", ...), or "unknown". */
 const char *event_kind_name(uint32_t kind);
