@@ -1,0 +1,728 @@
+/* opstats: operator statistics (per op and per type), kernel statistics and FLOPs.
+ *
+ * Feeding costs one array read per event: ops are found by the stream's (name, type) ids and
+ * kernels by (name, op) ids, through an array indexed by the (dense) name id that remembers the
+ * last pair, then an index_map. Only an id pair seen for the first time goes through names.c
+ * (op key, type, scopes) and is grouped with the rows of the same bytes, so the rows are the
+ * same whichever stream ids (or derived local ids) the bytes came under.
+ *
+ * Self time. A range is written when it ends, so on one thread a nested child arrives before
+ * its parent, and each thread's events keep their order whatever the interleaving with other
+ * threads. Each (thread, kind) keeps, per depth, the summed time of the ranges that still wait
+ * for their parent; a range at depth d takes what waits below it as its children. OP_RANGE and
+ * NVTX_RANGE number their depths independently, so each has its own accumulators: self time is
+ * exclusive of nested ranges of the same kind on the same thread. Children that began before
+ * the parent began are not its own (their parent was not recorded: collection started inside
+ * it, or it was lost) and are dropped rather than subtracted. A range that ended on another
+ * thread (TS_EF_CROSS_THREAD) takes no part in nesting.
+ *
+ * Kernels: device copies and memsets are listed among the kernels as "memcpy" and "memset"
+ * with the op they ran under, so device time spent copying shows next to compute. FLOPs come
+ * from OP_RANGE v0 only (the NVTX kind gives v0 no meaning; kernel FLOPs are not summed, so
+ * that ops and their kernels never count the same work twice). */
+#include "analysis_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 1024       /* deeper ranges are counted but take no part in nesting */
+#define FLAT_MAX  (1u << 24) /* stream ids stay below this (the string table's limit) */
+
+typedef struct op_row {
+    uint32_t key, type; /* canonical ids: local ids of the bytes (stream ids when unknown) */
+    uint32_t type_index;
+    uint32_t scope_off, scope_n; /* into scope_refs */
+    uint64_t count, total_ns, self_ns, min_ns, max_ns;
+    uint64_t flops;
+    uint64_t flops_ns, flops_self_ns; /* inclusive and self time of events that had FLOPs */
+} op_row;
+
+typedef struct kernel_row {
+    uint32_t name, op;
+    uint64_t count, total_ns, min_ns, max_ns;
+    int comm;
+} kernel_row;
+
+typedef struct level {
+    uint64_t sum_ns;    /* ranges at this depth waiting for their parent */
+    uint64_t min_begin; /* the earliest begin among them */
+} level;
+
+typedef struct thread_stack {
+    level *lv;
+    uint32_t cap, top; /* levels at top and above are empty */
+} thread_stack;
+
+/* The row a stream name id went to last, with the type (or op) id it came with. Stream ids are
+ * dense, so an array indexed by name answers most events without hashing; a name seen with
+ * another type falls back to the index_map. */
+typedef struct flat_slot {
+    uint32_t type, row; /* row UINT32_MAX: empty */
+} flat_slot;
+
+typedef struct flat_cache {
+    flat_slot *slot;
+    uint32_t cap;
+} flat_cache;
+
+typedef struct scope_row {
+    uint32_t id, level;
+} scope_row;
+
+typedef struct opstats {
+    flat_cache op_flat;
+    index_map op_slots;   /* stream name << 32 | stream type -> op row */
+    index_map ops_by_key; /* canonical key << 32 | canonical type -> op row */
+    op_row *ops;
+    uint32_t nops, cap_ops;
+    uint64_t self_total;
+
+    index_map type_map; /* canonical type id -> type index */
+    uint32_t *types;
+    uint32_t ntypes, cap_types;
+
+    index_map scope_map; /* scope id -> scope index */
+    scope_row *scopes;
+    uint32_t nscopes, cap_scopes;
+    uint32_t *scope_refs; /* each op's scope indexes, contiguous */
+    uint32_t nrefs, cap_refs;
+
+    flat_cache kernel_flat;
+    index_map kernel_slots;   /* stream name << 32 | stream op -> kernel row */
+    index_map kernels_by_key; /* name << 32 | canonical op -> kernel row */
+    kernel_row *kernels;
+    uint32_t nkernels, cap_kernels;
+    uint32_t memcpy_id, memset_id;
+
+    index_map thread_map; /* kind << 32 | tid -> thread index */
+    thread_stack *threads;
+    uint32_t nthreads, cap_threads;
+    uint64_t last_thread_key;
+    uint32_t last_thread;
+} opstats;
+
+/* Room for need elements of size in *p; -1 when out of memory. */
+static int reserve(void *p, uint32_t *cap, uint32_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    uint32_t n = *cap ? *cap : 16;
+    while (n < need) {
+        if (n > UINT32_MAX / 2)
+            return -1;
+        n *= 2;
+    }
+    void *q = realloc(*(void **)p, (size_t)n * size);
+    if (!q)
+        return -1;
+    *(void **)p = q;
+    *cap = n;
+    return 0;
+}
+
+/* The id all names of these bytes share: a local id, or id itself when its bytes are unknown. */
+static uint32_t canon(analysis *a, uint32_t id)
+{
+    if (id & ANALYSIS_LOCAL_ID)
+        return id;
+    uint32_t len;
+    const char *s = analysis_raw_name(a, id, &len);
+    if (!s)
+        return id;
+    uint32_t c = analysis_local_name(a, s, len);
+    return c != TS_STR_NONE ? c : id;
+}
+
+static int same_bytes(const char *s, uint32_t len, const char *t, uint32_t tlen)
+{
+    return len == tlen && (!len || !memcmp(s, t, len));
+}
+
+/* ---- Feeding --------------------------------------------------------------------------- */
+
+static inline uint32_t flat_find(const flat_cache *c, uint32_t name, uint32_t type)
+{
+    if (name < c->cap && c->slot[name].type == type)
+        return c->slot[name].row;
+    return UINT32_MAX;
+}
+
+static void flat_put(flat_cache *c, uint32_t name, uint32_t type, uint32_t row)
+{
+    if (name >= FLAT_MAX)
+        return;
+    if (name >= c->cap) {
+        uint32_t n = c->cap ? c->cap : 256;
+        while (n <= name)
+            n *= 2;
+        flat_slot *s = realloc(c->slot, (size_t)n * sizeof *s);
+        if (!s)
+            return;
+        for (uint32_t i = c->cap; i < n; i++)
+            s[i] = (flat_slot){0, UINT32_MAX};
+        c->slot = s;
+        c->cap = n;
+    }
+    c->slot[name] = (flat_slot){type, row};
+}
+
+/* The row of (name, type) through the flat cache, then the map; UINT32_MAX when new. */
+static inline uint32_t slot_find(flat_cache *c, const index_map *m, uint32_t name, uint32_t type)
+{
+    uint32_t r = flat_find(c, name, type);
+    if (r != UINT32_MAX)
+        return r;
+    r = index_map_find(m, (uint64_t)name << 32 | type);
+    if (r != UINT32_MAX)
+        flat_put(c, name, type, r);
+    return r;
+}
+
+static void add_scope_ref(void *ctx, uint32_t scope, uint32_t level)
+{
+    opstats *st = ctx;
+    uint32_t i = index_map_find(&st->scope_map, scope);
+    if (i == UINT32_MAX) {
+        if (reserve(&st->scopes, &st->cap_scopes, st->nscopes + 1, sizeof *st->scopes) != 0 ||
+            index_map_get(&st->scope_map, scope, st->nscopes, NULL) == UINT32_MAX)
+            return;
+        i = st->nscopes++;
+        st->scopes[i] = (scope_row){scope, level};
+    }
+    if (reserve(&st->scope_refs, &st->cap_refs, st->nrefs + 1, sizeof *st->scope_refs) != 0)
+        return;
+    st->scope_refs[st->nrefs++] = i;
+}
+
+static uint32_t type_index(opstats *st, uint32_t type)
+{
+    uint32_t i = index_map_find(&st->type_map, type);
+    if (i != UINT32_MAX)
+        return i;
+    if (reserve(&st->types, &st->cap_types, st->ntypes + 1, sizeof *st->types) != 0 ||
+        index_map_get(&st->type_map, type, st->ntypes, NULL) == UINT32_MAX)
+        return UINT32_MAX;
+    st->types[st->ntypes] = type;
+    return st->ntypes++;
+}
+
+static uint32_t op_row_new(opstats *st, analysis *a, uint32_t key, uint32_t type)
+{
+    uint32_t t = type_index(st, type);
+    if (t == UINT32_MAX || reserve(&st->ops, &st->cap_ops, st->nops + 1, sizeof *st->ops) != 0 ||
+        index_map_get(&st->ops_by_key, (uint64_t)key << 32 | type, st->nops, NULL) == UINT32_MAX)
+        return UINT32_MAX;
+    op_row *o = &st->ops[st->nops];
+    memset(o, 0, sizeof *o);
+    o->key = key;
+    o->type = type;
+    o->type_index = t;
+    o->min_ns = UINT64_MAX;
+    o->scope_off = st->nrefs;
+    names_scopes(a, key, add_scope_ref, st);
+    o->scope_n = st->nrefs - o->scope_off;
+    return st->nops++;
+}
+
+/* The op row of a stream (name, type) pair seen for the first time. */
+static uint32_t op_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t type)
+{
+    uint32_t key = canon(a, names_op_key(a, name));
+    uint32_t ty = canon(a, names_op_type(a, name, type));
+    uint32_t r = index_map_find(&st->ops_by_key, (uint64_t)key << 32 | ty);
+    if (r == UINT32_MAX)
+        r = op_row_new(st, a, key, ty);
+    if (r != UINT32_MAX) {
+        index_map_get(&st->op_slots, (uint64_t)name << 32 | type, r, NULL);
+        flat_put(&st->op_flat, name, type, r);
+    }
+    return r; /* a failed slot insert only means the next event asks again */
+}
+
+static thread_stack *thread_of(opstats *st, uint32_t kind, uint32_t tid)
+{
+    uint64_t key = (uint64_t)kind << 32 | tid;
+    if (st->nthreads && key == st->last_thread_key)
+        return &st->threads[st->last_thread];
+    uint32_t i = index_map_find(&st->thread_map, key);
+    if (i == UINT32_MAX) {
+        if (reserve(&st->threads, &st->cap_threads, st->nthreads + 1, sizeof *st->threads) != 0 ||
+            index_map_get(&st->thread_map, key, st->nthreads, NULL) == UINT32_MAX)
+            return NULL;
+        i = st->nthreads++;
+        st->threads[i] = (thread_stack){0};
+    }
+    st->last_thread_key = key;
+    st->last_thread = i;
+    return &st->threads[i];
+}
+
+static int depth_reserve(thread_stack *t, uint32_t need)
+{
+    uint32_t old = t->cap;
+    if (reserve(&t->lv, &t->cap, need, sizeof *t->lv) != 0)
+        return -1;
+    for (uint32_t l = old; l < t->cap; l++)
+        t->lv[l] = (level){0, UINT64_MAX};
+    return 0;
+}
+
+/* The self time of a range at depth d that lasted dur from begin. */
+static uint64_t nest(opstats *st, uint32_t kind, uint32_t tid, uint32_t d, uint64_t begin,
+                     uint64_t dur)
+{
+    thread_stack *t = thread_of(st, kind, tid);
+    if (!t || depth_reserve(t, d + 1) != 0)
+        return dur;
+    /* Below d, normally only depth d + 1 holds anything; deeper levels hold ranges whose own
+     * parent went unrecorded, and they lie inside this range too when they began inside it. */
+    uint64_t children = 0;
+    for (uint32_t l = d + 1; l < t->top; l++) {
+        if (t->lv[l].min_begin >= begin)
+            children += t->lv[l].sum_ns;
+        t->lv[l] = (level){0, UINT64_MAX};
+    }
+    t->top = d + 1;
+    level *p = &t->lv[d];
+    p->sum_ns += dur;
+    if (begin < p->min_begin)
+        p->min_begin = begin;
+    return dur > children ? dur - children : 0;
+}
+
+static uint64_t flops_of(const ts_event *ev)
+{
+    if (!(ev->flags & TS_EF_DOUBLE))
+        return ev->v0;
+    double d;
+    memcpy(&d, &ev->v0, sizeof d);
+    return d >= 1.0 && d < 1.8e19 ? (uint64_t)d : 0; /* NaN and negatives fail both tests */
+}
+
+static void feed_op(opstats *st, analysis *a, const ts_event *ev)
+{
+    uint32_t r = slot_find(&st->op_flat, &st->op_slots, ev->name, ev->type);
+    if (r == UINT32_MAX) {
+        r = op_slot_new(st, a, ev->name, ev->type);
+        if (r == UINT32_MAX)
+            return;
+    }
+    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+    uint64_t self = dur;
+    if (!(ev->flags & TS_EF_CROSS_THREAD) && ev->aux < MAX_DEPTH)
+        self = nest(st, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
+    op_row *o = &st->ops[r];
+    o->count++;
+    o->total_ns += dur;
+    o->self_ns += self;
+    if (dur < o->min_ns)
+        o->min_ns = dur;
+    if (dur > o->max_ns)
+        o->max_ns = dur;
+    st->self_total += self;
+    uint64_t f = ev->kind == TS_KIND_OP_RANGE ? flops_of(ev) : 0;
+    if (f) {
+        o->flops += f;
+        o->flops_ns += dur;
+        o->flops_self_ns += self;
+    }
+}
+
+static uint32_t kernel_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t op)
+{
+    uint32_t cop = op != TS_STR_NONE ? canon(a, names_op_key(a, op)) : TS_STR_NONE;
+    uint64_t key = (uint64_t)name << 32 | cop;
+    uint32_t r = index_map_find(&st->kernels_by_key, key);
+    if (r == UINT32_MAX) {
+        if (reserve(&st->kernels, &st->cap_kernels, st->nkernels + 1, sizeof *st->kernels) != 0 ||
+            index_map_get(&st->kernels_by_key, key, st->nkernels, NULL) == UINT32_MAX)
+            return UINT32_MAX;
+        r = st->nkernels++;
+        st->kernels[r] = (kernel_row){.name = name, .op = cop, .min_ns = UINT64_MAX};
+    }
+    index_map_get(&st->kernel_slots, (uint64_t)name << 32 | op, r, NULL);
+    flat_put(&st->kernel_flat, name, op, r);
+    return r;
+}
+
+static void feed_device(opstats *st, analysis *a, const ts_event *ev)
+{
+    uint32_t name = ev->name;
+    if (ev->kind == TS_KIND_MEMCPY) {
+        if (!st->memcpy_id)
+            st->memcpy_id = analysis_local_name(a, "memcpy", 6);
+        name = st->memcpy_id;
+    } else if (ev->kind == TS_KIND_MEMSET) {
+        if (!st->memset_id)
+            st->memset_id = analysis_local_name(a, "memset", 6);
+        name = st->memset_id;
+    }
+    uint32_t r = slot_find(&st->kernel_flat, &st->kernel_slots, name, ev->type);
+    if (r == UINT32_MAX) {
+        r = kernel_slot_new(st, a, name, ev->type);
+        if (r == UINT32_MAX)
+            return;
+    }
+    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+    kernel_row *k = &st->kernels[r];
+    k->count++;
+    k->total_ns += dur;
+    if (dur < k->min_ns)
+        k->min_ns = dur;
+    if (dur > k->max_ns)
+        k->max_ns = dur;
+    if (ev->flags & TS_EF_COMM)
+        k->comm = 1;
+}
+
+static void *opstats_create(analysis *a)
+{
+    (void)a;
+    return calloc(1, sizeof(opstats));
+}
+
+static void opstats_feed(void *state, analysis *a, const ts_event *ev)
+{
+    if (ev->kind == TS_KIND_OP_RANGE || ev->kind == TS_KIND_NVTX_RANGE)
+        feed_op(state, a, ev);
+    else
+        feed_device(state, a, ev);
+}
+
+static void opstats_finish(void *state, analysis *a)
+{
+    /* Every row is complete as soon as its event is fed: nothing waits for the end. */
+    (void)state;
+    (void)a;
+}
+
+static void opstats_destroy(void *state)
+{
+    opstats *st = state;
+    free(st->op_flat.slot);
+    free(st->kernel_flat.slot);
+    index_map_free(&st->op_slots);
+    index_map_free(&st->ops_by_key);
+    index_map_free(&st->type_map);
+    index_map_free(&st->scope_map);
+    index_map_free(&st->kernel_slots);
+    index_map_free(&st->kernels_by_key);
+    index_map_free(&st->thread_map);
+    for (uint32_t i = 0; i < st->nthreads; i++)
+        free(st->threads[i].lv);
+    free(st->threads);
+    free(st->ops);
+    free(st->types);
+    free(st->scopes);
+    free(st->scope_refs);
+    free(st->kernels);
+    free(st);
+}
+
+const analysis_module opstats_module = {
+    .name = "opstats",
+    .kinds = KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
+             KIND_BIT(TS_KIND_MEMCPY) | KIND_BIT(TS_KIND_MEMSET),
+    .create = opstats_create,
+    .feed = opstats_feed,
+    .finish = opstats_finish,
+    .destroy = opstats_destroy,
+};
+
+/* ---- Accessors ------------------------------------------------------------------------- */
+
+static const opstats *state_of(const analysis *a)
+{
+    return analysis_state(a, &opstats_module);
+}
+
+/* Orders names by bytes, then length; ids break ties of equal bytes (unknown names). */
+static int cmp_names(const analysis *a, uint32_t x, uint32_t y)
+{
+    uint32_t xl, yl;
+    const char *xs = analysis_name(a, x, &xl);
+    const char *ys = analysis_name(a, y, &yl);
+    uint32_t n = xl < yl ? xl : yl;
+    int c = n ? memcmp(xs, ys, n) : 0;
+    if (c)
+        return c;
+    if (xl != yl)
+        return xl < yl ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_desc(uint64_t x, uint64_t y)
+{
+    return x > y ? -1 : x < y;
+}
+
+typedef struct op_sort_row {
+    op_stat s;
+    const analysis *a;
+    enum op_sort sort;
+} op_sort_row;
+
+static int cmp_op_rows(const void *pa, const void *pb)
+{
+    const op_sort_row *x = pa, *y = pb;
+    int c = 0;
+    switch (x->sort) {
+    case OP_SORT_TOTAL:
+        c = cmp_desc(x->s.total_ns, y->s.total_ns);
+        break;
+    case OP_SORT_SELF:
+        c = cmp_desc(x->s.self_ns, y->s.self_ns);
+        break;
+    case OP_SORT_AVG: {
+        /* total/count compared exactly: x.total * y.count against y.total * x.count */
+        unsigned __int128 l = (unsigned __int128)x->s.total_ns * y->s.count;
+        unsigned __int128 r = (unsigned __int128)y->s.total_ns * x->s.count;
+        c = l > r ? -1 : l < r;
+        break;
+    }
+    case OP_SORT_COUNT:
+        c = cmp_desc(x->s.count, y->s.count);
+        break;
+    case OP_SORT_NAME:
+        break;
+    }
+    if (!c)
+        c = cmp_names(x->a, x->s.name, y->s.name);
+    if (!c)
+        c = cmp_names(x->a, x->s.type, y->s.type);
+    return c;
+}
+
+/* The type index for a type id given by a caller: matched by bytes, so a stream id, a derived
+ * id and our canonical id of the same text all select the same type. */
+static uint32_t find_type(const opstats *st, const analysis *a, uint32_t id)
+{
+    uint32_t len;
+    const char *s = analysis_raw_name(a, id, &len);
+    for (uint32_t i = 0; i < st->ntypes; i++) {
+        if (st->types[i] == id)
+            return i;
+        uint32_t tl;
+        const char *t = analysis_raw_name(a, st->types[i], &tl);
+        if (s && t && same_bytes(s, len, t, tl))
+            return i;
+    }
+    return UINT32_MAX;
+}
+
+static int matches(const analysis *a, const op_stat *s, const char *search)
+{
+    if (!search || !*search)
+        return 1;
+    uint32_t len;
+    const char *n = analysis_name(a, s->name, &len);
+    if (names_contains(n, len, search))
+        return 1;
+    n = analysis_name(a, s->type, &len);
+    return names_contains(n, len, search);
+}
+
+static void add_into(op_stat *t, const op_row *o)
+{
+    t->count += o->count;
+    t->total_ns += o->total_ns;
+    t->self_ns += o->self_ns;
+    if (o->min_ns < t->min_ns)
+        t->min_ns = o->min_ns;
+    if (o->max_ns > t->max_ns)
+        t->max_ns = o->max_ns;
+    t->flops += o->flops;
+}
+
+size_t analysis_ops(const analysis *a, const op_query *q, op_stat **rows)
+{
+    *rows = NULL;
+    const opstats *st = state_of(a);
+    op_query all = {0};
+    if (!q)
+        q = &all;
+    if (!st || !st->nops)
+        return 0;
+    uint32_t want = UINT32_MAX;
+    if (q->type != TS_STR_NONE) {
+        want = find_type(st, a, q->type);
+        if (want == UINT32_MAX)
+            return 0;
+    }
+    size_t n = q->by_type ? st->ntypes : st->nops;
+    op_sort_row *sr = calloc(n, sizeof *sr);
+    if (!sr)
+        return 0;
+    if (q->by_type) {
+        for (uint32_t i = 0; i < st->ntypes; i++)
+            sr[i].s = (op_stat){.name = st->types[i], .type = st->types[i], .min_ns = UINT64_MAX};
+        for (uint32_t i = 0; i < st->nops; i++)
+            add_into(&sr[st->ops[i].type_index].s, &st->ops[i]);
+    } else {
+        for (uint32_t i = 0; i < st->nops; i++) {
+            const op_row *o = &st->ops[i];
+            sr[i].s = (op_stat){.name = o->key, .type = o->type, .min_ns = UINT64_MAX};
+            add_into(&sr[i].s, o);
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t = q->by_type ? (uint32_t)i : st->ops[i].type_index;
+        if (!sr[i].s.count || (want != UINT32_MAX && t != want) || !matches(a, &sr[i].s, q->search))
+            continue;
+        sr[i].s.share = st->self_total ? (double)sr[i].s.self_ns / (double)st->self_total : 0;
+        sr[i].a = a;
+        sr[i].sort = q->sort;
+        sr[kept++] = sr[i];
+    }
+    qsort(sr, kept, sizeof *sr, cmp_op_rows);
+    if (q->limit && kept > q->limit)
+        kept = q->limit;
+    op_stat *out = kept ? malloc(kept * sizeof *out) : NULL;
+    if (out)
+        for (size_t i = 0; i < kept; i++)
+            out[i] = sr[i].s;
+    free(sr);
+    *rows = out;
+    return out ? kept : 0;
+}
+
+uint32_t analysis_op_type(const analysis *a, const char *type)
+{
+    const opstats *st = state_of(a);
+    if (!st || !type)
+        return TS_STR_NONE;
+    uint32_t len = (uint32_t)strlen(type);
+    for (uint32_t i = 0; i < st->ntypes; i++) {
+        uint32_t tl;
+        const char *t = analysis_raw_name(a, st->types[i], &tl);
+        if (t && same_bytes(type, len, t, tl))
+            return st->types[i];
+    }
+    return TS_STR_NONE;
+}
+
+uint64_t analysis_ops_self_ns(const analysis *a)
+{
+    const opstats *st = state_of(a);
+    return st ? st->self_total : 0;
+}
+
+typedef struct kernel_sort_row {
+    kernel_stat s;
+    const analysis *a;
+} kernel_sort_row;
+
+static int cmp_kernel_rows(const void *pa, const void *pb)
+{
+    const kernel_sort_row *x = pa, *y = pb;
+    int c = cmp_desc(x->s.total_ns, y->s.total_ns);
+    if (!c)
+        c = cmp_names(x->a, x->s.name, y->s.name);
+    if (!c)
+        c = cmp_names(x->a, x->s.op, y->s.op);
+    return c;
+}
+
+size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)
+{
+    *rows = NULL;
+    const opstats *st = state_of(a);
+    if (!st || !st->nkernels)
+        return 0;
+    kernel_sort_row *sr = malloc(st->nkernels * sizeof *sr);
+    if (!sr)
+        return 0;
+    for (uint32_t i = 0; i < st->nkernels; i++) {
+        const kernel_row *k = &st->kernels[i];
+        sr[i].s = (kernel_stat){.name = k->name,
+                                .op = k->op,
+                                .count = k->count,
+                                .total_ns = k->total_ns,
+                                .min_ns = k->min_ns,
+                                .max_ns = k->max_ns,
+                                .comm = k->comm};
+        sr[i].a = a;
+    }
+    qsort(sr, st->nkernels, sizeof *sr, cmp_kernel_rows);
+    size_t n = limit && limit < st->nkernels ? limit : st->nkernels;
+    kernel_stat *out = malloc(n * sizeof *out);
+    if (out)
+        for (size_t i = 0; i < n; i++)
+            out[i] = sr[i].s;
+    free(sr);
+    *rows = out;
+    return out ? n : 0;
+}
+
+typedef struct scope_sort_row {
+    flops_scope s;
+    const analysis *a;
+} scope_sort_row;
+
+static int cmp_scope_rows(const void *pa, const void *pb)
+{
+    const scope_sort_row *x = pa, *y = pb;
+    int c = cmp_desc(x->s.flops, y->s.flops);
+    if (!c)
+        c = x->s.level < y->s.level ? -1 : x->s.level > y->s.level;
+    if (!c)
+        c = cmp_names(x->a, x->s.scope, y->s.scope);
+    return c;
+}
+
+size_t analysis_flops_scopes(const analysis *a, flops_scope **rows)
+{
+    *rows = NULL;
+    const opstats *st = state_of(a);
+    if (!st || !st->nscopes)
+        return 0;
+    scope_sort_row *sr = calloc(st->nscopes, sizeof *sr);
+    if (!sr)
+        return 0;
+    for (uint32_t i = 0; i < st->nops; i++) {
+        const op_row *o = &st->ops[i];
+        if (!o->flops)
+            continue;
+        for (uint32_t j = 0; j < o->scope_n; j++) {
+            flops_scope *s = &sr[st->scope_refs[o->scope_off + j]].s;
+            s->flops += o->flops;
+            s->time_ns += o->flops_ns;
+        }
+    }
+    size_t n = 0;
+    for (uint32_t i = 0; i < st->nscopes; i++) {
+        if (!sr[i].s.flops)
+            continue;
+        sr[i].s.scope = st->scopes[i].id;
+        sr[i].s.level = st->scopes[i].level;
+        sr[i].a = a;
+        sr[n++] = sr[i];
+    }
+    qsort(sr, n, sizeof *sr, cmp_scope_rows);
+    flops_scope *out = n ? malloc(n * sizeof *out) : NULL;
+    if (out)
+        for (size_t i = 0; i < n; i++)
+            out[i] = sr[i].s;
+    free(sr);
+    *rows = out;
+    return out ? n : 0;
+}
+
+flops_summary analysis_flops(const analysis *a)
+{
+    flops_summary f = {.utilization = -1};
+    const opstats *st = state_of(a);
+    if (!st)
+        return f;
+    for (uint32_t i = 0; i < st->nops; i++) {
+        f.flops += st->ops[i].flops;
+        f.time_ns += st->ops[i].flops_self_ns;
+    }
+    if (f.time_ns)
+        f.flops_per_s = (double)f.flops * 1e9 / (double)f.time_ns;
+    double peak = analysis_cfg(a)->peak_flops;
+    if (peak > 0)
+        f.utilization = f.flops_per_s / peak;
+    return f;
+}

@@ -1,0 +1,157 @@
+/*
+ * report: the writers of the report folder. They read a recording once, feed every batch to an
+ * analysis and to the timeline writer, stream the rows that complete (steps, queue buckets, CPU
+ * and memory samples) to CSV files, and write the tables, summary.json and report.txt at the
+ * end. The folder is written beside its target under a temporary name and swapped in whole, so
+ * no reader ever sees half a report under the final names. The README's "The report folder"
+ * documents every file, column and unit.
+ *
+ * Errors follow model.h: -1 with *cause set to a malloc'd message (cause may be NULL).
+ */
+#ifndef TERMSIGHT_REPORT_H
+#define TERMSIGHT_REPORT_H
+
+#include "analysis.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define REPORT_DIR               "report" /* <run folder>/report */
+#define REPORT_FORMAT            1        /* summary.json "report_format": bumped on changes */
+#define REPORT_TIMELINE_LIMIT_MB 500      /* MindSpore's timeline_limit default */
+/* Each timeline file stays below this (chrome://tracing fails near 256 MB). */
+#define REPORT_TIMELINE_SPLIT (240ull * 1024 * 1024)
+
+/* Called after each batch with the share of the recording read so far, 0..1 (1 once, at the
+ * end). It runs on the thread that called report_run. */
+typedef void (*report_progress_fn)(void *ctx, double fraction);
+
+typedef struct report_options {
+    const char *out_dir;           /* the report folder; NULL: <run folder>/report */
+    int pretty;                    /* indent the JSON files (the seeds' analyse(pretty=True)) */
+    int write;                     /* 0: analyse only, write nothing (termsight analyse --op) */
+    double timeline_limit_mb;      /* MiB of timeline in all; < 0: the recording's
+                                      timeline_limit_mb option, else REPORT_TIMELINE_LIMIT_MB */
+    uint64_t timeline_split_bytes; /* size below which each timeline file stays; 0: default */
+    const char *fp_start_op; /* as analysis_config; NULL: the recording's option or automatic */
+    const char *bp_end_op;
+    double peak_flops; /* FLOP/s for the utilization; 0: unknown */
+    report_progress_fn progress;
+    void *progress_ctx;
+} report_options;
+
+/* Defaults: write, not pretty, the recording's timeline limit, the default split. */
+void report_options_init(report_options *o);
+
+/* What a run read and wrote, for the caller's summary. */
+typedef struct report_info {
+    char *recording; /* the recording file read */
+    char *dir;       /* the report folder written (NULL when nothing was written) */
+    uint64_t events; /* events read */
+    uint64_t skipped_bytes, bad_chunks; /* damage the reader skipped */
+    uint32_t timeline_files;
+    uint64_t timeline_events;   /* trace events written (metadata included) */
+    uint64_t timeline_left_out; /* events left out by the size limit */
+    uint64_t timeline_moved;    /* complete events moved to an overlap track */
+    uint64_t timeline_dropped;  /* complete events dropped (overlapping even there) */
+    uint64_t timeline_bytes;
+    uint64_t timeline_limit_bytes;
+} report_info;
+
+typedef struct report report;
+
+/* Reads the recording at path (a run folder, its recording/ folder or the .tsr file) to its end,
+ * analyses it and, when opt->write, writes the report folder (opt NULL: the defaults). A
+ * recording cut short or damaged is analysed up to its whole chunks (report_info says what was
+ * skipped). Fails on a missing, empty or foreign file, a read or write error, an existing target
+ * that is a symbolic link, not a directory, or a directory that is not a report folder; on
+ * failure nothing is left behind and an earlier report at the target is untouched. When out is
+ * not NULL, *out holds the results (report_free it). Thread-safe: several calls may run at once
+ * on different targets. */
+int report_run(const char *path, const report_options *opt, report **out, char **cause);
+
+/* report_run, without keeping the results. */
+int report_write(const char *path, const report_options *opt, char **cause);
+
+const analysis *report_analysis(const report *r);
+const report_info *report_info_of(const report *r);
+const recording_meta *report_meta(const report *r); /* NULL when the recording had none */
+void report_free(report *r);
+
+/* Writes the human-readable report (report.txt) to out; brief: the short summary termsight
+ * analyse prints (run, events, steps, top 5 op types, queue verdicts, top 3 suggestions, where
+ * the report is). Names are cleaned with CR, LF and tab escaped too. */
+void report_print(const report *r, FILE *out, int brief);
+
+/* The run folder a recording path belongs to (malloc'd): a .tsr file's folder, and the parent of
+ * a folder named "recording". NULL when out of memory. */
+char *report_run_folder(const char *path);
+
+/* Writes bytes as text that stays valid UTF-8 and holds no control character except tab, CR and
+ * LF: valid UTF-8 is kept; any other byte (invalid UTF-8, C0 and C1 controls, DEL) becomes
+ * "\xNN" (lowercase hex), and so does a backslash followed by 'x', so the text decodes back
+ * unambiguously. out needs 4 * len + 1 bytes; it is NUL-terminated. Returns its length. */
+size_t report_clean(const char *bytes, size_t len, char *out);
+
+/* Names for the enums, as written in the files. */
+const char *report_step_source_name(uint32_t source); /* none, marks, option, auto */
+const char *report_verdict_name(uint32_t verdict);    /* none, ok, data_processing, ... */
+const char *report_role_name(uint32_t role);          /* pipeline, host, device */
+const char *report_advice_name(uint32_t kind);        /* step_interval, operators, ... */
+
+/* ---- The timeline (timeline.c) ------------------------------------------------------------ */
+
+/* Chrome trace-event JSON, streamed as the recording is read: {"traceEvents":[...]} in files
+ * timeline.json, timeline-1.json, ... each below split_bytes and complete with its own
+ * metadata, all together below limit_bytes (events past it are counted, not written). */
+typedef struct timeline timeline;
+
+typedef struct timeline_config {
+    int dirfd;            /* folder the files go to */
+    uint64_t limit_bytes; /* all files together */
+    uint64_t split_bytes; /* each file; 0: REPORT_TIMELINE_SPLIT */
+    int pretty;
+    uint64_t origin_ns;  /* collector time of ts 0 */
+    const char *process; /* host process name, NULL: "host" */
+    int32_t os_pid;      /* for the process name; 0: none */
+} timeline_config;
+
+typedef struct timeline_stats {
+    uint32_t files;
+    uint64_t events;      /* trace events written, metadata included */
+    uint64_t left_out;    /* events the size limit left out */
+    uint64_t moved;       /* complete events moved to an overlap track */
+    uint64_t dropped;     /* complete events dropped: overlapping on every track */
+    uint64_t flows;       /* launch -> kernel arrows */
+    uint64_t bytes;       /* all files */
+    uint64_t limit_bytes; /* the size limit in force at the end */
+} timeline_stats;
+
+/* Names are resolved through a (thread names, derived op types). NULL when out of memory. */
+timeline *timeline_create(const timeline_config *cfg, analysis *a);
+
+/* Events in recording order. */
+void timeline_feed(timeline *t, const ts_event *ev, size_t n);
+
+/* Rows from the analysis sink: the step and overlap tracks, memory and CPU counters. */
+void timeline_step(timeline *t, const step_row *row);
+void timeline_memory(timeline *t, const memory_row *row);
+void timeline_cpu(timeline *t, const cpu_row *row);
+
+/* A new size limit, taking effect for the events still to come (the recording's option can be
+ * read only once its CONFIG event has been). */
+void timeline_set_limit(timeline *t, uint64_t limit_bytes);
+
+/* Completes and renames the last file. Returns -1 on a write error (also one met earlier). */
+int timeline_finish(timeline *t, char **cause);
+
+void timeline_stats_of(const timeline *t, timeline_stats *out);
+
+/* The name of file i ("timeline.json", "timeline-1.json", ...) into buf. */
+void timeline_file_name(uint32_t i, char *buf, size_t len);
+
+/* Frees; a file not finished is removed. */
+void timeline_destroy(timeline *t);
+
+#endif

@@ -1,0 +1,1557 @@
+/* timeline: the Chrome trace-event JSON writer (Perfetto and chrome://tracing).
+ *
+ * Streamed while the recording is read, so memory does not grow with the run: events are
+ * printed as they come, in recording order (the viewers sort by time). The rules it keeps:
+ *
+ * - {"traceEvents":[...]}, one event per line; ts and dur in microseconds with nanosecond
+ *   decimals, rebased to origin_ns.
+ * - pid 1 is the host process (tid 1, 2, ... its threads in order of appearance); every other
+ *   process (each device, then "Steps" and "Op Overlap Analyse") gets the next pid when it first
+ *   appears; a device's tids are its streams. process_name and thread_name metadata come before
+ *   a track's first event in each file, and again when a thread names itself later.
+ * - Complete events ("X") on one track nest or are disjoint, never partially overlap. A checker
+ *   per track keeps the top-level spans (the recorder writes a range when it ends, so children
+ *   come before their parents); an event that would cross one, or that it cannot verify, goes
+ *   to an overlap track of the same thread ("... (overlapping 1)", checked the same way), and
+ *   past the last of those it is dropped. Both are counted.
+ * - Ranges that ended on another thread (TS_EF_CROSS_THREAD) are async "b"/"e" pairs.
+ * - A CUDA API call and the kernel with its correlation id are joined by a flow ("s", "f" with
+ *   "bp":"e"), through a direct-mapped table of recent correlations (bounded).
+ * - Counters ("C"): host and device memory, each queue's size, CPU, user counters.
+ * - Every value goes through cJSON: one template object per event shape, whose values are raw
+ *   items pointing at text cJSON escaped once per distinct name, and at numbers formatted here
+ *   exactly from integer nanoseconds; cJSON_PrintPreallocated prints the object into a large
+ *   buffer. Names are first made valid UTF-8 without controls (report_clean).
+ * - The size limit counts every byte of every file; the first event that does not fit ends the
+ *   timeline (the rest is counted as left out), so it covers a prefix of the run. A file that
+ *   would pass split_bytes is closed and the next one opened with its own metadata. Each file is
+ *   written as .NAME.tmp and renamed once complete. */
+#include "analysis_internal.h"
+#include "report.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUF_SIZE       (4u << 20)
+#define BUF_MARGIN     (1u << 20) /* free space kept for one emission (names are <= 8 KiB) */
+#define FILE_HEAD      "{\"traceEvents\":["
+#define FILE_TAIL      "\n]}\n"
+#define MAX_ROOTS      512 /* top-level spans kept per track before the oldest half is forgotten */
+#define OVERLAP_LEVELS 3   /* overlap tracks per track */
+#define FLOW_SLOTS     (1u << 16)
+#define NO_TRACK       UINT32_MAX
+
+enum proc_kind { PROC_HOST, PROC_DEVICE, PROC_STEPS, PROC_OVERLAP };
+
+typedef struct proc {
+    uint32_t pid;
+    uint32_t kind;   /* enum proc_kind */
+    uint32_t device; /* PROC_DEVICE */
+    uint32_t next_tid;
+    uint32_t meta_file; /* file number + 1 whose metadata names it; 0: none yet */
+} proc;
+
+typedef struct span {
+    uint64_t b, e;
+    uint32_t kids; /* it has nested spans we no longer know */
+} span;
+
+typedef struct track {
+    uint32_t proc; /* index in procs */
+    uint32_t tid;
+    uint32_t os_tid;   /* thread id or stream (PROC_HOST, PROC_DEVICE) */
+    const char *label; /* fixed name (steps, overlap rows), else NULL */
+    uint32_t level;    /* 0, or which overlap track */
+    uint32_t base;     /* the level-0 track */
+    uint32_t overflow; /* next overlap track, NO_TRACK until needed */
+    uint32_t meta_file;
+    uint32_t meta_name;  /* thread name id its metadata carried */
+    uint64_t names_seen; /* timeline.names_gen when its name was last checked */
+    int counters;        /* holds counters only: no thread of its own */
+    span *roots;         /* disjoint, by begin */
+    uint32_t nroots, cap;
+    int forgot; /* spans were forgotten: they lie within [fb, fe] */
+    uint64_t fb, fe;
+} track;
+
+typedef struct flow_slot {
+    uint64_t corr;
+    uint64_t ts;
+    uint32_t track;
+    uint32_t side; /* 0 empty, 1 launch (API), 2 kernel */
+} flow_slot;
+
+/* One event shape: a cJSON object whose values are raw items we point at our text. */
+enum { S_NAME, S_CAT, S_TS, S_DUR, S_PID, S_TID, S_ID, S_A0, S_A1, S_A2, S_A3, S_A4, S_COUNT };
+
+typedef struct shape {
+    cJSON *root;
+    cJSON *slot[S_COUNT];
+} shape;
+
+enum {
+    SH_X0,       /* X, no args */
+    SH_X_OP,     /* X, args type */
+    SH_X_OPF,    /* X, args type, flops */
+    SH_X_KERNEL, /* X, args op, correlation */
+    SH_X_COPY,   /* X, args op, bytes, direction */
+    SH_X_API,    /* X, args correlation */
+    SH_X_COMM,   /* X, args bytes */
+    SH_X_STEP,   /* X, args step, interval_us, fpbp_us, tail_us, source */
+    SH_X_SHARE,  /* X, args step, share_pct */
+    SH_I,        /* instant on a thread */
+    SH_IG,       /* global instant */
+    SH_B,        /* async begin, args type */
+    SH_E,        /* async end */
+    SH_FS,       /* flow start */
+    SH_FF,       /* flow end */
+    SH_C1,       /* counter: args {A0 key} */
+    SH_C_BYTES,
+    SH_C_SIZE,
+    SH_C_CPU,  /* user, system, iowait */
+    SH_C_PROC, /* user, system */
+    SH_M,      /* metadata: name, pid, tid, args name */
+    SH_MP,     /* metadata without tid */
+    SH_COUNT
+};
+
+/* A shape printed once by cJSON for one combination of fixed values (name, category, args
+ * strings, pid, tid), with a marker byte where each varying value goes: the event is then this
+ * text with the numbers spliced in. */
+#define TMPL_SLOTS (1u << 14)
+#define TMPL_MAX   4096         /* longest template kept; longer events are printed directly */
+#define MARK(s)    (0x10 + (s)) /* 0x10..0x1b: raw bytes cJSON never writes (it escapes them) */
+
+typedef struct tmpl_seg {
+    uint32_t lit; /* literal bytes before the value */
+    int slot;     /* -1: the end */
+} tmpl_seg;
+
+typedef struct tmpl_entry {
+    uint64_t hash; /* 0: empty */
+    uint32_t shape;
+    uint64_t key[S_COUNT];
+    char *text;
+    tmpl_seg seg[S_COUNT + 1];
+} tmpl_entry;
+
+struct timeline {
+    timeline_config cfg;
+    analysis *a;
+    char *procname;
+
+    /* Output. */
+    char *buf;
+    size_t len;
+    int fd;
+    uint32_t file;        /* current file number */
+    int open;             /* a file is open */
+    uint64_t file_bytes;  /* bytes of the current file, buffered or written */
+    uint64_t file_events; /* events in the current file */
+    uint64_t total;       /* bytes of all files */
+    int stopped;          /* the size limit was reached */
+    int error;            /* errno of the first write error */
+
+    timeline_stats st;
+
+    /* Escaped JSON strings, by (class, id). */
+    index_map strings;
+    char *arena;
+    size_t arena_len, arena_cap;
+    index_map optype; /* op name id -> its type id, derived once */
+
+    proc *procs;
+    uint32_t nprocs;
+    index_map proc_of; /* kind << 32 | device -> proc */
+    track *tracks;
+    uint32_t ntracks, cap_tracks;
+    index_map track_of; /* proc << 32 | os tid -> track */
+    uint32_t steps_track, overlap_track[4];
+    uint64_t names_gen; /* THREAD_NAME events seen */
+
+    flow_slot *flows;
+    uint64_t async_ids;
+
+    shape shapes[SH_COUNT];
+    char num[S_COUNT][64];  /* varying value text per slot */
+    char knum[S_COUNT][16]; /* pid, tid text */
+    uint64_t key[S_COUNT];  /* per slot: arena offset, pid/tid, or VARY */
+    tmpl_entry *tmpl;       /* printed templates, direct-mapped by key hash */
+    char *scratch;          /* where templates are printed */
+};
+
+/* ---- Small text helpers -------------------------------------------------------------------- */
+
+/* v / 10^decimals written exactly, trailing zeros of the fraction dropped. */
+static char *fmt_fixed(char *p, int64_t v, int decimals)
+{
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (v < 0)
+        *p++ = '-';
+    uint64_t scale = 1;
+    for (int i = 0; i < decimals; i++)
+        scale *= 10;
+    uint64_t ip = u / scale, fp = u % scale;
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + ip % 10);
+        ip /= 10;
+    } while (ip);
+    while (n)
+        *p++ = tmp[--n];
+    if (fp) {
+        *p++ = '.';
+        for (int i = decimals - 1; i >= 0; i--) {
+            p[i] = (char)('0' + fp % 10);
+            fp /= 10;
+        }
+        p += decimals;
+        while (p[-1] == '0')
+            p--;
+    }
+    *p = 0;
+    return p;
+}
+
+/* Slot values. A value that changes from event to event ("varying": times, ids, sizes) is text
+ * in t->num; one that a track and a name fix (strings in the arena, pid, tid) is part of the
+ * key of the printed template (see print_event). */
+#define VARY UINT64_MAX
+
+static void set_us(timeline *t, shape *sh, int s, int64_t ns)
+{
+    fmt_fixed(t->num[s], ns, 3);
+    sh->slot[s]->valuestring = t->num[s];
+    t->key[s] = VARY;
+}
+
+static char *fmt_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    *p = 0;
+    return p;
+}
+
+static void set_u64(timeline *t, shape *sh, int s, uint64_t v)
+{
+    fmt_u64(t->num[s], v);
+    sh->slot[s]->valuestring = t->num[s];
+    t->key[s] = VARY;
+}
+
+/* A number fixed by the track (pid, tid): part of the key. */
+static void set_const(timeline *t, shape *sh, int s, uint32_t v)
+{
+    fmt_u64(t->knum[s], v);
+    sh->slot[s]->valuestring = t->knum[s];
+    t->key[s] = v;
+}
+
+static void set_pct(timeline *t, shape *sh, int s, double pct)
+{
+    if (!(pct == pct) || pct > 1e12 || pct < -1e12)
+        pct = 0;
+    fmt_fixed(t->num[s], (int64_t)(pct * 100 + (pct < 0 ? -0.5 : 0.5)), 2);
+    sh->slot[s]->valuestring = t->num[s];
+    t->key[s] = VARY;
+}
+
+/* Number text made by the caller (counters). */
+static void set_numtext(timeline *t, shape *sh, int s, const char *text)
+{
+    snprintf(t->num[s], sizeof t->num[s], "%s", text);
+    sh->slot[s]->valuestring = t->num[s];
+    t->key[s] = VARY;
+}
+
+/* A string that changes from event to event ("step 12"), printed by cJSON each time. */
+static void set_text(timeline *t, shape *sh, int s, const char *text)
+{
+    cJSON *str = cJSON_CreateString(text);
+    if (!str || !cJSON_PrintPreallocated(str, t->num[s], (int)sizeof t->num[s], 0))
+        strcpy(t->num[s], "\"\"");
+    cJSON_Delete(str);
+    sh->slot[s]->valuestring = t->num[s];
+    t->key[s] = VARY;
+}
+
+/* A string of the arena: names are interned there once, so the offset is a key. */
+static void set_str(timeline *t, shape *sh, int s, uint32_t off)
+{
+    sh->slot[s]->valuestring = t->arena + off;
+    t->key[s] = off;
+}
+
+static int64_t rel(const timeline *t, uint64_t ns)
+{
+    return (int64_t)(ns - t->cfg.origin_ns);
+}
+
+/* ---- Shapes -------------------------------------------------------------------------------- */
+
+/* A value we point at our own text on each use: marked as a reference, so cJSON_Delete leaves
+ * the pointer alone. */
+static cJSON *add_slot(cJSON *obj, const char *key)
+{
+    cJSON *it = cJSON_AddRawToObject(obj, key, "0");
+    if (!it)
+        return NULL;
+    free(it->valuestring);
+    it->valuestring = (char *)"0";
+    it->type |= cJSON_IsReference;
+    return it;
+}
+
+/* Builds shape k. ph is the phase letter; args lists the slot keys of "args" (A0.. in order). */
+static int shape_build(shape *sh, const char *ph, int has_tid, int has_dur, int has_id,
+                       const char *scope, const char *bp, const char *const *args, int nargs)
+{
+    memset(sh, 0, sizeof *sh);
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return -1;
+    sh->root = o;
+    char phq[8];
+    snprintf(phq, sizeof phq, "\"%s\"", ph);
+    int ok = 1;
+    ok &= !!(sh->slot[S_NAME] = add_slot(o, "name"));
+    if (strcmp(ph, "M") && strcmp(ph, "C"))
+        ok &= !!(sh->slot[S_CAT] = add_slot(o, "cat"));
+    ok &= !!cJSON_AddRawToObject(o, "ph", phq);
+    if (has_id)
+        ok &= !!(sh->slot[S_ID] = add_slot(o, "id"));
+    if (strcmp(ph, "M"))
+        ok &= !!(sh->slot[S_TS] = add_slot(o, "ts"));
+    if (has_dur)
+        ok &= !!(sh->slot[S_DUR] = add_slot(o, "dur"));
+    ok &= !!(sh->slot[S_PID] = add_slot(o, "pid"));
+    if (has_tid)
+        ok &= !!(sh->slot[S_TID] = add_slot(o, "tid"));
+    if (scope)
+        ok &= !!cJSON_AddRawToObject(o, "s", scope);
+    if (bp)
+        ok &= !!cJSON_AddRawToObject(o, "bp", bp);
+    if (nargs) {
+        cJSON *ar = cJSON_AddObjectToObject(o, "args");
+        ok &= !!ar;
+        for (int i = 0; ok && i < nargs; i++)
+            ok &= !!(sh->slot[S_A0 + i] = add_slot(ar, args[i]));
+    }
+    return ok ? 0 : -1;
+}
+
+static int shapes_build(timeline *t)
+{
+    static const char *const op[] = {"type"}, *const opf[] = {"type", "flops"},
+                             *const kern[] = {"op", "correlation"},
+                             *const copy[] = {"op", "bytes", "direction"},
+                             *const api[] = {"correlation"}, *const bytes[] = {"bytes"},
+                             *const step[] = {"step", "interval_us", "fpbp_us", "tail_us",
+                                              "source"},
+                             *const share[] = {"step", "share_pct"}, *const size[] = {"size"},
+                             *const cpu[] = {"user_pct", "system_pct", "iowait_pct"},
+                             *const procu[] = {"user_pct", "system_pct"},
+                             *const value[] = {"value"}, *const name[] = {"name"};
+    shape *s = t->shapes;
+    int rc = 0;
+    rc |= shape_build(&s[SH_X0], "X", 1, 1, 0, NULL, NULL, NULL, 0);
+    rc |= shape_build(&s[SH_X_OP], "X", 1, 1, 0, NULL, NULL, op, 1);
+    rc |= shape_build(&s[SH_X_OPF], "X", 1, 1, 0, NULL, NULL, opf, 2);
+    rc |= shape_build(&s[SH_X_KERNEL], "X", 1, 1, 0, NULL, NULL, kern, 2);
+    rc |= shape_build(&s[SH_X_COPY], "X", 1, 1, 0, NULL, NULL, copy, 3);
+    rc |= shape_build(&s[SH_X_API], "X", 1, 1, 0, NULL, NULL, api, 1);
+    rc |= shape_build(&s[SH_X_COMM], "X", 1, 1, 0, NULL, NULL, bytes, 1);
+    rc |= shape_build(&s[SH_X_STEP], "X", 1, 1, 0, NULL, NULL, step, 5);
+    rc |= shape_build(&s[SH_X_SHARE], "X", 1, 1, 0, NULL, NULL, share, 2);
+    rc |= shape_build(&s[SH_I], "i", 1, 0, 0, "\"t\"", NULL, NULL, 0);
+    rc |= shape_build(&s[SH_IG], "i", 1, 0, 0, "\"g\"", NULL, NULL, 0);
+    rc |= shape_build(&s[SH_B], "b", 1, 0, 1, NULL, NULL, op, 1);
+    rc |= shape_build(&s[SH_E], "e", 1, 0, 1, NULL, NULL, NULL, 0);
+    rc |= shape_build(&s[SH_FS], "s", 1, 0, 1, NULL, NULL, NULL, 0);
+    rc |= shape_build(&s[SH_FF], "f", 1, 0, 1, NULL, "\"e\"", NULL, 0);
+    rc |= shape_build(&s[SH_C1], "C", 1, 0, 0, NULL, NULL, value, 1);
+    rc |= shape_build(&s[SH_C_BYTES], "C", 1, 0, 0, NULL, NULL, bytes, 1);
+    rc |= shape_build(&s[SH_C_SIZE], "C", 1, 0, 0, NULL, NULL, size, 1);
+    rc |= shape_build(&s[SH_C_CPU], "C", 1, 0, 0, NULL, NULL, cpu, 3);
+    rc |= shape_build(&s[SH_C_PROC], "C", 1, 0, 0, NULL, NULL, procu, 2);
+    rc |= shape_build(&s[SH_M], "M", 1, 0, 0, NULL, NULL, name, 1);
+    rc |= shape_build(&s[SH_MP], "M", 0, 0, 0, NULL, NULL, name, 1);
+    return rc;
+}
+
+/* ---- Escaped strings --------------------------------------------------------------------- */
+
+enum { STR_NAME = 0, STR_QUEUE = 1, STR_LITERAL = 2, STR_FALLBACK = 3 };
+
+/* Arena text of bytes as a JSON string (with its quotes), cleaned and escaped by cJSON. Returns
+ * the arena offset, or UINT32_MAX when out of memory. */
+static uint32_t arena_add(timeline *t, const char *prefix, const char *bytes, size_t len)
+{
+    size_t pl = prefix ? strlen(prefix) : 0;
+    char *clean = malloc(pl + 4 * len + 1);
+    if (!clean)
+        return UINT32_MAX;
+    memcpy(clean, prefix ? prefix : "", pl);
+    report_clean(bytes, len, clean + pl);
+    cJSON *s = cJSON_CreateString(clean);
+    free(clean);
+    char *text = s ? cJSON_PrintUnformatted(s) : NULL;
+    cJSON_Delete(s);
+    if (!text)
+        return UINT32_MAX;
+    size_t tl = strlen(text) + 1;
+    if (t->arena_len + tl > t->arena_cap) {
+        size_t n = t->arena_cap ? t->arena_cap * 2 : 1 << 16;
+        while (n < t->arena_len + tl)
+            n *= 2;
+        char *na = n <= UINT32_MAX ? realloc(t->arena, n) : NULL; /* offsets are 32-bit */
+        if (!na) {
+            free(text);
+            return UINT32_MAX;
+        }
+        t->arena = na;
+        t->arena_cap = n;
+    }
+    uint32_t off = (uint32_t)t->arena_len;
+    memcpy(t->arena + off, text, tl);
+    t->arena_len += tl;
+    free(text);
+    return off;
+}
+
+/* A fallback's or literal's arena offset, keyed by a caller-chosen key. */
+static uint32_t keyed_off(timeline *t, uint64_t key, const char *text)
+{
+    uint32_t off = index_map_find(&t->strings, key);
+    if (off != UINT32_MAX)
+        return off;
+    off = arena_add(t, NULL, text, strlen(text));
+    if (off == UINT32_MAX)
+        return 0; /* the arena starts with "" */
+    index_map_get(&t->strings, key, off, NULL);
+    return off;
+}
+
+/* The arena offset of the JSON string for (class, id), escaped once per id. An id without bytes
+ * (none, or not named yet) gets the fallback text, which is not kept under the id: a later
+ * strings chunk may still name it. */
+static uint32_t jstr_off(timeline *t, uint32_t cls, uint32_t id, const char *fallback)
+{
+    uint64_t key = (uint64_t)cls << 32 | id;
+    uint32_t off = index_map_find(&t->strings, key);
+    if (off != UINT32_MAX)
+        return off;
+    uint32_t len = 0;
+    const char *s = analysis_raw_name(t->a, id, &len);
+    if (!s || !len) /* keyed by the fallback's address: the callers pass literals */
+        return keyed_off(t, (uint64_t)STR_FALLBACK << 56 ^ (uint64_t)(uintptr_t)fallback, fallback);
+    off = arena_add(t, cls == STR_QUEUE ? "queue " : NULL, s, len);
+    if (off == UINT32_MAX)
+        return 0;
+    index_map_get(&t->strings, key, off, NULL);
+    return off;
+}
+
+static uint32_t literal_off(timeline *t, uint32_t key, const char *text)
+{
+    return keyed_off(t, (uint64_t)STR_LITERAL << 32 | key, text);
+}
+
+/* Literal keys: category names and fixed labels. */
+enum {
+    L_EMPTY = 0,
+    L_OP,
+    L_NVTX,
+    L_API,
+    L_KERNEL,
+    L_COMM_KERNEL,
+    L_MEMCPY,
+    L_MEMSET,
+    L_SYNC,
+    L_COMM,
+    L_MARK,
+    L_PHASE,
+    L_FWD,
+    L_BWD,
+    L_STEP,
+    L_OVERLAP,
+    L_AC2G,
+    L_LOST,
+    L_HOST_MEMORY,
+    L_DEVICE_MEMORY,
+    L_CPU,
+    L_PROC_CPU,
+    L_PROCESS_NAME,
+    L_THREAD_NAME,
+    L_SOURCE0,      /* + enum step_source */
+    L_DYNAMIC = 64, /* per-number labels from here */
+};
+
+/* ---- Output -------------------------------------------------------------------------------- */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void flush_buf(timeline *t)
+{
+    if (t->len && !t->error && write_all(t->fd, t->buf, t->len) < 0)
+        t->error = errno ? errno : EIO;
+    t->len = 0;
+}
+
+void timeline_file_name(uint32_t i, char *buf, size_t len)
+{
+    if (i == 0)
+        snprintf(buf, len, "timeline.json");
+    else
+        snprintf(buf, len, "timeline-%" PRIu32 ".json", i);
+}
+
+static void tmp_name(uint32_t i, char *buf, size_t len)
+{
+    char n[64];
+    timeline_file_name(i, n, sizeof n);
+    snprintf(buf, len, ".%s.tmp", n);
+}
+
+static int file_open(timeline *t)
+{
+    char name[80];
+    tmp_name(t->file, name, sizeof name);
+    t->fd = openat(t->cfg.dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (t->fd < 0) {
+        t->error = errno;
+        return -1;
+    }
+    t->open = 1;
+    t->len = 0;
+    memcpy(t->buf, FILE_HEAD, sizeof FILE_HEAD - 1);
+    t->len = sizeof FILE_HEAD - 1;
+    t->file_bytes = t->len;
+    t->file_events = 0;
+    t->total += t->len;
+    t->st.files = t->file + 1;
+    return 0;
+}
+
+static int file_close(timeline *t)
+{
+    if (!t->open)
+        return 0;
+    memcpy(t->buf + t->len, FILE_TAIL, sizeof FILE_TAIL - 1);
+    t->len += sizeof FILE_TAIL - 1;
+    t->total += sizeof FILE_TAIL - 1;
+    flush_buf(t);
+    if (close(t->fd) < 0 && !t->error)
+        t->error = errno;
+    t->open = 0;
+    t->fd = -1;
+    char from[80], to[64];
+    tmp_name(t->file, from, sizeof from);
+    timeline_file_name(t->file, to, sizeof to);
+    if (!t->error && renameat(t->cfg.dirfd, from, t->cfg.dirfd, to) < 0)
+        t->error = errno;
+    return t->error ? -1 : 0;
+}
+
+/* ---- Tracks ------------------------------------------------------------------------------- */
+
+static uint32_t proc_get(timeline *t, uint32_t kind, uint32_t device)
+{
+    uint64_t key = (uint64_t)kind << 32 | device;
+    uint32_t i = index_map_find(&t->proc_of, key);
+    if (i != UINT32_MAX)
+        return i;
+    proc *np = realloc(t->procs, (t->nprocs + 1) * sizeof *np);
+    if (!np)
+        return 0; /* the host, created first */
+    t->procs = np;
+    i = t->nprocs;
+    if (index_map_get(&t->proc_of, key, i, NULL) == UINT32_MAX)
+        return 0;
+    t->procs[i] = (proc){.pid = i + 1, .kind = kind, .device = device, .next_tid = 1};
+    t->nprocs++;
+    return i;
+}
+
+static uint32_t track_new(timeline *t, uint32_t p, uint32_t os_tid, const char *label,
+                          uint32_t level, uint32_t base)
+{
+    if (t->ntracks == t->cap_tracks) {
+        uint32_t n = t->cap_tracks ? t->cap_tracks * 2 : 64;
+        track *nt = realloc(t->tracks, n * sizeof *nt);
+        if (!nt)
+            return NO_TRACK;
+        t->tracks = nt;
+        t->cap_tracks = n;
+    }
+    uint32_t i = t->ntracks++;
+    t->tracks[i] = (track){.proc = p,
+                           .tid = t->procs[p].next_tid++,
+                           .os_tid = os_tid,
+                           .label = label,
+                           .level = level,
+                           .base = level ? base : i,
+                           .overflow = NO_TRACK};
+    return i;
+}
+
+/* The track of (proc, os tid), created on first use. */
+static uint32_t track_get(timeline *t, uint32_t p, uint32_t os_tid)
+{
+    uint64_t key = (uint64_t)p << 32 | os_tid;
+    uint32_t i = index_map_find(&t->track_of, key);
+    if (i != UINT32_MAX)
+        return i;
+    i = track_new(t, p, os_tid, NULL, 0, 0);
+    if (i == NO_TRACK)
+        return NO_TRACK;
+    if (index_map_get(&t->track_of, key, i, NULL) == UINT32_MAX) {
+        t->ntracks--;
+        t->procs[p].next_tid--;
+        return NO_TRACK;
+    }
+    return i;
+}
+
+static void roots_forget(track *tr)
+{
+    uint32_t half = tr->nroots / 2;
+    for (uint32_t k = 0; k < half; k++) {
+        if (!tr->forgot || tr->roots[k].b < tr->fb)
+            tr->fb = tr->roots[k].b;
+        if (!tr->forgot || tr->roots[k].e > tr->fe)
+            tr->fe = tr->roots[k].e;
+        tr->forgot = 1;
+    }
+    memmove(tr->roots, tr->roots + half, (tr->nroots - half) * sizeof *tr->roots);
+    tr->nroots -= half;
+}
+
+/* Checks that [b, e] nests with or is disjoint from every span on tr and records it. Returns 1
+ * when it fits, 0 when it would partially overlap one (or cannot be verified), -1 out of
+ * memory. */
+static int track_fit(track *tr, uint64_t b, uint64_t e)
+{
+    int cover_forgotten = 0;
+    if (tr->forgot && b < tr->fe) {
+        if (!(b <= tr->fb && e >= tr->fe))
+            return 0; /* reaches into spans we forgot */
+        cover_forgotten = 1;
+    }
+    /* i: first root ending after b (ends ascend, as roots are disjoint). */
+    uint32_t lo = 0, hi = tr->nroots;
+    if (hi && tr->roots[hi - 1].e <= b) {
+        lo = hi; /* the common case: after every root */
+    } else {
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (tr->roots[mid].e > b)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+    }
+    uint32_t i = lo, j = i;
+    if (i < tr->nroots && tr->roots[i].b < b) {
+        /* Starts inside root i: must end inside it, and it must have no children we could
+         * cross (we no longer know them). */
+        span *r = &tr->roots[i];
+        if (e > r->e || r->kids || cover_forgotten)
+            return 0;
+        r->kids = 1;
+        return 1;
+    }
+    if (i < tr->nroots && tr->roots[i].b == b && e <= tr->roots[i].e) {
+        span *r = &tr->roots[i];
+        if (r->kids && !(e == r->e))
+            return 0;
+        if (e == r->e && r->kids) {
+            /* The same span again: it holds what root i holds. */
+            return 1;
+        }
+        r->kids = 1;
+        return 1;
+    }
+    /* Starts before roots i..: covers those that start before e, all of which must end by e. */
+    while (j < tr->nroots && tr->roots[j].b < e)
+        j++;
+    if (j > i && tr->roots[j - 1].e > e)
+        return 0;
+    span s = {b, e, j > i || cover_forgotten};
+    if (cover_forgotten)
+        tr->forgot = 0;
+    if (j == i) {
+        if (tr->nroots == tr->cap) {
+            if (tr->cap < MAX_ROOTS) {
+                uint32_t n = tr->cap ? tr->cap * 2 : 16;
+                span *nr = realloc(tr->roots, n * sizeof *nr);
+                if (!nr)
+                    return -1;
+                tr->roots = nr;
+                tr->cap = n;
+            } else {
+                roots_forget(tr);
+                return track_fit(tr, b, e);
+            }
+        }
+        memmove(tr->roots + i + 1, tr->roots + i, (tr->nroots - i) * sizeof *tr->roots);
+        tr->roots[i] = s;
+        tr->nroots++;
+    } else {
+        tr->roots[i] = s;
+        memmove(tr->roots + i + 1, tr->roots + j, (tr->nroots - j) * sizeof *tr->roots);
+        tr->nroots -= j - i - 1;
+    }
+    return 1;
+}
+
+/* The track a complete event [b, e] goes to: tr itself or one of its overlap tracks; NO_TRACK
+ * when it overlaps on all of them (counted as dropped). */
+static uint32_t place(timeline *t, uint32_t ti, uint64_t b, uint64_t e)
+{
+    if (e < b)
+        e = b;
+    for (uint32_t level = 0; ti != NO_TRACK; level++) {
+        int fit = track_fit(&t->tracks[ti], b, e);
+        if (fit > 0) {
+            if (level)
+                t->st.moved++;
+            return ti;
+        }
+        if (fit < 0 || level == OVERLAP_LEVELS)
+            break;
+        if (t->tracks[ti].overflow == NO_TRACK) {
+            track *tr = &t->tracks[ti];
+            uint32_t n = track_new(t, tr->proc, tr->os_tid, NULL, level + 1, tr->base);
+            if (n == NO_TRACK)
+                break;
+            t->tracks[ti].overflow = n; /* tracks may have moved */
+        }
+        ti = t->tracks[ti].overflow;
+    }
+    t->st.dropped++;
+    return NO_TRACK;
+}
+
+/* ---- Emission ------------------------------------------------------------------------------ */
+
+/* Prints sh into the buffer after a separator. Returns 0, or -1 when it did not fit. */
+static int print_shape(timeline *t, shape *sh)
+{
+    if (t->file_events)
+        t->buf[t->len++] = ',';
+    t->buf[t->len++] = '\n';
+    size_t room = BUF_SIZE - t->len;
+    if (!cJSON_PrintPreallocated(sh->root, t->buf + t->len, (int)room, t->cfg.pretty))
+        return -1;
+    t->len += strlen(t->buf + t->len);
+    t->file_events++;
+    return 0;
+}
+
+static uint64_t key_hash(const timeline *t, int shi, const shape *sh)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(shi + 1);
+    for (int s = 0; s < S_COUNT; s++) {
+        if (!sh->slot[s])
+            continue;
+        h ^= t->key[s] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+/* Prints the shape once with markers for its varying values; fills e. Returns -1 when it does
+ * not fit a template. */
+static int tmpl_make(timeline *t, int shi, shape *sh, uint64_t hash, tmpl_entry *e)
+{
+    static const char marks[S_COUNT][2] = {{MARK(0)}, {MARK(1)}, {MARK(2)},  {MARK(3)},
+                                           {MARK(4)}, {MARK(5)}, {MARK(6)},  {MARK(7)},
+                                           {MARK(8)}, {MARK(9)}, {MARK(10)}, {MARK(11)}};
+    char *saved[S_COUNT];
+    for (int s = 0; s < S_COUNT; s++) {
+        saved[s] = sh->slot[s] ? sh->slot[s]->valuestring : NULL;
+        if (sh->slot[s] && t->key[s] == VARY)
+            sh->slot[s]->valuestring = (char *)marks[s];
+    }
+    int ok = cJSON_PrintPreallocated(sh->root, t->scratch, TMPL_MAX, t->cfg.pretty);
+    for (int s = 0; s < S_COUNT; s++)
+        if (sh->slot[s])
+            sh->slot[s]->valuestring = saved[s];
+    if (!ok)
+        return -1;
+    size_t len = strlen(t->scratch);
+    char *text = malloc(len + 1);
+    if (!text)
+        return -1;
+    memcpy(text, t->scratch, len + 1);
+    free(e->text);
+    e->text = text;
+    e->hash = hash;
+    e->shape = (uint32_t)shi;
+    memcpy(e->key, t->key, sizeof e->key);
+    int n = 0;
+    uint32_t lit = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c >= MARK(0) && c < MARK(S_COUNT) && n < S_COUNT) {
+            e->seg[n++] = (tmpl_seg){lit, c - MARK(0)};
+            lit = 0;
+        } else {
+            lit++;
+        }
+    }
+    e->seg[n] = (tmpl_seg){lit, -1};
+    return 0;
+}
+
+/* Prints the event: its template (made on first use) with the varying values spliced in, or
+ * directly when it has none. Returns 0, or -1 when it did not fit the buffer. */
+static int print_event(timeline *t, int shi, shape *sh)
+{
+    uint64_t h = key_hash(t, shi, sh);
+    tmpl_entry *e = &t->tmpl[h & (TMPL_SLOTS - 1)];
+    int hit = e->hash == h && e->shape == (uint32_t)shi;
+    for (int s = 0; hit && s < S_COUNT; s++)
+        hit = !sh->slot[s] || e->key[s] == t->key[s];
+    if (!hit && tmpl_make(t, shi, sh, h, e) < 0) {
+        e->hash = 0;
+        return print_shape(t, sh);
+    }
+    char *o = t->buf + t->len;
+    if (t->file_events)
+        *o++ = ',';
+    *o++ = '\n';
+    const char *src = e->text;
+    for (const tmpl_seg *g = e->seg;; g++) {
+        memcpy(o, src, g->lit);
+        o += g->lit;
+        src += g->lit;
+        if (g->slot < 0)
+            break;
+        const char *v = t->num[g->slot];
+        size_t vl = strlen(v);
+        memcpy(o, v, vl);
+        o += vl;
+        src++; /* the marker */
+    }
+    t->len = (size_t)(o - t->buf);
+    t->file_events++;
+    return 0;
+}
+
+static void set_pid_tid(timeline *t, shape *sh, const track *tr)
+{
+    set_const(t, sh, S_PID, t->procs[tr->proc].pid);
+    if (sh->slot[S_TID])
+        set_const(t, sh, S_TID, tr->tid);
+}
+
+static void proc_label(timeline *t, const proc *p, char *buf, size_t len)
+{
+    switch (p->kind) {
+    case PROC_HOST:
+        if (t->cfg.os_pid)
+            snprintf(buf, len, "%s (pid %" PRId32 ")", t->procname, t->cfg.os_pid);
+        else
+            snprintf(buf, len, "%s", t->procname);
+        break;
+    case PROC_DEVICE:
+        snprintf(buf, len, "device %" PRIu32, p->device);
+        break;
+    case PROC_STEPS:
+        snprintf(buf, len, "Steps");
+        break;
+    default:
+        snprintf(buf, len, "Op Overlap Analyse");
+        break;
+    }
+}
+
+/* The name id a host track's thread goes by now (0: none). */
+static uint32_t thread_name_id(timeline *t, const track *tr)
+{
+    if (t->procs[tr->proc].kind != PROC_HOST || tr->counters)
+        return 0;
+    return analysis_thread_name(t->a, tr->os_tid);
+}
+
+/* The arena offset of a track's label as a JSON string. */
+static uint32_t track_label(timeline *t, const track *tr, uint32_t nid)
+{
+    const proc *p = &t->procs[tr->proc];
+    uint32_t len = 0;
+    const char *nm = nid ? analysis_raw_name(t->a, nid, &len) : NULL;
+    char *text = malloc((nm ? len : 0) + 128);
+    if (!text)
+        return 0;
+    size_t k = 0;
+    if (tr->label) {
+        k = (size_t)snprintf(text, 96, "%s", tr->label);
+    } else if (nm && len) {
+        memcpy(text, nm, len);
+        k = len + (size_t)snprintf(text + len, 32, " (%" PRIu32 ")", tr->os_tid);
+    } else {
+        k = (size_t)snprintf(text, 48, "%s %" PRIu32, p->kind == PROC_DEVICE ? "stream" : "thread",
+                             tr->os_tid);
+    }
+    if (tr->level)
+        k += (size_t)snprintf(text + k, 48, " (overlapping %" PRIu32 ")", tr->level);
+    uint32_t off = arena_add(t, NULL, text, k);
+    free(text);
+    return off == UINT32_MAX ? 0 : off;
+}
+
+/* Prints the metadata a track needs in this file: its process's name once per file, its
+ * thread's name once per file and again when the thread renamed itself. Labels are added to
+ * the arena each time: that happens once per file and per rename, and keeps them simple.
+ * Returns -1 when the buffer is full. */
+static int print_meta(timeline *t, track *tr)
+{
+    proc *p = &t->procs[tr->proc];
+    if (p->meta_file != t->file + 1) {
+        char label[160];
+        proc_label(t, p, label, sizeof label);
+        uint32_t off = arena_add(t, NULL, label, strlen(label));
+        uint32_t key = literal_off(t, L_PROCESS_NAME, "process_name");
+        shape *sh = &t->shapes[SH_MP];
+        set_str(t, sh, S_NAME, key);
+        set_str(t, sh, S_A0, off == UINT32_MAX ? 0 : off);
+        set_const(t, sh, S_PID, p->pid);
+        if (print_shape(t, sh) < 0)
+            return -1;
+        p->meta_file = t->file + 1;
+        t->st.events++;
+    }
+    if (tr->counters)
+        return 0;
+    if (tr->names_seen == t->names_gen && tr->meta_file == t->file + 1)
+        return 0;
+    tr->names_seen = t->names_gen;
+    uint32_t nid = thread_name_id(t, tr);
+    if (tr->meta_file == t->file + 1 && nid == tr->meta_name)
+        return 0;
+    uint32_t off = track_label(t, tr, nid);
+    uint32_t key = literal_off(t, L_THREAD_NAME, "thread_name");
+    shape *sh = &t->shapes[SH_M];
+    set_str(t, sh, S_NAME, key);
+    set_str(t, sh, S_A0, off);
+    set_pid_tid(t, sh, tr);
+    if (print_shape(t, sh) < 0)
+        return -1;
+    tr->meta_file = t->file + 1;
+    tr->meta_name = nid;
+    t->st.events++;
+    return 0;
+}
+
+/* What fill() sets up: the shape is complete except pid/tid and metadata. */
+typedef void (*fill_fn)(timeline *t, shape *sh, const void *arg);
+
+/* Emits one event of shape sh on track ti: metadata first where needed, then the event, within
+ * the size limit and the split. fill sets the shape's values (again after a rotation). */
+static void emit(timeline *t, int shi, uint32_t ti, fill_fn fill, const void *arg)
+{
+    if (t->stopped || t->error) {
+        t->st.left_out++;
+        return;
+    }
+    shape *sh = &t->shapes[shi];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!t->open && file_open(t) < 0)
+            return;
+        if (BUF_SIZE - t->len < BUF_MARGIN)
+            flush_buf(t);
+        track *tr = &t->tracks[ti];
+        proc *p = &t->procs[tr->proc];
+        /* Undo information, for an event that does not fit. */
+        size_t mark = t->len;
+        uint64_t fevents = t->file_events, events = t->st.events;
+        uint32_t pmeta = p->meta_file, tmeta = tr->meta_file, tname = tr->meta_name;
+        uint64_t seen = tr->names_seen;
+
+        int rc = print_meta(t, &t->tracks[ti]);
+        tr = &t->tracks[ti];
+        if (rc == 0) {
+            fill(t, sh, arg);
+            set_pid_tid(t, sh, tr);
+            rc = print_event(t, shi, sh);
+        }
+        uint64_t add = t->len - mark;
+        int fits_limit = t->total + add + (sizeof FILE_TAIL - 1) <= t->cfg.limit_bytes;
+        int fits_file = t->file_bytes + add + (sizeof FILE_TAIL - 1) <= t->cfg.split_bytes;
+        if (rc == 0 && fits_limit && fits_file) {
+            t->file_bytes += add;
+            t->total += add;
+            t->st.events++;
+            return;
+        }
+        t->len = mark;
+        t->file_events = fevents;
+        t->st.events = events;
+        p->meta_file = pmeta;
+        tr->meta_file = tmeta;
+        tr->meta_name = tname;
+        tr->names_seen = seen;
+        if (rc == 0 && !fits_limit) {
+            t->stopped = 1;
+            t->st.left_out++;
+            return;
+        }
+        if (rc < 0 || fevents == 0 || attempt == 1)
+            break; /* too big even for a file of its own */
+        file_close(t);
+        t->file++;
+    }
+    t->st.left_out++;
+}
+
+/* ---- Fillers ------------------------------------------------------------------------------ */
+
+typedef struct x_arg {
+    const ts_event *e;
+    uint32_t name_off, cat_off, a0_off; /* arena offsets */
+    uint64_t flops;
+    const char *text; /* a name made for this event, instead of name_off */
+} x_arg;
+
+static void fill_x(timeline *t, shape *sh, const void *arg)
+{
+    const x_arg *x = arg;
+    const ts_event *e = x->e;
+    set_str(t, sh, S_NAME, x->name_off);
+    set_str(t, sh, S_CAT, x->cat_off);
+    set_us(t, sh, S_TS, rel(t, e->begin_ns));
+    set_us(t, sh, S_DUR, (int64_t)(e->end_ns >= e->begin_ns ? e->end_ns - e->begin_ns : 0));
+    if (sh == &t->shapes[SH_X_OP] || sh == &t->shapes[SH_X_OPF]) {
+        set_str(t, sh, S_A0, x->a0_off);
+        if (sh == &t->shapes[SH_X_OPF])
+            set_u64(t, sh, S_A1, x->flops);
+    } else if (sh == &t->shapes[SH_X_KERNEL]) {
+        set_str(t, sh, S_A0, x->a0_off);
+        set_u64(t, sh, S_A1, e->corr);
+    } else if (sh == &t->shapes[SH_X_COPY]) {
+        set_str(t, sh, S_A0, x->a0_off);
+        set_u64(t, sh, S_A1, e->v0);
+        set_u64(t, sh, S_A2, e->aux);
+    } else if (sh == &t->shapes[SH_X_API]) {
+        set_u64(t, sh, S_A0, e->corr);
+    } else if (sh == &t->shapes[SH_X_COMM]) {
+        set_u64(t, sh, S_A0, e->v0);
+    }
+}
+
+static void fill_instant(timeline *t, shape *sh, const void *arg)
+{
+    const x_arg *x = arg;
+    if (x->text)
+        set_text(t, sh, S_NAME, x->text);
+    else
+        set_str(t, sh, S_NAME, x->name_off);
+    set_str(t, sh, S_CAT, x->cat_off);
+    set_us(t, sh, S_TS, rel(t, x->e->begin_ns));
+}
+
+typedef struct async_arg {
+    const ts_event *e;
+    uint32_t name_off, cat_off, a0_off;
+    uint64_t id;
+    int end;
+} async_arg;
+
+static void fill_async(timeline *t, shape *sh, const void *arg)
+{
+    const async_arg *x = arg;
+    set_str(t, sh, S_NAME, x->name_off);
+    set_str(t, sh, S_CAT, x->cat_off);
+    set_u64(t, sh, S_ID, x->id);
+    set_us(t, sh, S_TS, rel(t, x->end ? x->e->end_ns : x->e->begin_ns));
+    if (!x->end)
+        set_str(t, sh, S_A0, x->a0_off);
+}
+
+typedef struct flow_arg {
+    uint64_t id, ts;
+    uint32_t name_off;
+} flow_arg;
+
+static void fill_flow(timeline *t, shape *sh, const void *arg)
+{
+    const flow_arg *f = arg;
+    set_str(t, sh, S_NAME, f->name_off);
+    set_str(t, sh, S_CAT, f->name_off);
+    set_u64(t, sh, S_ID, f->id);
+    set_us(t, sh, S_TS, rel(t, f->ts));
+}
+
+typedef struct counter_arg {
+    uint32_t name_off;
+    uint64_t t_ns;
+    const char *value[3]; /* number text */
+} counter_arg;
+
+static void fill_counter(timeline *t, shape *sh, const void *arg)
+{
+    const counter_arg *c = arg;
+    set_str(t, sh, S_NAME, c->name_off);
+    set_us(t, sh, S_TS, rel(t, c->t_ns));
+    for (int i = 0; i < 3 && sh->slot[S_A0 + i]; i++)
+        set_numtext(t, sh, S_A0 + i, c->value[i]);
+}
+
+typedef struct span_arg {
+    uint32_t name_off, cat_off;
+    uint64_t b, e;
+    const step_row *row;
+    double share;
+    const char *text; /* a name made for this span, instead of name_off */
+} span_arg;
+
+static void fill_span(timeline *t, shape *sh, const void *arg)
+{
+    const span_arg *s = arg;
+    if (s->text)
+        set_text(t, sh, S_NAME, s->text);
+    else
+        set_str(t, sh, S_NAME, s->name_off);
+    set_str(t, sh, S_CAT, s->cat_off);
+    set_us(t, sh, S_TS, rel(t, s->b));
+    set_us(t, sh, S_DUR, (int64_t)(s->e - s->b));
+    set_u64(t, sh, S_A0, s->row->step);
+    if (sh == &t->shapes[SH_X_STEP]) {
+        set_us(t, sh, S_A1, (int64_t)s->row->interval_ns);
+        set_us(t, sh, S_A2, (int64_t)s->row->fpbp_ns);
+        set_us(t, sh, S_A3, (int64_t)s->row->tail_ns);
+        set_str(t, sh, S_A4,
+                literal_off(t, L_SOURCE0 + (s->row->source & 3),
+                            report_step_source_name(s->row->source)));
+    } else {
+        set_pct(t, sh, S_A1, s->share);
+    }
+}
+
+/* ---- Events ------------------------------------------------------------------------------- */
+
+static uint32_t host_track(timeline *t, uint32_t tid)
+{
+    return track_get(t, 0, tid);
+}
+
+static uint32_t device_track(timeline *t, uint32_t device, uint32_t stream)
+{
+    return track_get(t, proc_get(t, PROC_DEVICE, device), stream);
+}
+
+/* Counters belong to a process; their track has a tid (positive, like every tid here) but no
+ * thread of its own, so no thread_name. UINT32_MAX is no thread id nor stream. */
+static uint32_t counter_track(timeline *t, uint32_t p)
+{
+    uint32_t ti = track_get(t, p, UINT32_MAX);
+    if (ti != NO_TRACK)
+        t->tracks[ti].counters = 1;
+    return ti;
+}
+
+/* The op type id of an op event: given, or derived from its name (cached per name). */
+static uint32_t op_type(timeline *t, const ts_event *e)
+{
+    if (e->type != TS_STR_NONE)
+        return e->type;
+    uint32_t v = index_map_find(&t->optype, e->name);
+    if (v != UINT32_MAX)
+        return v;
+    v = names_op_type(t->a, e->name, TS_STR_NONE);
+    index_map_get(&t->optype, e->name, v, NULL);
+    return v;
+}
+
+static void flow_note(timeline *t, uint64_t corr, uint32_t side, uint64_t ts, uint32_t ti)
+{
+    if (!corr || ti == NO_TRACK)
+        return;
+    flow_slot *s = &t->flows[corr & (FLOW_SLOTS - 1)];
+    if (s->side && s->corr == corr && s->side != side) {
+        uint32_t launch = side == 1 ? ti : s->track, kernel = side == 1 ? s->track : ti;
+        uint64_t lts = side == 1 ? ts : s->ts, kts = side == 1 ? s->ts : ts;
+        uint32_t name = literal_off(t, L_AC2G, "ac2g");
+        flow_arg fs = {corr, lts, name}, ff = {corr, kts, name};
+        uint64_t before = t->st.left_out;
+        emit(t, SH_FS, launch, fill_flow, &fs);
+        if (t->st.left_out == before) {
+            emit(t, SH_FF, kernel, fill_flow, &ff);
+            if (t->st.left_out == before)
+                t->st.flows++;
+        }
+        s->side = 0;
+        return;
+    }
+    *s = (flow_slot){corr, ts, ti, side};
+}
+
+/* An op's FLOPs: v0, an integer or (TS_EF_DOUBLE) a double. */
+static uint64_t op_flops(const ts_event *e)
+{
+    if (!(e->flags & TS_EF_DOUBLE))
+        return e->v0;
+    double d;
+    memcpy(&d, &e->v0, sizeof d);
+    return d >= 1 && d < 1.8e19 ? (uint64_t)d : 0;
+}
+
+static void complete(timeline *t, int shi, uint32_t ti, const ts_event *e, uint32_t cat,
+                     uint32_t name_off, uint32_t a0_off, int flow_side)
+{
+    if (ti == NO_TRACK)
+        return;
+    if (t->stopped || t->error) {
+        t->st.left_out++;
+        return;
+    }
+    uint64_t end = e->end_ns >= e->begin_ns ? e->end_ns : e->begin_ns;
+    uint32_t at = place(t, ti, e->begin_ns, end);
+    if (at == NO_TRACK)
+        return;
+    x_arg x = {e, name_off, cat, a0_off, op_flops(e), NULL};
+    uint64_t before = t->st.left_out;
+    emit(t, shi, at, fill_x, &x);
+    if (flow_side && t->st.left_out == before)
+        flow_note(t, e->corr, (uint32_t)flow_side, e->begin_ns, at);
+}
+
+static void instant(timeline *t, int shi, uint32_t ti, const ts_event *e, uint32_t cat,
+                    uint32_t name_off, const char *text)
+{
+    if (ti == NO_TRACK)
+        return;
+    x_arg x = {e, name_off, cat, 0, 0, text};
+    emit(t, shi, ti, fill_instant, &x);
+}
+
+static void counter(timeline *t, int shi, uint32_t ti, uint32_t name_off, uint64_t t_ns,
+                    const char *v0, const char *v1, const char *v2)
+{
+    if (ti == NO_TRACK)
+        return;
+    counter_arg c = {name_off, t_ns, {v0, v1, v2}};
+    emit(t, shi, ti, fill_counter, &c);
+}
+
+static void one(timeline *t, const ts_event *e)
+{
+    uint32_t dev = e->device != TS_DEVICE_HOST;
+    switch (e->kind) {
+    case TS_KIND_OP_RANGE:
+    case TS_KIND_NVTX_RANGE: {
+        int op = e->kind == TS_KIND_OP_RANGE;
+        uint32_t ti = host_track(t, e->tid);
+        uint32_t cat = op ? literal_off(t, L_OP, "op") : literal_off(t, L_NVTX, "nvtx");
+        uint32_t name = jstr_off(t, STR_NAME, e->name, op ? "op" : "nvtx");
+        uint32_t type = op ? jstr_off(t, STR_NAME, op_type(t, e), "") : literal_off(t, L_EMPTY, "");
+        if (e->flags & TS_EF_CROSS_THREAD) {
+            if (ti == NO_TRACK)
+                return;
+            async_arg b = {e, name, cat, type, ++t->async_ids, 0}, en = b;
+            en.end = 1;
+            uint64_t before = t->st.left_out;
+            emit(t, SH_B, ti, fill_async, &b);
+            if (t->st.left_out == before)
+                emit(t, SH_E, ti, fill_async, &en);
+            return;
+        }
+        if (!op)
+            complete(t, SH_X0, ti, e, cat, name, 0, 0);
+        else
+            complete(t, op_flops(e) ? SH_X_OPF : SH_X_OP, ti, e, cat, name, type, 0);
+        return;
+    }
+    case TS_KIND_CUDA_API:
+        complete(t, SH_X_API, host_track(t, e->tid), e, literal_off(t, L_API, "cuda_api"),
+                 jstr_off(t, STR_NAME, e->name, "cuda_api"), 0, 1);
+        return;
+    case TS_KIND_COMM_OP:
+        complete(t, SH_X_COMM, host_track(t, e->tid), e, literal_off(t, L_COMM, "comm"),
+                 jstr_off(t, STR_NAME, e->name, "comm"), 0, 0);
+        return;
+    case TS_KIND_KERNEL: {
+        uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
+        uint32_t cat = e->flags & TS_EF_COMM ? literal_off(t, L_COMM_KERNEL, "comm_kernel")
+                                             : literal_off(t, L_KERNEL, "kernel");
+        complete(t, SH_X_KERNEL, ti, e, cat, jstr_off(t, STR_NAME, e->name, "kernel"),
+                 jstr_off(t, STR_NAME, e->type, ""), 2);
+        return;
+    }
+    case TS_KIND_MEMCPY:
+    case TS_KIND_MEMSET: {
+        int cp = e->kind == TS_KIND_MEMCPY;
+        uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
+        complete(t, SH_X_COPY, ti, e,
+                 cp ? literal_off(t, L_MEMCPY, "memcpy") : literal_off(t, L_MEMSET, "memset"),
+                 jstr_off(t, STR_NAME, e->name, cp ? "memcpy" : "memset"),
+                 jstr_off(t, STR_NAME, e->type, ""), 0);
+        return;
+    }
+    case TS_KIND_SYNC: {
+        uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
+        complete(t, SH_X0, ti, e, literal_off(t, L_SYNC, "sync"),
+                 jstr_off(t, STR_NAME, e->name, "synchronize"), 0, 0);
+        return;
+    }
+    case TS_KIND_MARK:
+    case TS_KIND_NVTX_MARK:
+        instant(t, SH_I, host_track(t, e->tid), e, literal_off(t, L_MARK, "mark"),
+                jstr_off(t, STR_NAME, e->name, "mark"), NULL);
+        return;
+    case TS_KIND_PHASE:
+        instant(t, SH_I, host_track(t, e->tid), e, literal_off(t, L_PHASE, "phase"),
+                e->aux == TS_PHASE_FORWARD_START  ? literal_off(t, L_FWD, "forward start")
+                : e->aux == TS_PHASE_BACKWARD_END ? literal_off(t, L_BWD, "backward end")
+                                                  : literal_off(t, L_PHASE, "phase"),
+                NULL);
+        return;
+    case TS_KIND_LOST:
+    case TS_KIND_COLLECT_START:
+    case TS_KIND_COLLECT_STOP: {
+        char text[96];
+        if (e->kind == TS_KIND_LOST)
+            snprintf(text, sizeof text, "lost %" PRIu64 " events", e->v0);
+        else
+            snprintf(text, sizeof text, "collection window %" PRIu64 " %s", e->v0,
+                     e->kind == TS_KIND_COLLECT_START ? "starts" : "stops");
+        instant(t, SH_IG, host_track(t, e->tid), e, literal_off(t, L_LOST, "profiler"), 0, text);
+        return;
+    }
+    case TS_KIND_QUEUE_SAMPLE: {
+        char v[24];
+        snprintf(v, sizeof v, "%" PRIu64, e->v0);
+        counter(t, SH_C_SIZE, counter_track(t, 0), jstr_off(t, STR_QUEUE, e->name, "queue"),
+                e->begin_ns, v, NULL, NULL);
+        return;
+    }
+    case TS_KIND_COUNTER: {
+        char v[40];
+        if (e->flags & TS_EF_DOUBLE) {
+            double d;
+            memcpy(&d, &e->v0, sizeof d);
+            if (d != d || d > 1e300 || d < -1e300)
+                return;
+            snprintf(v, sizeof v, "%.17g", d);
+        } else {
+            snprintf(v, sizeof v, "%" PRIu64, e->v0);
+        }
+        counter(t, SH_C1, counter_track(t, 0), jstr_off(t, STR_NAME, e->name, "counter"),
+                e->begin_ns, v, NULL, NULL);
+        return;
+    }
+    case TS_KIND_THREAD_NAME:
+        t->names_gen++;
+        return;
+    default:
+        return; /* drawn from the analysis rows (steps, memory, CPU) or not drawn */
+    }
+}
+
+void timeline_feed(timeline *t, const ts_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        one(t, &ev[i]);
+}
+
+/* ---- Rows ------------------------------------------------------------------------------- */
+
+static uint32_t fixed_track(timeline *t, uint32_t kind, const char *label)
+{
+    uint32_t p = proc_get(t, kind, 0);
+    return track_new(t, p, 0, label, 0, 0);
+}
+
+void timeline_step(timeline *t, const step_row *row)
+{
+    if (row->end_ns < row->begin_ns)
+        return;
+    if (t->steps_track == NO_TRACK) {
+        t->steps_track = fixed_track(t, PROC_STEPS, "Steps");
+        static const char *const rows[4] = {"Merged Computation", "Merged Communication",
+                                            "Pure Communication", "Free Time"};
+        for (int i = 0; i < 4; i++)
+            t->overlap_track[i] = fixed_track(t, PROC_OVERLAP, rows[i]);
+        if (t->steps_track == NO_TRACK)
+            return;
+    }
+    char name[48];
+    snprintf(name, sizeof name, "step %" PRIu64, row->step);
+    uint32_t ti = place(t, t->steps_track, row->begin_ns, row->end_ns);
+    if (ti != NO_TRACK) {
+        span_arg s = {0, literal_off(t, L_STEP, "step"), row->begin_ns, row->end_ns, row, 0, name};
+        emit(t, SH_X_STEP, ti, fill_span, &s);
+    }
+    /* The overlap rows: each step's merged time, drawn from the step's start (the step rows
+     * carry the totals, not the intervals). */
+    const uint64_t amount[4] = {row->compute_ns, row->comm_ns, row->pure_comm_ns, row->free_ns};
+    static const char *const label[4] = {"computation", "communication", "pure communication",
+                                         "free"};
+    uint64_t total = row->end_ns - row->begin_ns;
+    for (int i = 0; i < 4; i++) {
+        if (!amount[i] || t->overlap_track[i] == NO_TRACK)
+            continue;
+        uint64_t e = row->begin_ns + (amount[i] < total ? amount[i] : total);
+        uint32_t at = place(t, t->overlap_track[i], row->begin_ns, e);
+        if (at == NO_TRACK)
+            continue;
+        span_arg s = {literal_off(t, L_DYNAMIC + (uint32_t)i, label[i]),
+                      literal_off(t, L_OVERLAP, "overlap"),
+                      row->begin_ns,
+                      e,
+                      row,
+                      total ? 100.0 * (double)amount[i] / (double)total : 0,
+                      NULL};
+        emit(t, SH_X_SHARE, at, fill_span, &s);
+    }
+}
+
+void timeline_memory(timeline *t, const memory_row *row)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%" PRIu64, row->bytes);
+    if (row->device == TS_DEVICE_HOST)
+        counter(t, SH_C_BYTES, counter_track(t, 0), literal_off(t, L_HOST_MEMORY, "host memory"),
+                row->t_ns, v, NULL, NULL);
+    else
+        counter(t, SH_C_BYTES, counter_track(t, proc_get(t, PROC_DEVICE, row->device)),
+                literal_off(t, L_DEVICE_MEMORY, "device memory"), row->t_ns, v, NULL, NULL);
+}
+
+void timeline_cpu(timeline *t, const cpu_row *row)
+{
+    char u[24], s[24], w[24];
+    double m[3] = {row->machine[TS_CPU_USER] + row->machine[TS_CPU_NICE],
+                   row->machine[TS_CPU_SYSTEM] + row->machine[TS_CPU_IRQ] +
+                       row->machine[TS_CPU_SOFTIRQ],
+                   row->machine[TS_CPU_IOWAIT]};
+    char *out[3] = {u, s, w};
+    for (int i = 0; i < 3; i++) {
+        double v = m[i] == m[i] ? m[i] : 0;
+        fmt_fixed(out[i], (int64_t)(v * 100 + 0.5), 2);
+    }
+    uint32_t ti = counter_track(t, 0);
+    counter(t, SH_C_CPU, ti, literal_off(t, L_CPU, "machine cpu"), row->end_ns, u, s, w);
+    fmt_fixed(u, (int64_t)(row->process_user * 100 + 0.5), 2);
+    fmt_fixed(s, (int64_t)(row->process_system * 100 + 0.5), 2);
+    counter(t, SH_C_PROC, ti, literal_off(t, L_PROC_CPU, "process cpu"), row->end_ns, u, s, NULL);
+}
+
+/* ---- Life cycle --------------------------------------------------------------------------- */
+
+timeline *timeline_create(const timeline_config *cfg, analysis *a)
+{
+    timeline *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->cfg = *cfg;
+    if (!t->cfg.split_bytes)
+        t->cfg.split_bytes = REPORT_TIMELINE_SPLIT;
+    t->a = a;
+    t->fd = -1;
+    t->steps_track = NO_TRACK;
+    t->procname = strdup(cfg->process && *cfg->process ? cfg->process : "host");
+    t->buf = malloc(BUF_SIZE);
+    t->flows = calloc(FLOW_SLOTS, sizeof *t->flows);
+    t->tmpl = calloc(TMPL_SLOTS, sizeof *t->tmpl);
+    t->scratch = malloc(TMPL_MAX);
+    if (!t->procname || !t->buf || !t->flows || !t->tmpl || !t->scratch || shapes_build(t) < 0 ||
+        index_map_init(&t->strings, 1024) < 0 || index_map_init(&t->optype, 256) < 0 ||
+        index_map_init(&t->proc_of, 16) < 0 || index_map_init(&t->track_of, 64) < 0 ||
+        arena_add(t, NULL, "", 0) != 0) {
+        timeline_destroy(t);
+        return NULL;
+    }
+    t->procname[strcspn(t->procname, "\n")] = 0;
+    proc_get(t, PROC_HOST, 0); /* pid 1 */
+    return t;
+}
+
+void timeline_set_limit(timeline *t, uint64_t limit_bytes)
+{
+    t->cfg.limit_bytes = limit_bytes;
+}
+
+int timeline_finish(timeline *t, char **cause)
+{
+    if (!t->open && !t->error)
+        file_open(t); /* an empty timeline is still a valid file */
+    file_close(t);
+    t->st.bytes = t->total;
+    if (t->error) {
+        char name[64];
+        timeline_file_name(t->file, name, sizeof name);
+        return cause_set(cause, "cannot write %s: %s", name, strerror(t->error));
+    }
+    return 0;
+}
+
+void timeline_stats_of(const timeline *t, timeline_stats *out)
+{
+    *out = t->st;
+    out->bytes = t->total;
+    out->limit_bytes = t->cfg.limit_bytes;
+}
+
+void timeline_destroy(timeline *t)
+{
+    if (!t)
+        return;
+    if (t->open) {
+        close(t->fd);
+        char name[80];
+        tmp_name(t->file, name, sizeof name);
+        unlinkat(t->cfg.dirfd, name, 0);
+    }
+    for (int i = 0; i < SH_COUNT; i++)
+        cJSON_Delete(t->shapes[i].root);
+    for (uint32_t i = 0; i < t->ntracks; i++)
+        free(t->tracks[i].roots);
+    free(t->tracks);
+    free(t->procs);
+    index_map_free(&t->strings);
+    index_map_free(&t->optype);
+    index_map_free(&t->proc_of);
+    index_map_free(&t->track_of);
+    free(t->arena);
+    free(t->flows);
+    if (t->tmpl)
+        for (uint32_t i = 0; i < TMPL_SLOTS; i++)
+            free(t->tmpl[i].text);
+    free(t->tmpl);
+    free(t->scratch);
+    free(t->buf);
+    free(t->procname);
+    free(t);
+}
