@@ -7,6 +7,7 @@
 static const cli_command *const commands[] = {
     &cli_cmd_ls,
     &cli_cmd_dump,
+    &cli_cmd_analyse,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

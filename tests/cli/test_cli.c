@@ -686,12 +686,274 @@ Suite *ls_suite(void)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* analyse                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* tmp/<name>/recording/events.tsr: one thread, two steps, three MatMul ops and a BiasAdd,
+ * written in two event chunks; returns the run folder.
+ *
+ *   step 1 [0, 1000] us:   Default/fc/MatMul-op1 [100, 200], Default/fc/MatMul-op2 [300, 600]
+ *   step 2 [1000, 2000]:   Default/fc/MatMul-op1 [1100, 1300], Default/fc/BiasAdd-op3 [1400, 1450]
+ *
+ * Type MatMul: 3 ops, total 100 + 300 + 200 = 600 us, average 200 us, min 100, max 300; its
+ * share of all self time 600 / 650 = 92.3 %. */
+static char *analyse_make(const char *tmp, const char *name)
+{
+    static const char *const strs[] = {"", "<names table full>", "Default/fc/MatMul-op1",
+                                       "Default/fc/MatMul-op2", "Default/fc/BiasAdd-op3"};
+    char *run = path_join(tmp, name);
+    char *dir = path_join(run, TS_RECORDING_DIR);
+    recording_meta m;
+    memset(&m, 0, sizeof(m));
+    m.major = TS_RECORDING_MAJOR;
+    m.pid = 5151;
+    snprintf(m.process, sizeof(m.process), "trainer");
+    recording_writer *w = NULL;
+    char *cause = NULL;
+    ck_assert_msg(recording_writer_open(dir, &m, &w, &cause) == 0, "writer: %s", cause);
+    uint32_t lens[5];
+    for (size_t i = 0; i < 5; i++)
+        lens[i] = (uint32_t)strlen(strs[i]);
+    ck_assert_int_eq(recording_append_strings(w, 0, 5, (const char **)strs, lens, &cause), 0);
+#define OP(n, b, e)                                                                                \
+    {                                                                                              \
+        .kind = TS_KIND_OP_RANGE, .tid = 10, .device = TS_DEVICE_HOST, .name = n,                  \
+        .begin_ns = (b)*1000ull, .end_ns = (e)*1000ull                                             \
+    }
+#define MARK(k, s, t)                                                                              \
+    {                                                                                              \
+        .kind = k, .tid = 10, .device = TS_DEVICE_HOST, .begin_ns = (t)*1000ull,                   \
+        .end_ns = (t)*1000ull, .v0 = s                                                             \
+    }
+    const ts_event first[] = {
+        MARK(TS_KIND_STEP_BEGIN, 1, 0),
+        OP(2, 100, 200),
+        OP(3, 300, 600),
+        MARK(TS_KIND_STEP_END, 1, 1000),
+    };
+    const ts_event second[] = {
+        MARK(TS_KIND_STEP_BEGIN, 2, 1000),
+        OP(2, 1100, 1300),
+        OP(4, 1400, 1450),
+        MARK(TS_KIND_STEP_END, 2, 2000),
+    };
+#undef OP
+#undef MARK
+    ck_assert_int_eq(recording_append_events(w, first, 4, NULL, 0, &cause), 0);
+    ck_assert_int_eq(recording_append_events(w, second, 4, NULL, 0, &cause), 0);
+    ck_assert_int_eq(recording_writer_close(w, &cause), 0);
+    free(dir);
+    return run;
+}
+
+START_TEST(test_analyse_report)
+{
+    char *tmp = tmp_make();
+    char *run = analyse_make(tmp, "run");
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"analyse", run, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.err, "");
+    const char *parts[] = {"run:        trainer (pid 5151)",
+                           "events:     8 over 0.002 s",
+                           "steps:      2 steps, average 1.000 ms",
+                           "top op types by total time:",
+                           "   1.      0.600 ms  92.3 %  x3       avg    0.200 ms  MatMul",
+                           "   2.      0.050 ms   7.7 %  x1       avg    0.050 ms  BiasAdd",
+                           "data queues: none recorded",
+                           "suggestions:",
+                           "report:     "};
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        ck_assert_msg(strstr(r.out, parts[i]), "stdout lacks '%s':\n%s", parts[i], r.out);
+    char *real = realpath(run, NULL);
+    char want[4200];
+    snprintf(want, sizeof(want), "report:     %s/report\n", real);
+    ck_assert_msg(strstr(r.out, want), "stdout lacks '%s':\n%s", want, r.out);
+    cli_result_free(&r);
+    const char *files[] = {"summary.json", "report.txt", "timeline.json", "op_statistics.csv",
+                           "step_trace.csv"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char *p;
+        ck_assert_int_ge(asprintf(&p, "%s/report/%s", real, files[i]), 0);
+        ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
+        free(p);
+    }
+    /* Again, from the .tsr file, into -o DIR, pretty. */
+    char *out = path_join(tmp, "elsewhere/rep");
+    char *file = path_join(run, TS_RECORDING_DIR "/" TS_RECORDING_FILE);
+    cli_run(tmp, (const char *const[]){"analyse", "-o", out, "--pretty", file, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    char *sum = path_join(out, "summary.json");
+    int fd = open(sum, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    size_t len;
+    char *text = file_slurp(fd, &len);
+    close(fd);
+    ck_assert_msg(!strncmp(text, "{\n\t\"termsight\":", 15), "not pretty: %.40s", text);
+    free(text);
+    free(sum);
+    free(file);
+    free(out);
+    free(real);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(test_analyse_op)
+{
+    char *tmp = tmp_make();
+    char *run = analyse_make(tmp, "run");
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "MatMul", run, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    const char *want[] = {
+        "op type: MatMul",
+        "count 3, total 0.600 ms, average 0.200 ms, min 0.100 ms, max 0.300 ms, 92.3 % of all "
+        "ops' self time",
+        "",
+        "   count     total_ms     avg_ms     min_ms     max_ms  share  op",
+        "       2        0.300      0.150      0.100      0.200   46.2  Default/fc/MatMul-op1",
+        "       1        0.300      0.300      0.300      0.300   46.2  Default/fc/MatMul-op2",
+    };
+    lines_expect(&r, want, sizeof(want) / sizeof(want[0]));
+    cli_result_free(&r);
+    char *rep = path_join(run, "report");
+    ck_assert_msg(access(rep, F_OK) != 0, "--op wrote a report");
+
+    /* A unique case-insensitive substring will do; an unknown type is an error. */
+    cli_run(tmp, (const char *const[]){"analyse", "--op=biasa", run, NULL}, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(!strncmp(r.out, "op type: BiasAdd\ncount 1,", 25));
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "Conv2D", run, NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    err_expect(&r, "no op type 'Conv2D' in this recording");
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "a", run, NULL}, &r); /* both */
+    ck_assert_int_eq(r.status, 1);
+    err_expect(&r, "it matches:");
+    cli_result_free(&r);
+    free(rep);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(test_analyse_bad_files)
+{
+    char *tmp = tmp_make();
+    char *missing = path_join(tmp, "missing"), *empty = path_join(tmp, "empty.tsr"),
+         *foreign = path_join(tmp, "foreign.tsr");
+    file_write(empty, "", 0);
+    file_write(foreign, "PK\003\004 this is a zip file, not a recording", 40);
+    const struct {
+        const char *path, *says;
+    } cases[] = {
+        {missing, "cannot open"},
+        {empty, "is empty"},
+        {foreign, "is not a termsight recording"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        cli_result r;
+        cli_run(tmp, (const char *const[]){"analyse", cases[i].path, NULL}, &r);
+        ck_assert_msg(r.status == 1, "%s: status %d", cases[i].path, r.status);
+        err_expect(&r, cases[i].says);
+        ck_assert_str_eq(r.out, "");
+        cli_result_free(&r);
+    }
+    char *rep = path_join(tmp, "report");
+    ck_assert_msg(access(rep, F_OK) != 0, "a report was written for a bad file");
+    free(rep);
+    free(missing);
+    free(empty);
+    free(foreign);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(test_analyse_truncated)
+{
+    char *tmp = tmp_make();
+    char *run = analyse_make(tmp, "run");
+    char *file = path_join(run, TS_RECORDING_DIR "/" TS_RECORDING_FILE);
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), 0);
+    ck_assert_int_eq(truncate(file, st.st_size - 40), 0); /* inside the second event chunk */
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"analyse", run, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    err_expect(&r, "warning: ");
+    err_expect(&r, "bytes skipped in 1 damaged chunks; the rest was analysed");
+    /* The first chunk's events: step 1 and its two MatMul ops. */
+    ck_assert_msg(strstr(r.out, "events:     4 over"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "1 steps, average 1.000 ms"), "%s", r.out);
+    cli_result_free(&r);
+    free(file);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
+static const struct {
+    const char *args[6];
+    const char *says;
+} analyse_usages[] = {
+    {{NULL}, "analyse: which recording?"},
+    {{"--bogus", "x", NULL}, "analyse: unknown option '--bogus'"},
+    {{"--timeline-limit", "lots", "x", NULL}, "--timeline-limit needs a size in MiB, not 'lots'"},
+    {{"--peak-tflops", "-1", "x", NULL}, "--peak-tflops needs a positive number"},
+    {{"x", "--op", NULL}, "analyse: --op needs a value"},
+    {{"x", "y", NULL}, "one recording at a time"},
+    {{"--pretty=yes", "x", NULL}, "--pretty takes no value"},
+    {{"--op", "MatMul", "-o", "d", "x", NULL}, "-o has no use with it"},
+};
+
+START_TEST(test_analyse_usage)
+{
+    char *tmp = tmp_make();
+    const char *argv[8] = {"analyse"};
+    for (size_t i = 0; analyse_usages[_i].args[i]; i++)
+        argv[i + 1] = analyse_usages[_i].args[i];
+    cli_result r;
+    cli_run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 2);
+    err_expect(&r, analyse_usages[_i].says);
+    err_expect(&r, "usage: termsight analyse");
+    cli_result_free(&r);
+
+    cli_run(tmp, (const char *const[]){"analyse", "--help", NULL}, &r);
+    ck_assert_int_eq(r.status, 0);
+    const char *first = "usage: termsight analyse [options] RUN_FOLDER_OR_RECORDING\n";
+    ck_assert(!strncmp(r.out, first, strlen(first)));
+    cli_result_free(&r);
+    tmp_remove(tmp);
+}
+END_TEST
+
+Suite *analyse_suite(void)
+{
+    Suite *s = suite_create("analyse");
+    TCase *tc = tcase_create("report");
+    tcase_add_test(tc, test_analyse_report);
+    tcase_add_test(tc, test_analyse_op);
+    tcase_add_test(tc, test_analyse_bad_files);
+    tcase_add_test(tc, test_analyse_truncated);
+    tcase_add_loop_test(tc, test_analyse_usage, 0,
+                        sizeof(analyse_usages) / sizeof(analyse_usages[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 int main(void)
 {
     Suite *(*const suites[])(void) = {
         dump_suite,
         ls_suite,
+        analyse_suite,
     };
     SRunner *sr = srunner_create(NULL);
     for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)

@@ -1,0 +1,315 @@
+/* termsight analyse: a recording's report folder, and a short summary on stdout.
+ *
+ * The work is report_run's (analysis/report.h); this file parses the command line, shows
+ * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
+ * seeds' op_analyse), and maps failures to exit statuses. */
+#include "cli.h"
+#include "report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void analyse_usage(FILE *out)
+{
+    fputs("usage: termsight analyse [options] RUN_FOLDER_OR_RECORDING\n"
+          "\n"
+          "Analyses a recording and writes its report folder (by default RUN_FOLDER/report),\n"
+          "then prints a short summary: the run, its events, the steps and their averages,\n"
+          "the top 5 op types, the data-queue verdicts, the top 3 suggestions and where the\n"
+          "report is. RUN_FOLDER_OR_RECORDING is a run folder, its recording/ folder, or the\n"
+          "" TS_RECORDING_FILE " file. The report folder's files are described in the README\n"
+          "(\"The report folder\"); an earlier report there is replaced whole.\n"
+          "\n"
+          "  -o, --output DIR        write the report folder to DIR instead\n"
+          "      --op NAME           print the statistics of op type NAME and its ops instead\n"
+          "                          of writing the report (case-insensitive; a unique\n"
+          "                          substring will do)\n"
+          "      --pretty            indent the JSON files\n"
+          "      --timeline-limit MB size limit of the timeline in MiB (default: the\n"
+          "                          recording's option, else 500)\n"
+          "      --peak-tflops X     the device's peak, for the FLOPS utilization\n"
+          "      --fp-start OP       the operator that starts the forward pass\n"
+          "      --bp-end OP         the operator that ends the backward pass\n"
+          "\n"
+          "A recording cut short or damaged is analysed up to its last whole chunk, with a\n"
+          "warning saying what was skipped. Exit status: 0 (also after skipping damage), 1\n"
+          "when the recording is missing, empty or not a recording, or the report cannot be\n"
+          "written, 2 on bad usage.\n",
+          out);
+}
+
+static int analyse_bad_usage(void)
+{
+    fputs("usage: termsight analyse [-o DIR] [--op NAME] [--pretty] [--timeline-limit MB]\n"
+          "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
+          "                         RUN_FOLDER_OR_RECORDING\n",
+          stderr);
+    return 2;
+}
+
+enum { OPT_OUT = 1, OPT_OP, OPT_PRETTY, OPT_LIMIT, OPT_PEAK, OPT_FP, OPT_BP };
+
+static const struct {
+    const char *lng, *shrt;
+    int id, value;
+} analyse_options[] = {
+    {"--output", "-o", OPT_OUT, 1},       {"--op", NULL, OPT_OP, 1},
+    {"--pretty", NULL, OPT_PRETTY, 0},    {"--timeline-limit", NULL, OPT_LIMIT, 1},
+    {"--peak-tflops", NULL, OPT_PEAK, 1}, {"--fp-start", NULL, OPT_FP, 1},
+    {"--bp-end", NULL, OPT_BP, 1},
+};
+
+/* Which option arg is, or 0; *value is what follows '=' in "--op=MatMul", else NULL. */
+static int analyse_option(const char *arg, const char **value, int *takes)
+{
+    *value = NULL;
+    for (size_t i = 0; i < sizeof analyse_options / sizeof analyse_options[0]; i++) {
+        size_t n = strlen(analyse_options[i].lng);
+        *takes = analyse_options[i].value;
+        if (!strcmp(arg, analyse_options[i].lng) ||
+            (analyse_options[i].shrt && !strcmp(arg, analyse_options[i].shrt)))
+            return analyse_options[i].id;
+        if (!strncmp(arg, analyse_options[i].lng, n) && arg[n] == '=') {
+            *value = arg + n + 1;
+            return analyse_options[i].id;
+        }
+    }
+    return 0;
+}
+
+/* A non-negative finite number, or -1. */
+static double parse_number(const char *v)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(d) || d < 0)
+        return -1;
+    return d;
+}
+
+static void progress(void *ctx, double fraction)
+{
+    int *last = ctx;
+    int pct = (int)(fraction * 100);
+    if (pct == *last)
+        return;
+    *last = pct;
+    fprintf(stderr, "\ranalysing: %3d %%", pct);
+    if (pct >= 100)
+        fputs("\r                \r", stderr);
+}
+
+/* A name as one line of text. */
+static void put_name(const analysis *a, uint32_t id)
+{
+    uint32_t len = 0;
+    const char *s = analysis_name(a, id, &len);
+    char *buf = malloc(4 * (size_t)len + 1);
+    if (!buf)
+        return;
+    report_clean(s, len, buf);
+    for (char *p = buf; *p; p++) {
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    }
+    fputs(buf, stdout);
+    free(buf);
+}
+
+static void put_stat(const op_stat *s)
+{
+    printf("%8" PRIu64 " %12.3f %10.3f %10.3f %10.3f %6.1f  ", s->count, (double)s->total_ns / 1e6,
+           s->count ? (double)s->total_ns / (double)s->count / 1e6 : 0.0, (double)s->min_ns / 1e6,
+           (double)s->max_ns / 1e6, 100 * s->share);
+}
+
+/* The seeds' op_analyse: one type's totals, then its ops. */
+static int print_op(const analysis *a, const char *name)
+{
+    uint32_t type = analysis_op_type(a, name);
+    if (!type) {
+        op_query q = {.by_type = 1, .sort = OP_SORT_TOTAL, .search = name};
+        op_stat *rows = NULL;
+        size_t n = analysis_ops(a, &q, &rows);
+        if (n == 1) {
+            type = rows[0].name;
+        } else {
+            cli_error("analyse: no op type '%s' in this recording%s", name,
+                      n ? "; it matches:" : "");
+            for (size_t i = 0; i < n && i < 20; i++) {
+                uint32_t len = 0;
+                const char *s = analysis_name(a, rows[i].name, &len);
+                char *buf = malloc(4 * (size_t)len + 1);
+                if (buf) {
+                    report_clean(s, len, buf);
+                    fprintf(stderr, "  %s\n", buf);
+                    free(buf);
+                }
+            }
+            free(rows);
+            return 1;
+        }
+        free(rows);
+    }
+    op_query tq = {.by_type = 1, .sort = OP_SORT_TOTAL};
+    op_stat *types = NULL, *ops = NULL;
+    size_t nt = analysis_ops(a, &tq, &types);
+    const op_stat *ts = NULL;
+    for (size_t i = 0; i < nt; i++)
+        if (types[i].name == type)
+            ts = &types[i];
+    if (!ts) {
+        cli_error("analyse: op type '%s' has no operator in this recording", name);
+        free(types);
+        return 1;
+    }
+    fputs("op type: ", stdout);
+    put_name(a, type);
+    printf("\ncount %" PRIu64 ", total %.3f ms, average %.3f ms, min %.3f ms, max %.3f ms, "
+           "%.1f %% of all ops' self time\n",
+           ts->count, (double)ts->total_ns / 1e6,
+           ts->count ? (double)ts->total_ns / (double)ts->count / 1e6 : 0.0,
+           (double)ts->min_ns / 1e6, (double)ts->max_ns / 1e6, 100 * ts->share);
+    op_query oq = {.by_type = 0, .sort = OP_SORT_TOTAL, .type = type};
+    size_t no = analysis_ops(a, &oq, &ops);
+    printf("\n%8s %12s %10s %10s %10s %6s  %s\n", "count", "total_ms", "avg_ms", "min_ms", "max_ms",
+           "share", "op");
+    for (size_t i = 0; i < no; i++) {
+        put_stat(&ops[i]);
+        put_name(a, ops[i].name);
+        putchar('\n');
+    }
+    free(types);
+    free(ops);
+    return 0;
+}
+
+static int analyse_run(int argc, char **argv)
+{
+    report_options o;
+    report_options_init(&o);
+    const char *path = NULL, *op = NULL;
+    int options = 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int takes;
+        if (options && !strcmp(a, "--")) {
+            options = 0;
+            continue;
+        }
+        if (options && a[0] == '-' && a[1]) {
+            int id = analyse_option(a, &v, &takes);
+            if (!id) {
+                cli_error("analyse: unknown option '%s'", a);
+                return analyse_bad_usage();
+            }
+            if (!takes && v) {
+                cli_error("analyse: %.*s takes no value", (int)(strchr(a, '=') - a), a);
+                return analyse_bad_usage();
+            }
+            if (takes && !v) {
+                if (i + 1 >= argc) {
+                    cli_error("analyse: %s needs a value", a);
+                    return analyse_bad_usage();
+                }
+                v = argv[++i];
+            }
+            double d;
+            switch (id) {
+            case OPT_OUT:
+                if (!*v) {
+                    cli_error("analyse: -o needs a folder");
+                    return analyse_bad_usage();
+                }
+                o.out_dir = v;
+                break;
+            case OPT_OP:
+                op = v;
+                break;
+            case OPT_PRETTY:
+                o.pretty = 1;
+                break;
+            case OPT_LIMIT:
+                if ((d = parse_number(v)) < 0) {
+                    cli_error("analyse: --timeline-limit needs a size in MiB, not '%s'", v);
+                    return analyse_bad_usage();
+                }
+                o.timeline_limit_mb = d;
+                break;
+            case OPT_PEAK:
+                if ((d = parse_number(v)) <= 0) {
+                    cli_error("analyse: --peak-tflops needs a positive number, not '%s'", v);
+                    return analyse_bad_usage();
+                }
+                o.peak_flops = d * 1e12;
+                break;
+            case OPT_FP:
+                o.fp_start_op = v;
+                break;
+            default:
+                o.bp_end_op = v;
+                break;
+            }
+            continue;
+        }
+        if (path) {
+            cli_error("analyse: one recording at a time ('%s', then '%s')", path, a);
+            return analyse_bad_usage();
+        }
+        path = a;
+    }
+    if (!path) {
+        cli_error("analyse: which recording?");
+        return analyse_bad_usage();
+    }
+    if (op && o.out_dir) {
+        cli_error("analyse: --op prints and writes nothing, so -o has no use with it");
+        return analyse_bad_usage();
+    }
+    if (op)
+        o.write = 0;
+    int last = -1;
+    if (isatty(STDERR_FILENO)) {
+        o.progress = progress;
+        o.progress_ctx = &last;
+    }
+
+    report *r = NULL;
+    char *cause = NULL;
+    if (report_run(path, &o, &r, &cause) < 0) {
+        if (last >= 0)
+            fputs("\r                \r", stderr);
+        cli_error("%s", cause ? cause : "analyse failed");
+        free(cause);
+        return 1;
+    }
+    const report_info *info = report_info_of(r);
+    int rc = 0;
+    if (op)
+        rc = print_op(report_analysis(r), op);
+    else
+        report_print(r, stdout, 1);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("analyse: cannot write the output: %s", strerror(errno));
+        rc = 1;
+    }
+    if (info->skipped_bytes || info->bad_chunks)
+        cli_error("warning: %s: %" PRIu64 " bytes skipped in %" PRIu64
+                  " damaged chunks; the rest was analysed",
+                  path, info->skipped_bytes, info->bad_chunks);
+    report_free(r);
+    return rc;
+}
+
+const cli_command cli_cmd_analyse = {
+    .name = "analyse",
+    .summary = "write a recording's report folder and print a summary",
+    .run = analyse_run,
+    .usage = analyse_usage,
+};

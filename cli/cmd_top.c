@@ -1,0 +1,92 @@
+/* termsight top: the live monitor. This file parses the command line; the monitor is the tui
+ * room's (tui/tui.h). */
+#include "cli.h"
+#include "tui.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void top_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: termsight top [PID | NAME] [--refresh-ms N] [--once [--json]]\n"
+            "\n"
+            "Watches a training process's profiler session live: step trace, operators, data\n"
+            "queues, CPU and memory, timeline. Keys: s start/stop collecting, a analyse (write\n"
+            "the report folder), Tab and 1-6 switch screens, W/A/S/D move the timeline, space\n"
+            "freezes, ? lists every key, q quits (the training goes on).\n"
+            "\n"
+            "PID or NAME picks the session (NAME: the process name, or a prefix of it); with\n"
+            "neither, the newest live session. When none is live yet, top waits for one to\n"
+            "appear; when several match, it offers a chooser.\n"
+            "\n"
+            "  --refresh-ms N   display refresh in milliseconds (%d to %d, default %d)\n"
+            "  --once           print one snapshot of the views without curses, then exit\n"
+            "                   (observes for one refresh interval first)\n"
+            "  --json           with --once: the snapshot as JSON\n"
+            "\n"
+            "Environment: NO_COLOR for monochrome; LANG=C (or any non-UTF-8 locale) for ASCII\n"
+            "glyphs. Exit status: 0, 1 on failure, 2 on bad usage.\n",
+            TUI_REFRESH_MS_MIN, TUI_REFRESH_MS_MAX, TUI_REFRESH_MS_DEFAULT);
+}
+
+static int top_bad_usage(const char *fmt, const char *arg)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, arg);
+    cli_error("top: %s", msg);
+    fputs("usage: termsight top [PID | NAME] [--refresh-ms N] [--once [--json]]\n", stderr);
+    return 2;
+}
+
+static int top_run(int argc, char **argv)
+{
+    tui_options o = {0};
+    int positional_done = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--once")) {
+            o.once = 1;
+        } else if (!strcmp(a, "--json")) {
+            o.json = 1;
+        } else if (!strcmp(a, "--refresh-ms") || !strncmp(a, "--refresh-ms=", 13)) {
+            const char *v = a[12] == '=' ? a + 13 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return top_bad_usage("--refresh-ms needs a value%s", "");
+            char *end;
+            errno = 0;
+            long ms = strtol(v, &end, 10);
+            if (end == v || *end || errno || ms < TUI_REFRESH_MS_MIN || ms > TUI_REFRESH_MS_MAX)
+                return top_bad_usage("--refresh-ms: '%s' is not a number of milliseconds "
+                                     "between 50 and 60000",
+                                     v);
+            o.refresh_ms = (unsigned)ms;
+        } else if (!strcmp(a, "--") && !positional_done && i + 1 < argc) {
+            o.target = argv[++i];
+            positional_done = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return top_bad_usage("unknown option '%s'", a);
+        } else if (!o.target) {
+            o.target = a;
+        } else {
+            return top_bad_usage("unexpected argument '%s' (one PID or NAME)", a);
+        }
+    }
+    if (o.json && !o.once)
+        return top_bad_usage("--json goes with --once%s", "");
+    char *cause = NULL;
+    int rc = tui_main(&o, &cause);
+    if (cause) {
+        cli_error("%s", cause);
+        free(cause);
+    }
+    return rc;
+}
+
+const cli_command cli_cmd_top = {
+    .name = "top",
+    .summary = "watch a training process live (ncurses)",
+    .run = top_run,
+    .usage = top_usage,
+};
