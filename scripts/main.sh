@@ -43,5 +43,8 @@ section "events in the recording, by kind (the third column of termsight dump)"
 "$TERMSIGHT" dump "$run/recording" 2>/dev/null |
     awk '{ n[$3]++ } END { for (k in n) printf "%8d  %s\n", n[k], k }' | sort -rn
 
+section "$TERMSIGHT analyse $run"
+"$TERMSIGHT" analyse "$run"
+
 section "$TERMSIGHT ls (the trainer has ended, so it is not listed)"
 "$TERMSIGHT" ls
