@@ -17,7 +17,8 @@
 #define UNLIKELY(x)   __builtin_expect(!!(x), 0)
 #define NO_LANE_RETRY 4096 /* events between retries of a thread that found no lane */
 
-_Atomic int ts_collecting;
+volatile int termsight_collecting_;
+_Atomic uint32_t ts_window;
 _Atomic uint32_t ts_generation;
 tsclock ts_clock;
 
@@ -40,8 +41,8 @@ typedef struct thread_block {
 } thread_block;
 
 typedef struct thread_hot {
-    uint32_t depth; /* open ranges, collected or not, so begin/end pair up across a start */
-    uint32_t pad;
+    uint32_t depth;  /* ranges open in `window` (frames beyond TS_MAX_FRAMES counted too) */
+    uint32_t window; /* the collection window they began in */
     thread_block *block;
 } thread_hot;
 
@@ -111,7 +112,24 @@ static inline thread_block *block(void)
 
 static inline int collecting(void)
 {
-    return atomic_load_explicit(&ts_collecting, memory_order_relaxed);
+    return __atomic_load_n(&termsight_collecting_, __ATOMIC_RELAXED);
+}
+
+/* Ranges pair up within one window: entering a new one forgets what the old one left open (an
+ * end skipped because it came after a stop). Returns 0 when the thread's ranges are from an
+ * earlier window and `reset` is 0. */
+static inline int same_window(int reset)
+{
+    uint32_t w = atomic_load_explicit(&ts_window, memory_order_relaxed);
+    if (LIKELY(hot.window == w))
+        return 1;
+    if (!reset)
+        return 0;
+    hot.window = w;
+    hot.depth = 0;
+    if (hot.block)
+        hot.block->nframes = 0;
+    return 1;
 }
 
 static inline uint64_t now(void)
@@ -171,9 +189,10 @@ uint32_t termsight_name(const char *name)
 
 void termsight_range_begin_id(uint32_t name, uint32_t type)
 {
-    uint32_t d = hot.depth++;
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
+    same_window(1);
+    uint32_t d = hot.depth++;
     thread_block *b = block();
     if (UNLIKELY(!b) || UNLIKELY(b->nframes == TS_MAX_FRAMES))
         return;
@@ -187,24 +206,21 @@ void termsight_range_begin_id(uint32_t name, uint32_t type)
 
 void termsight_range_begin(const char *name, const char *type)
 {
-    if (LIKELY(!collecting())) {
-        hot.depth++;
+    if (UNLIKELY(!collecting()))
         return;
-    }
     termsight_range_begin_id(termsight_name(name), type ? termsight_name(type) : TS_STR_NONE);
 }
 
 void termsight_range_end(void)
 {
-    if (UNLIKELY(!hot.depth))
-        return; /* an end without a begin */
+    if (UNLIKELY(!collecting()) || !same_window(0) || UNLIKELY(!hot.depth))
+        return; /* not collecting, or the range began before this window, or never */
     uint32_t d = --hot.depth;
     thread_block *b = hot.block;
     if (!b || !b->nframes || b->frames[b->nframes - 1].depth != d)
-        return; /* that range began while not collecting */
+        return; /* deeper than the frames kept */
     frame *f = &b->frames[--b->nframes];
-    if (UNLIKELY(!collecting()) ||
-        b->generation != atomic_load_explicit(&ts_generation, memory_order_relaxed))
+    if (b->generation != atomic_load_explicit(&ts_generation, memory_order_relaxed))
         return;
     ts_event ev = {.kind = TS_KIND_OP_RANGE,
                    .device = TS_DEVICE_HOST,
@@ -221,14 +237,14 @@ void termsight_range_end(void)
 void termsight_range_flops(uint64_t flops)
 {
     thread_block *b = hot.block;
-    if (b && b->nframes && b->frames[b->nframes - 1].depth + 1 == hot.depth)
+    if (b && same_window(0) && b->nframes && b->frames[b->nframes - 1].depth + 1 == hot.depth)
         b->frames[b->nframes - 1].flops = flops;
 }
 
 void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns, uint64_t end_ns,
                               uint64_t flops)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     thread_block *b = block();
     if (UNLIKELY(!b))
@@ -260,7 +276,7 @@ uint64_t termsight_step_begin(void)
 
 void termsight_step_end(void)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
     if (s)
@@ -270,7 +286,7 @@ void termsight_step_end(void)
 
 void termsight_phase_mark(termsight_phase phase)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     if (phase != TERMSIGHT_FORWARD_START && phase != TERMSIGHT_BACKWARD_END)
         return;
@@ -279,14 +295,14 @@ void termsight_phase_mark(termsight_phase phase)
 
 void termsight_mark(const char *text)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     emit_instant(TS_KIND_MARK, text ? termsight_name(text) : TS_STR_NONE, 0, 0, 0, 0);
 }
 
 void termsight_counter_id(uint32_t name, double value)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
@@ -295,7 +311,7 @@ void termsight_counter_id(uint32_t name, double value)
 
 void termsight_counter(const char *name, double value)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     termsight_counter_id(termsight_name(name), value);
 }
@@ -330,7 +346,7 @@ uint32_t termsight_queue_register(const char *name, uint64_t capacity, termsight
 
 void termsight_queue_size(uint32_t queue, uint64_t size)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
     if (!s || !queue || queue > atomic_load_explicit(&s->queue_count, memory_order_acquire))
@@ -343,7 +359,7 @@ void termsight_queue_size(uint32_t queue, uint64_t size)
 
 void termsight_memory_alloc(const char *name, uint64_t address, uint64_t bytes, int device)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     thread_block *b = block();
     if (!b)
@@ -361,7 +377,7 @@ void termsight_memory_alloc(const char *name, uint64_t address, uint64_t bytes, 
 
 void termsight_memory_free(uint64_t address, uint64_t bytes, int device)
 {
-    if (LIKELY(!collecting()))
+    if (UNLIKELY(!collecting()))
         return;
     thread_block *b = block();
     if (!b)

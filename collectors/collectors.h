@@ -6,6 +6,7 @@
 #define TERMSIGHT_COLLECTORS_H
 
 #include "model.h"
+#define TERMSIGHT_NO_INLINE_CHECK /* the room defines the functions the macros call */
 #include "termsight/termsight.h"
 
 #include <pthread.h>
@@ -17,8 +18,15 @@
 
 /* ---- Hot-path globals (api.c) ---------------------------------------------------------- */
 
-/* 1 while a collection window is open: the one load every event call makes first. */
-extern _Atomic int ts_collecting;
+/* Collection windows opened so far; open range frames of an earlier window are dropped. */
+extern _Atomic uint32_t ts_window;
+
+/* The flag every event call tests first (termsight_collecting_, exported for the header's inline
+ * check): set with a release store when a window opens, cleared when it closes. */
+static inline void collecting_set(int on)
+{
+    __atomic_store_n(&termsight_collecting_, on, __ATOMIC_RELEASE);
+}
 /* Bumped for every new session, so threads drop lanes of a segment that is gone. */
 extern _Atomic uint32_t ts_generation;
 /* The collector clock. */

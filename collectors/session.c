@@ -186,7 +186,7 @@ static void exit_handler(void)
  * the session (the recorder thread does not exist in the child anyway). */
 static void fork_child(void)
 {
-    atomic_store(&ts_collecting, 0);
+    collecting_set(0);
     atomic_store(&ts_session, NULL);
     atomic_fetch_add(&ts_generation, 1);
 }
@@ -451,7 +451,8 @@ static int cmd_start(termsight_session *s)
         s->state = TS_STATE_COLLECTING;
         atomic_store(&h->window, s->window);
         atomic_store(&h->state, TS_STATE_COLLECTING);
-        atomic_store_explicit(&ts_collecting, 1, memory_order_release);
+        atomic_fetch_add(&ts_window, 1);
+        collecting_set(1);
     }
     pthread_mutex_unlock(&s->drain);
     return rc;
@@ -463,7 +464,7 @@ static int cmd_stop(termsight_session *s)
         return session_fail(TERMSIGHT_E_NOT_COLLECTING,
                             "stop: the profiler is not collecting (state %s)",
                             state_name(s->state));
-    atomic_store_explicit(&ts_collecting, 0, memory_order_release);
+    collecting_set(0);
     recorder_drain(s);
     pthread_mutex_lock(&s->drain);
     ts_event ev = marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);

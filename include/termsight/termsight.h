@@ -112,7 +112,8 @@ TERMSIGHT_API uint32_t termsight_name(const char *name);
 TERMSIGHT_API uint32_t termsight_name_n(const char *bytes, size_t len);
 
 /* Operator ranges nest per thread: end closes the innermost open range of the calling thread.
- * type may be NULL (derived later from the name). */
+ * type may be NULL (derived later from the name). Only ranges that begin and end within one
+ * collection window are recorded: one that began before a start, or ends after a stop, is not. */
 TERMSIGHT_API void termsight_range_begin(const char *name, const char *type);
 TERMSIGHT_API void termsight_range_begin_id(uint32_t name, uint32_t type);
 TERMSIGHT_API void termsight_range_end(void);
@@ -157,6 +158,35 @@ TERMSIGHT_API void termsight_memory_free(uint64_t address, uint64_t bytes, int d
 
 /* Names the calling thread in every view. */
 TERMSIGHT_API void termsight_thread_name(const char *name);
+
+/* ---- Inline fast path ------------------------------------------------------------------ */
+
+/* Not an API to call: nonzero while a collection window is open. The macros below test it in the
+ * caller, so an event call while nothing is collecting costs one load and a branch instead of a
+ * call into the library. The functions behind them check again, so taking their address or
+ * calling them through a binding (ctypes) behaves the same. Define TERMSIGHT_NO_INLINE_CHECK to
+ * call the functions directly. */
+extern TERMSIGHT_API volatile int termsight_collecting_;
+
+#if !defined(TERMSIGHT_NO_INLINE_CHECK) && defined(__GNUC__)
+#define TERMSIGHT_IF_COLLECTING_(call)                                                             \
+    (__builtin_expect(termsight_collecting_, 0) ? (call) : (void)0)
+#define termsight_range_begin(n, t)    TERMSIGHT_IF_COLLECTING_(termsight_range_begin(n, t))
+#define termsight_range_begin_id(n, t) TERMSIGHT_IF_COLLECTING_(termsight_range_begin_id(n, t))
+#define termsight_range_end()          TERMSIGHT_IF_COLLECTING_(termsight_range_end())
+#define termsight_range_flops(f)       TERMSIGHT_IF_COLLECTING_(termsight_range_flops(f))
+#define termsight_range_complete(n, t, b, e, f)                                                    \
+    TERMSIGHT_IF_COLLECTING_(termsight_range_complete(n, t, b, e, f))
+#define termsight_step_end()       TERMSIGHT_IF_COLLECTING_(termsight_step_end())
+#define termsight_phase_mark(p)    TERMSIGHT_IF_COLLECTING_(termsight_phase_mark(p))
+#define termsight_queue_size(q, n) TERMSIGHT_IF_COLLECTING_(termsight_queue_size(q, n))
+#define termsight_counter(n, v)    TERMSIGHT_IF_COLLECTING_(termsight_counter(n, v))
+#define termsight_counter_id(n, v) TERMSIGHT_IF_COLLECTING_(termsight_counter_id(n, v))
+#define termsight_mark(t)          TERMSIGHT_IF_COLLECTING_(termsight_mark(t))
+#define termsight_memory_alloc(n, a, b, d)                                                         \
+    TERMSIGHT_IF_COLLECTING_(termsight_memory_alloc(n, a, b, d))
+#define termsight_memory_free(a, b, d) TERMSIGHT_IF_COLLECTING_(termsight_memory_free(a, b, d))
+#endif
 
 #ifdef __cplusplus
 }

@@ -259,6 +259,34 @@ START_TEST(nothing_while_not_collecting)
 }
 END_TEST
 
+/* A range still open at a stop is not recorded, and its end (skipped while stopped) does not
+ * pair with ranges of the next window. */
+static int only_b(const recording_reader *r, const ts_event *ev, void *ctx)
+{
+    (void)ctx;
+    return ev->kind != TS_KIND_OP_RANGE || (name_is(r, ev->name, "B") && ev->aux == 0);
+}
+
+START_TEST(ranges_pair_within_a_window)
+{
+    char out[600];
+    termsight_session *s = open_session("window", 1, 0, 0, out, sizeof out);
+    termsight_range_begin("A", "T");
+    ck_assert_int_eq(termsight_stop(s), 0);
+    termsight_range_end(); /* A's end, while stopped */
+    ck_assert_int_eq(termsight_start(s), 0);
+    termsight_range_begin("B", "T");
+    termsight_range_end();
+    termsight_range_end(); /* nothing open in this window: ignored */
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    tally t;
+    read_recording(run, &t, only_b, NULL);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 1);
+}
+END_TEST
+
 /* Many threads, small lanes: every event is either recorded or counted as lost. */
 #define EMITTERS 6
 
@@ -516,6 +544,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, run_folder_layout);
     tcase_add_test(tc, events_reach_recording);
     tcase_add_test(tc, nothing_while_not_collecting);
+    tcase_add_test(tc, ranges_pair_within_a_window);
     tcase_add_test(tc, accounted_under_load);
     tcase_add_test(tc, lanes_reused);
     tcase_add_test(tc, flush_puts_everything_on_disk);
