@@ -12,8 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#define SCRATCH_EVENTS 1024
-#define IDLE_SLEEP_NS  1000000L /* 1 ms between drains when lanes are quiet */
+#define SCRATCH_EVENTS   1024
+#define IDLE_SLEEP_NS    1000000L /* 1 ms between drains when lanes are quiet */
+#define FILLING_SLEEP_NS 100000L  /* 0.1 ms when a drain found some events */
 
 /* Recording failed (disk full, I/O error): say so in the header once, keep draining so that
  * producers never block, count what is thrown away. */
@@ -176,9 +177,10 @@ static void *recorder_main(void *arg)
                 refine_gap *= 4;
             next_refine = now + refine_gap;
         }
-        /* Busy lanes are drained again at once; quiet ones wait a millisecond. */
-        if (n < h->lane_events / 4) {
-            struct timespec ts = {0, IDLE_SLEEP_NS};
+        /* Busy lanes are drained again at once, filling ones soon, quiet ones after a
+         * millisecond: a burst finds the recorder awake without a trickle keeping it spinning. */
+        if (n < h->lane_events / 8) {
+            struct timespec ts = {0, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS};
             nanosleep(&ts, NULL);
         }
     }

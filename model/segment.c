@@ -306,6 +306,14 @@ void segment_unlink(const segment *s)
 {
     if (s->name[0] == '/' && !strchr(s->name + 1, '/'))
         shm_unlink(s->name);
+    /* The rings hold most of the pages; give them back now. A late writer still finds mapped
+     * memory (a fresh zero page), never a fault. */
+    if (s->writable) {
+        const ts_segment_header *h = segment_header(s);
+        uint64_t len = (uint64_t)h->lane_count * h->lane_events * sizeof(ts_event);
+        if (segment_at(s, h->rings_off, len))
+            madvise(s->base + h->rings_off, len, MADV_REMOVE);
+    }
 }
 
 void *segment_at(const segment *s, uint64_t off, uint64_t len)
