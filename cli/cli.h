@@ -16,6 +16,7 @@ typedef struct cli_command {
 extern const cli_command cli_cmd_ls;
 extern const cli_command cli_cmd_dump;
 extern const cli_command cli_cmd_analyse;
+extern const cli_command cli_cmd_top;
 
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

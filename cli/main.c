@@ -8,6 +8,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_ls,
     &cli_cmd_dump,
     &cli_cmd_analyse,
+    &cli_cmd_top,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,0 +1,329 @@
+#!/bin/sh
+# test_top_tmux: the real `termsight top` in a private tmux server (tmux's own regression-test
+# style), against a real `mlp_train --no-start` process. The screen is read with capture-pane
+# and every wait polls for the expected text, up to 10 s, instead of sleeping a fixed time.
+#
+# Checks: the header shows the process and "idle"; s turns it to "collecting"; panels show real
+# op names; a writes the report folder; W/A/S/D move the timeline window; resizing keeps a valid
+# screen (and says when it is too small); q restores the terminal (alternate screen left, the
+# shell prompt back); colors step down 256 -> 8 -> none (NO_COLOR), LANG=C draws ASCII only,
+# TERM=vt100 works; SIGTERM restores the terminal; SIGKILL of top leaves the trainer running
+# with its session intact (a new top still commands it); several sessions of a name give a
+# chooser; top waits for a session to appear, and says when its process ends.
+#
+# Environment: TERMSIGHT_BIN, MLP_TRAIN (the programs), TERMSIGHT_TEST_TMP (scratch folder).
+# Exit status: 0 passed, 1 failed, 77 skipped (no tmux).
+set -u
+
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "test_top_tmux: SKIP: tmux is not installed (apt-get install tmux); the TUI was not tested"
+    exit 77
+fi
+: "${TERMSIGHT_BIN:?TERMSIGHT_BIN is not set}"
+: "${MLP_TRAIN:?MLP_TRAIN is not set}"
+base=${TERMSIGHT_TEST_TMP:-/tmp}
+mkdir -p "$base" || exit 1
+work=$(mktemp -d "$base/top-tmux.XXXXXX") || exit 1
+sock="termsight-test-$$-${work##*.}"
+socket=""
+trainer=""
+
+t() {
+    tmux -L "$sock" -f /dev/null "$@"
+}
+
+cleanup() {
+    t kill-server 2>/dev/null
+    [ -n "$socket" ] && rm -f "$socket" # tmux leaves it behind
+    if [ -n "$trainer" ]; then
+        kill -9 "$trainer" 2>/dev/null
+        wait "$trainer" 2>/dev/null
+        # Killed, it could not remove its segment: remove that one only (ls --clean would take
+        # every stale segment of this user, other tests' included).
+        rm -f "/dev/shm/termsight-$trainer"
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+screen() {
+    t capture-pane -p -t top
+}
+
+fail() {
+    echo "test_top_tmux: FAIL: $*"
+    echo "--- the screen:"
+    screen 2>/dev/null
+    echo "--- the trainer's output:"
+    tail -5 "$work/train.log" 2>/dev/null
+    exit 1
+}
+
+ok() {
+    echo "ok - $*"
+}
+
+# Polls the screen until it shows $1 (a fixed string), up to $2 seconds (default 10).
+wait_for() {
+    i=0
+    while [ "$i" -lt $((${2:-10} * 10)) ]; do
+        screen | grep -qF -- "$1" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "waited ${2:-10} s for \"$1\""
+}
+
+# Polls until the screen no longer shows $1.
+wait_gone() {
+    i=0
+    while [ "$i" -lt 100 ]; do
+        screen | grep -qF -- "$1" || return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "waited 10 s for \"$1\" to go"
+}
+
+# The timeline's span as its title says it ("span 5.52 ms, ...").
+span() {
+    screen | sed -n 's/.*Timeline span \([^,]*\),.*/\1/p' | head -n 1
+}
+
+# Polls until the span differs from $1.
+wait_span_change() {
+    i=0
+    while [ "$i" -lt 100 ]; do
+        now=$(span)
+        [ -n "$now" ] && [ "$now" != "$1" ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "the timeline span stayed \"$1\""
+}
+
+top_pid() {
+    pgrep -n -P "$(t display -p -t top '#{pane_pid}')"
+}
+
+# ---- A trainer waiting for a start command ---------------------------------------------------
+
+# Run under a name of its own (the process name is the name it was started by), so that
+# sessions of other tests running beside this one never match it.
+name="tst$$"
+ln -s "$MLP_TRAIN" "$work/$name" || exit 1
+
+# Starts a trainer in the background; sets $started to its pid once its session exists.
+start_trainer() {
+    "$work/$name" --no-start --steps 100000 --output "$work/out" >>"$work/train.log" 2>&1 &
+    started=$!
+    i=0
+    while [ ! -e "/dev/shm/termsight-$started" ]; do
+        [ "$i" -lt 100 ] || fail "mlp_train made no profiler session in 10 s"
+        kill -0 "$started" 2>/dev/null || fail "mlp_train ended"
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+start_trainer
+trainer=$started
+
+# ---- A private tmux server with a plain shell ------------------------------------------------
+
+t new-session -d -s top -x 120 -y 40 "PS1='ts-prompt\$ ' exec sh" || fail "tmux new-session"
+socket=$(t display -p '#{socket_path}')
+wait_for 'ts-prompt$'
+t send-keys -t top "$TERMSIGHT_BIN top $trainer" Enter
+wait_for "pid $trainer"
+wait_for "$name"
+screen | head -n 1 | grep -qF "idle" || fail "the header does not say idle"
+wait_for "1 Overview"
+wait_for "press s to start"
+[ "$(t display -p -t top '#{alternate_on}')" = 1 ] || fail "top did not use the alternate screen"
+ok "the header shows the trainer ($name), its pid and idle"
+
+t send-keys -t top s
+wait_for "collecting"
+wait_for "start: ok"
+ok "s starts collecting"
+
+wait_for "MatMul"
+wait_for "BiasAdd"
+wait_for "batch_queue"
+wait_for "Default/"
+wait_for "avg step"
+ok "panels show the trainer's ops, queue and steps"
+
+t send-keys -t top a
+wait_for "report written:"
+wait_for "Report folder:"
+run=""
+for d in "$work"/out/*-"$trainer"-*; do
+    [ -d "$d" ] && run=$d
+done
+[ -n "$run" ] || fail "no run folder under $work/out"
+[ -f "$run/report/summary.json" ] || fail "no $run/report/summary.json"
+[ -f "$run/report/op_statistics.csv" ] || fail "no $run/report/op_statistics.csv"
+t send-keys -t top x
+wait_gone "Report folder:"
+ok "a writes the report folder ($run/report)"
+
+t send-keys -t top 6
+wait_for "Timeline span"
+before=$(span)
+t send-keys -t top W
+wait_span_change "$before"
+zoomed=$(span)
+wait_for "following the latest"
+t send-keys -t top A
+wait_for "before the latest"
+t send-keys -t top D D D D D D
+wait_for "following the latest"
+t send-keys -t top S
+wait_span_change "$zoomed"
+ok "W/S zoom ($before -> $zoomed -> $(span)), A/D move the timeline window"
+
+t send-keys -t top 1
+wait_for "Data queues"
+t resize-window -t top -x 80 -y 24
+wait_for "Step trace"
+i=0
+while [ "$i" -lt 100 ]; do
+    lines=$(screen | wc -l)
+    [ "$lines" -eq 24 ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
+for part in "$name" "1 Overview" "Step trace" "Operators" "Data queues" "CPU and memory" \
+    "Timeline" "q quit"; do
+    wait_for "$part"
+done
+t resize-window -t top -x 60 -y 20
+wait_for "terminal too small: 60x20"
+t resize-window -t top -x 120 -y 40
+wait_gone "terminal too small"
+wait_for "6 Timeline"
+wait_for "Data queues"
+ok "resizing to 80x24 keeps every panel; 60x20 says too small; back to 120x40"
+
+t send-keys -t top q
+wait_gone "1 Overview"
+wait_for 'ts-prompt$'
+[ "$(t display -p -t top '#{alternate_on}')" = 0 ] || fail "q left the alternate screen on"
+kill -0 "$trainer" 2>/dev/null || fail "the trainer ended when top quit"
+ok "q restores the terminal; the trainer goes on"
+
+# Colors step down with the terminal: 256 colors for xterm-256color, 8 for screen.
+esc=$(printf '\033')
+t send-keys -t top "TERM=xterm-256color $TERMSIGHT_BIN top $trainer" Enter
+wait_for "MatMul"
+t capture-pane -e -p -t top | grep -qF "${esc}[38;5;" || fail "no 256-color codes for xterm-256color"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+t send-keys -t top "TERM=screen $TERMSIGHT_BIN top $trainer" Enter
+wait_for "MatMul"
+t capture-pane -e -p -t top | grep -qE "$esc\[3[0-7]m" || fail "no 8-color codes for TERM=screen"
+if t capture-pane -e -p -t top | grep -qF "${esc}[38;5;"; then
+    fail "256-color codes for TERM=screen (8 colors)"
+fi
+t send-keys -t top q
+wait_for 'ts-prompt$'
+ok "colors: 256 for xterm-256color, 8 for screen"
+
+t send-keys -t top "LANG=C LC_ALL=C NO_COLOR=1 $TERMSIGHT_BIN top $name" Enter
+wait_for "collecting"
+wait_for "MatMul"
+if screen | LC_ALL=C grep -q '[^ -~]'; then
+    fail "LANG=C drew characters outside ASCII"
+fi
+screen | grep -qF -- "- Step trace" || fail "no ASCII rule in the titles"
+# Monochrome: attributes (bold, dim, underline, reverse) and no color at all.
+if t capture-pane -e -p -t top | grep -qE "$esc\[([34][0-7]|[34]8;5;[0-9]+)m"; then
+    fail "NO_COLOR drew colors"
+fi
+t capture-pane -e -p -t top | grep -qF "${esc}[7m" || fail "NO_COLOR: no reverse video"
+ok "LANG=C and NO_COLOR: ASCII glyphs and attributes only (attached by process name)"
+
+# A termination signal restores the terminal too.
+pid=$(top_pid)
+[ -n "$pid" ] || fail "cannot find the top process"
+kill -TERM "$pid"
+wait_for 'ts-prompt$'
+wait_gone "1 Overview"
+[ "$(t display -p -t top '#{alternate_on}')" = 0 ] || fail "SIGTERM left the alternate screen on"
+ok "SIGTERM restores the terminal"
+
+# A terminal without colors or an alternate screen (plain SSH with TERM=vt100).
+t send-keys -t top "TERM=vt100 $TERMSIGHT_BIN top $trainer" Enter
+wait_for "1 Overview"
+wait_for "MatMul"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+t send-keys -t top "clear" Enter
+wait_gone "1 Overview"
+ok "TERM=vt100 works"
+
+t send-keys -t top "$TERMSIGHT_BIN top $name" Enter
+wait_for "collecting"
+wait_for "MatMul"
+
+pid=$(top_pid)
+[ -n "$pid" ] || fail "cannot find the top process"
+kill -9 "$pid"
+sleep 0.5
+kill -0 "$trainer" 2>/dev/null || fail "the trainer ended when top was killed"
+events1=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $3 " " $4 }')
+sleep 1
+events2=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $3 " " $4 }')
+case "$events1" in collecting*) ;; *) fail "after SIGKILL of top, ls says \"$events1\"" ;; esac
+[ "$events1" != "$events2" ] || fail "the trainer stopped recording after top was killed"
+# The terminal was left raw: a new line with C-j, stty sane, then a new top commands it.
+t send-keys -t top C-j "stty sane" C-j
+t send-keys -t top "clear" C-j
+wait_gone "Step trace"
+t send-keys -t top "$TERMSIGHT_BIN top $trainer" C-j
+wait_for "collecting"
+t send-keys -t top s
+wait_for "stop: ok"
+wait_for "stopped"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+ok "SIGKILL of top: the trainer runs on, recording; a new top stops it"
+
+# Two sessions of the name: a chooser, the newest first; Enter attaches to it.
+start_trainer
+second=$started
+t send-keys -t top "$TERMSIGHT_BIN top $name" C-j
+wait_for "several live sessions"
+wait_for "$second"
+t send-keys -t top Enter
+wait_for "pid $second"
+wait_for "idle"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+kill -9 "$second"
+wait "$second" 2>/dev/null
+rm -f "/dev/shm/termsight-$second"
+ok "several sessions of one name: a chooser"
+
+# top waits for a session that does not exist yet; it appears, trains and ends; the last data
+# stays on the screen.
+late="tsl$$"
+ln -s "$MLP_TRAIN" "$work/$late" || exit 1
+t send-keys -t top "$TERMSIGHT_BIN top $late" C-j
+wait_for "Waiting for a profiler session of '$late' to appear"
+"$work/$late" --steps 300 --output "$work/out" >>"$work/train.log" 2>&1 &
+late_pid=$!
+wait_for "pid $late_pid"
+wait_for "MatMul"
+wait_for "ended" 60 # 300 steps: under a second, a few under sanitizers
+wait_for "its last data stays on the screen"
+screen | grep -qF "MatMul" || fail "the last data went when the process ended"
+wait "$late_pid" || fail "the late trainer failed"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+ok "waits for a session to appear; says when it ends and keeps its data"
+
+echo "test_top_tmux: all passed"

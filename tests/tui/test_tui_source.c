@@ -1,0 +1,314 @@
+/* The live source on real shared memory: it reads what the lanes hold into the analysis and the
+ * timeline without writing to them, counts what writers lapped, follows the header's state, sees
+ * the process end, sends commands through the mailbox, and refuses foreign segments. */
+#include "model/model_test.h"
+#include "tui_internal.h"
+
+#include <fcntl.h>
+
+typedef struct writer {
+    segment *seg;
+    strtab *names;
+    lane_writer w;
+    uint32_t op, type;
+} writer;
+
+/* A segment of our own pid (alive), 64 events a lane. */
+static void writer_open(writer *wr, pid_t pid)
+{
+    memset(wr, 0, sizeof *wr);
+    segment_config cfg = mt_config(pid);
+    cfg.process = "trainer";
+    wr->seg = mt_create(&cfg);
+    char *cause = NULL;
+    ck_assert_int_eq(strtab_create(wr->seg, &wr->names, &cause), 0);
+    ck_assert_int_eq(lane_claim(wr->seg, 77, &wr->w), 0);
+    wr->op = strtab_intern(wr->names, "Default/fc1/MatMul-op1", 22, NULL);
+    wr->type = strtab_intern(wr->names, "MatMul", 6, NULL);
+}
+
+static void writer_close(writer *wr)
+{
+    strtab_destroy(wr->names);
+    segment_close(wr->seg, 1);
+}
+
+static uint64_t clock_ns;
+
+static void push_ops(writer *wr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        ts_event e = {.kind = TS_KIND_OP_RANGE,
+                      .tid = 77,
+                      .device = TS_DEVICE_HOST,
+                      .name = wr->op,
+                      .type = wr->type,
+                      .begin_ns = clock_ns,
+                      .end_ns = clock_ns + 1000};
+        clock_ns += 2000;
+        ck_assert_int_eq(lane_push(&wr->w, &e), 1);
+        /* The recorder's part: keep the ring from filling, so writers lap the observer. */
+        lane_consume(wr->seg, 0, 1);
+    }
+}
+
+static uint64_t op_count(const analysis *a)
+{
+    op_query q = {.by_type = 1, .sort = OP_SORT_TOTAL};
+    op_stat *rows = NULL;
+    size_t n = analysis_ops(a, &q, &rows);
+    uint64_t c = n ? rows[0].count : 0;
+    if (n)
+        ck_assert_str_eq(analysis_name(a, rows[0].name, NULL), "MatMul");
+    free(rows);
+    return c;
+}
+
+static void unlink_own(void)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)getpid());
+    shm_unlink(name);
+}
+
+START_TEST(test_observe)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    push_ops(&wr, 10);
+    source *s = NULL;
+    char *cause = NULL;
+    ck_assert_msg(source_open(getpid(), &s, &cause) == 0, "%s", cause ? cause : "?");
+    const source_status *st = source_status_of(s);
+    ck_assert_str_eq(st->process, "trainer");
+    ck_assert_str_eq(st->run_folder, "/nonexistent/run");
+    ck_assert_int_eq(st->state, TS_STATE_IDLE);
+    ck_assert(!st->gone);
+    /* What the ring held at attach is read; nothing is missed. */
+    ck_assert_uint_eq(source_poll(s, 1000000000ull), 10);
+    ck_assert_uint_eq(op_count(source_analysis(s)), 10);
+    ck_assert_uint_eq(source_timeline(s)->n, 10);
+    ck_assert_uint_eq(st->missed, 0);
+    push_ops(&wr, 20);
+    atomic_store(&segment_header(wr.seg)->state, TS_STATE_COLLECTING);
+    ck_assert_uint_eq(source_poll(s, 2000000000ull), 20);
+    ck_assert_int_eq(st->state, TS_STATE_COLLECTING);
+    ck_assert_uint_eq(op_count(source_analysis(s)), 30);
+    ck_assert_uint_eq(st->observed, 30);
+    ck_assert(st->events_per_s > 19.9 && st->events_per_s < 20.1);
+    /* The observer never writes: the lane's consumer index is the recorder's alone. */
+    ts_lane *l = segment_lane(wr.seg, 0);
+    ck_assert_uint_eq(atomic_load(&l->tail), 30);
+    ck_assert_uint_eq(atomic_load(&l->head), 30);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_lapped)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    source *s = NULL;
+    ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
+    const source_status *st = source_status_of(s);
+    push_ops(&wr, 200); /* a 64-event lane, lapped */
+    /* A copy gets at most 63 whole: the 64th slot is the one the writer fills next. */
+    ck_assert_uint_eq(source_poll(s, 1), 63);
+    ck_assert_uint_eq(st->missed, 200 - 63);
+    ck_assert_uint_eq(op_count(source_analysis(s)), 63);
+    /* Frozen while the writer went on: resuming reads what the ring still holds and does not
+     * count the rest as missed. */
+    push_ops(&wr, 500);
+    source_resync(s);
+    ck_assert_uint_eq(source_poll(s, 2), 63);
+    ck_assert_uint_eq(st->missed, 200 - 63);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_history_at_attach)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    push_ops(&wr, 100);
+    source *s = NULL;
+    ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
+    ck_assert_uint_eq(source_poll(s, 1), 63);
+    ck_assert_uint_eq(source_status_of(s)->missed, 0);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_ended)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    source *s = NULL;
+    ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
+    push_ops(&wr, 5);
+    source_poll(s, 1);
+    atomic_store(&segment_header(wr.seg)->state, TS_STATE_ENDED);
+    source_poll(s, 1000000000ull);
+    const source_status *st = source_status_of(s);
+    ck_assert(st->gone);
+    ck_assert_int_eq(st->state, TS_STATE_ENDED);
+    ck_assert(st->events_per_s == 0);
+    /* The last data stays. */
+    ck_assert_uint_eq(op_count(source_analysis(s)), 5);
+    double el = st->elapsed_s;
+    mt_pause();
+    source_poll(s, 2000000000ull);
+    ck_assert(st->elapsed_s == el);
+    char *cause = NULL;
+    uint64_t seq;
+    ck_assert_int_eq(source_send(s, TS_CMD_START, &seq, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "ended"));
+    free(cause);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_process_gone)
+{
+    pid_t pid = mt_pid(1); /* no such process */
+    writer wr;
+    writer_open(&wr, pid);
+    source *s = NULL;
+    ck_assert_int_eq(source_open(pid, &s, NULL), 0);
+    ck_assert(source_status_of(s)->gone);
+    ck_assert_int_eq(source_status_of(s)->state, TS_STATE_IDLE);
+    source_close(s);
+    /* Not live: the list leaves it out. */
+    segment_info *list = NULL;
+    int n = source_list_live(&list, NULL);
+    ck_assert_int_ge(n, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_ne(list[i].pid, pid);
+    free(list);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_list_live)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    segment_info *list = NULL;
+    int n = source_list_live(&list, NULL);
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        found |= list[i].pid == getpid() && !strcmp(list[i].process, "trainer");
+    ck_assert(found);
+    free(list);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_commands)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    source *s = NULL;
+    ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
+    uint64_t seq = 0, again;
+    char *cause = NULL;
+    ck_assert_int_eq(source_send(s, TS_CMD_START, &seq, &cause), 0);
+    int32_t status = 1;
+    char msg[TS_MAILBOX_MSG];
+    ck_assert_int_eq(source_reply(s, seq, &status, msg, sizeof msg), 0);
+    /* One command at a time: the second is refused with a message. */
+    ck_assert_int_eq(source_send(s, TS_CMD_STOP, &again, &cause), -1);
+    ck_assert_ptr_nonnull(cause);
+    free(cause);
+    cause = NULL;
+    /* The collector's side answers with an error; the monitor shows it, not swallows it. */
+    mailbox_state ms = {0};
+    uint64_t got;
+    uint32_t cmd;
+    char arg[TS_MAILBOX_ARG];
+    ck_assert_int_eq(mailbox_take(wr.seg, &ms, &got, &cmd, arg, sizeof arg), 1);
+    ck_assert_uint_eq(got, seq);
+    ck_assert_uint_eq(cmd, TS_CMD_START);
+    mailbox_answer(wr.seg, got, -3, "start: the profiler is already collecting (window 1)");
+    ck_assert_int_eq(source_reply(s, seq, &status, msg, sizeof msg), 1);
+    ck_assert_int_eq(status, -3);
+    ck_assert_str_eq(msg, "start: the profiler is already collecting (window 1)");
+    ck_assert_int_eq(source_send(s, TS_CMD_FLUSH, &again, &cause), 0);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+START_TEST(test_foreign_segment)
+{
+    static const struct {
+        size_t len;
+        unsigned char fill;
+    } cases[] = {{0, 0}, {16, 0xab}, {4096, 0}, {65536, 0x54}};
+    pid_t pid = mt_pid(2);
+    char name[64];
+    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)pid);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        ck_assert_int_ge(fd, 0);
+        unsigned char *buf = malloc(cases[i].len + 1);
+        memset(buf, cases[i].fill, cases[i].len + 1);
+        ck_assert_int_eq(write(fd, buf, cases[i].len), (ssize_t)cases[i].len);
+        free(buf);
+        close(fd);
+        source *s = NULL;
+        char *cause = NULL;
+        ck_assert_int_eq(source_open(pid, &s, &cause), -1);
+        ck_assert_ptr_null(s);
+        ck_assert_msg(cause && *cause, "case %zu: no message", i);
+        free(cause);
+    }
+    shm_unlink(name);
+    source *s = NULL;
+    char *cause = NULL;
+    ck_assert_int_eq(source_open(pid, &s, &cause), -1); /* none at all */
+    ck_assert_ptr_nonnull(cause);
+    free(cause);
+}
+END_TEST
+
+START_TEST(test_names_bounded_timeline)
+{
+    /* Many events: the timeline ring stays at its size. */
+    writer wr;
+    writer_open(&wr, getpid());
+    source *s = NULL;
+    ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
+    for (int round = 0; round < 1000; round++) {
+        push_ops(&wr, 60);
+        source_poll(s, (uint64_t)round + 1);
+    }
+    ck_assert_uint_eq(source_status_of(s)->observed, 60000);
+    ck_assert_uint_le(source_timeline(s)->n, source_timeline(s)->cap);
+    ck_assert_uint_eq(source_timeline(s)->nlanes, 1);
+    source_close(s);
+    writer_close(&wr);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tui_source");
+    TCase *tc = tcase_create("source");
+    tcase_add_checked_fixture(tc, NULL, unlink_own);
+    tcase_add_test(tc, test_observe);
+    tcase_add_test(tc, test_lapped);
+    tcase_add_test(tc, test_history_at_attach);
+    tcase_add_test(tc, test_ended);
+    tcase_add_test(tc, test_process_gone);
+    tcase_add_test(tc, test_list_live);
+    tcase_add_test(tc, test_commands);
+    tcase_add_test(tc, test_foreign_segment);
+    tcase_add_test(tc, test_names_bounded_timeline);
+    suite_add_tcase(s, tc);
+    return mt_run(s);
+}

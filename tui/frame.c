@@ -1,0 +1,273 @@
+/* frame: what surrounds the panels: the header band, the tab line, the status line, and the
+ * pages that replace the body (help, notices, "terminal too small"). */
+#include "tui_internal.h"
+
+#include <string.h>
+
+/* The panels, in enum panel_id order: the overview draws them all, screen k shows panel k - 1. */
+const panel_class *const panels[PANEL__COUNT] = {
+    [PANEL_STEPS] = &panel_steps,       [PANEL_OPS] = &panel_ops,
+    [PANEL_QUEUES] = &panel_queues,     [PANEL_CPU] = &panel_cpu,
+    [PANEL_TIMELINE] = &panel_timeline,
+};
+
+void frame_title(canvas *c, rect r, const char *title, const char *extra)
+{
+    rect line = {r.y, r.x, 1, r.w};
+    canvas_fill(c, line, c->g->hline, ROLE_RULE);
+    int x = 1;
+    x += canvas_printf(c, line, 0, x, ROLE_TITLE, " %s ", title);
+    if (extra && *extra) {
+        int w = canvas_text_fit(c, line, 0, x, r.w - x - 2, ROLE_DIM, extra, strlen(extra), 0);
+        canvas_put(c, line, 0, x + w, ' ', ROLE_DIM);
+    }
+}
+
+static int state_role(const source_status *st)
+{
+    if (st->gone)
+        return ROLE_BAD;
+    switch (st->state) {
+    case TS_STATE_COLLECTING:
+        return ROLE_GOOD;
+    case TS_STATE_STOPPED:
+        return ROLE_WARN;
+    case TS_STATE_IDLE:
+        return ROLE_NORMAL;
+    default:
+        return ROLE_BAD;
+    }
+}
+
+/* One "label value" item; nothing when it would not fit whole. Returns the new x. */
+static int item(canvas *c, rect r, int y, int x, const char *label, const char *value, int role)
+{
+    int need = (label ? canvas_text_width(c, label, strlen(label)) + 1 : 0) +
+               canvas_text_width(c, value, strlen(value)) + 2;
+    if (x + need > r.w)
+        return x;
+    if (label)
+        x += canvas_printf(c, r, y, x, ROLE_HEADER_KEY, "%s ", label);
+    x += canvas_str(c, r, y, x, role, value);
+    return x + 2;
+}
+
+void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
+                  const char *last_command, int last_failed, int frozen)
+{
+    canvas_fill(c, r, ' ', ROLE_HEADER);
+    char buf[96];
+    int x = 1;
+    if (r.w >= 100 || !st) /* narrower, the figures matter more than the name of the tool */
+        x += canvas_str(c, r, 0, x, ROLE_TITLE, "termsight top") + 2;
+    if (!st) {
+        canvas_str(c, r, 0, x, ROLE_DIM, "no session");
+        return;
+    }
+    int pw = canvas_text_width(c, st->process, strlen(st->process));
+    x += canvas_text_fit(c, r, 0, x, pw < 24 ? pw : 24, ROLE_HEADER, st->process,
+                         strlen(st->process), 0) +
+         2;
+    snprintf(buf, sizeof buf, "%d", (int)st->pid);
+    x = item(c, r, 0, x, "pid", buf, ROLE_HEADER);
+    if (st->gone)
+        snprintf(buf, sizeof buf, "ended (%s)",
+                 st->state == TS_STATE_ENDED ? "session closed" : "process gone");
+    else
+        snprintf(buf, sizeof buf, "%s", state_name(st->state));
+    x = item(c, r, 0, x, NULL, buf, state_role(st));
+    format_count(st->events_per_s, buf, sizeof buf);
+    x = item(c, r, 0, x, "events/s", buf, ROLE_HEADER);
+    format_count((double)st->drops, buf, sizeof buf);
+    x = item(c, r, 0, x, "drops", buf, st->drops ? ROLE_WARN : ROLE_HEADER);
+    format_count((double)st->missed, buf, sizeof buf);
+    x = item(c, r, 0, x, "missed", buf, st->missed ? ROLE_WARN : ROLE_HEADER);
+    format_elapsed(st->elapsed_s, buf, sizeof buf);
+    x = item(c, r, 0, x, "up", buf, ROLE_HEADER);
+    if (frozen)
+        canvas_str(c, r, 0, r.w - 8, ROLE_WARN, "FROZEN");
+
+    x = 1;
+    step_summary ss = analysis_steps(a);
+    if (ss.current_step)
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ss.current_step);
+    else
+        snprintf(buf, sizeof buf, "-");
+    x = item(c, r, 1, x, "step", buf, ROLE_HEADER);
+    format_duration(ss.steps ? ss.avg_total_ns : -1, buf, sizeof buf);
+    x = item(c, r, 1, x, "avg step", buf, ROLE_HEADER);
+    const char *last = last_command && *last_command ? last_command : "-";
+    int lw = canvas_text_width(c, last, strlen(last));
+    int room = r.w - x - 6;
+    if (room > 10) {
+        x += canvas_str(c, r, 1, x, ROLE_HEADER_KEY, "last ");
+        x += canvas_text_fit(c, r, 1, x, lw < room / 2 ? lw : room / 2,
+                             last_failed ? ROLE_ERROR : ROLE_HEADER, last, strlen(last), 0) +
+             2;
+    }
+    if (st->record_error) {
+        x += canvas_str(c, r, 1, x, ROLE_ERROR, "recording stopped: ");
+        canvas_text_fit(c, r, 1, x, r.w - x - 1, ROLE_ERROR, st->record_notice,
+                        strlen(st->record_notice), 0);
+    } else if (r.w - x > 10) {
+        x += canvas_str(c, r, 1, x, ROLE_HEADER_KEY, "run ");
+        canvas_text_fit(c, r, 1, x, r.w - x - 1, ROLE_HEADER, st->run_folder,
+                        strlen(st->run_folder), 1);
+    }
+}
+
+void frame_tabs(canvas *c, rect r, int screen)
+{
+    canvas_fill(c, r, ' ', ROLE_TAB);
+    int x = 1;
+    for (int s = 0; s < SCREEN__COUNT; s++) {
+        const char *name = s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab;
+        x += canvas_printf(c, r, 0, x, s == screen ? ROLE_TAB_ACTIVE : ROLE_TAB, " %d %s ", s + 1,
+                           name) +
+             1;
+    }
+}
+
+void frame_status(canvas *c, rect r, const char *message, int role, double progress, int frozen)
+{
+    canvas_fill(c, r, ' ', ROLE_NORMAL);
+    const char *hints = frozen ? "space thaw  ? help  q quit" : "? help  q quit";
+    int hw = (int)strlen(hints);
+    int x = 1;
+    if (progress >= 0) {
+        int bw = 20;
+        int fill = (int)(progress * bw + 0.5);
+        x += canvas_str(c, r, 0, x, ROLE_NORMAL, "[");
+        for (int i = 0; i < bw; i++)
+            canvas_put(c, r, 0, x + i, i < fill ? c->g->used : ' ',
+                       i < fill ? ROLE_PROGRESS : ROLE_DIM);
+        x += bw;
+        x += canvas_printf(c, r, 0, x, ROLE_NORMAL, "] %3d %% ", (int)(progress * 100 + 0.5));
+    }
+    if (message)
+        canvas_text_fit(c, r, 0, x, r.w - x - hw - 3, role, message, strlen(message), 0);
+    canvas_str(c, r, 0, r.w - hw - 1, ROLE_DIM, hints);
+}
+
+int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
+{
+    int width = r.w - x, rows = 0;
+    const char *p = text;
+    while (*p && y + rows < r.h) {
+        const char *nl = strchr(p, '\n');
+        size_t para = nl ? (size_t)(nl - p) : strlen(p);
+        size_t i = 0;
+        do {
+            /* Take whole words while they fit; a word longer than the line is cut. */
+            size_t best = 0, j = i;
+            while (j < para) {
+                size_t k = j;
+                while (k < para && p[k] == ' ')
+                    k++;
+                while (k < para && p[k] != ' ')
+                    k++;
+                if (canvas_text_width(c, p + i, k - i) > width)
+                    break;
+                best = k - i;
+                j = k;
+            }
+            if (!best && i < para) {
+                best = 1;
+                while (i + best < para && canvas_text_width(c, p + i, best + 1) <= width)
+                    best++;
+            }
+            if (y + rows < r.h)
+                canvas_text(c, r, y + rows, x, width, role, p + i, best);
+            rows++;
+            i += best;
+            while (i < para && p[i] == ' ')
+                i++;
+        } while (i < para && y + rows < r.h);
+        p += para + (nl ? 1 : 0);
+    }
+    return rows;
+}
+
+static const struct {
+    const char *keys, *what;
+} help_keys[] = {
+    {"Tab  Shift-Tab", "next / previous screen"},
+    {"1 .. 6", "overview, step trace, operators, queues, CPU and memory, timeline"},
+    {"s", "start or stop collecting (the collector's answer is shown)"},
+    {"a", "analyse: flush, write the report folder, show its path and top suggestions"},
+    {"space", "freeze or thaw the display"},
+    {"?  h  F1", "this help (any key closes it)"},
+    {"q  F10", "quit (the terminal is restored; training goes on)"},
+    {"Ctrl-L", "redraw the whole terminal"},
+    {"Up Down PgUp PgDn", "move in a table (operators; lanes on the timeline)"},
+    {"Home End", "first / last row; oldest / latest steps and timeline"},
+    {"Left Right", "step trace: older / newer steps; timeline: previous / next op"},
+    {"t", "operators: by type or by op"},
+    {"o", "operators: sort by total, average or count"},
+    {"/", "operators: search (Enter keeps it, Esc cancels)"},
+    {"Enter", "operators: the selected type's ops (Esc or Backspace: back)"},
+    {"W  S", "timeline: zoom in / out (shifted: lower-case s and a are start/stop and analyse)"},
+    {"A  D", "timeline: move left / right (D past the end follows the latest again)"},
+};
+
+void frame_help(canvas *c, rect r)
+{
+    canvas_fill(c, r, ' ', ROLE_NORMAL);
+    frame_title(c, r, "Help", "termsight top: keys");
+    int kw = 20;
+    int y = 2;
+    for (size_t i = 0; i < sizeof help_keys / sizeof help_keys[0] && y < r.h; i++, y++) {
+        canvas_str(c, r, y, 2, ROLE_HEADER_KEY, help_keys[i].keys);
+        canvas_text_fit(c, r, y, 2 + kw, r.w - kw - 3, ROLE_NORMAL, help_keys[i].what,
+                        strlen(help_keys[i].what), 0);
+    }
+    if (y + 1 < r.h)
+        canvas_str(c, r, y + 1, 2, ROLE_DIM,
+                   "Colors: NO_COLOR=1 for monochrome. Glyphs: ASCII under LANG=C.");
+}
+
+void frame_notice(canvas *c, rect r, const char *title, const char *text)
+{
+    canvas_fill(c, r, ' ', ROLE_NORMAL);
+    frame_title(c, r, title, "any key returns");
+    rect in = {r.y + 2, r.x + 2, r.h - 2, r.w - 4};
+    frame_wrap(c, in, 0, 0, ROLE_NORMAL, text);
+}
+
+void frame_too_small(canvas *c, int rows, int cols)
+{
+    canvas_clear(c);
+    rect all = {0, 0, c->rows, c->cols};
+    char msg[128];
+    snprintf(msg, sizeof msg, "terminal too small: %dx%d, termsight top needs %dx%d", cols, rows,
+             LAYOUT_MIN_COLS, LAYOUT_MIN_ROWS);
+    int w = (int)strlen(msg);
+    int y = c->rows / 2, x = (c->cols - w) / 2;
+    if (x < 0) {
+        /* Narrower than the message: wrap it from the left edge. */
+        frame_wrap(c, all, y > 0 ? y - 1 : 0, 0, ROLE_WARN, msg);
+        return;
+    }
+    canvas_str(c, all, y, x, ROLE_WARN, msg);
+    if (y + 1 < c->rows)
+        canvas_str(c, all, y + 1, (c->cols - 11) / 2 > 0 ? (c->cols - 11) / 2 : 0, ROLE_DIM,
+                   "q quits");
+}
+
+void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *last_command,
+                int last_failed)
+{
+    frame_header(c, L->header, p->st, p->a, last_command, last_failed, v->frozen);
+    frame_tabs(c, L->tabs, v->screen);
+    canvas_fill(c, L->body, ' ', ROLE_NORMAL);
+    if (v->help) {
+        frame_help(c, L->body);
+        return;
+    }
+    for (int i = 0; i < PANEL__COUNT; i++)
+        if (L->panel[i].h > 0)
+            panels[i]->draw(p, v, c, L->panel[i], v->screen != SCREEN_OVERVIEW);
+    for (int i = 0; i < 2; i++)
+        if (L->rule[i].h > 0)
+            canvas_fill(c, L->rule[i], c->g->vline, ROLE_RULE);
+}

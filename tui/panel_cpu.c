@@ -1,0 +1,208 @@
+/* panel_cpu: CPU and memory (seed 001 "Resource Utilization"), as htop-like gauges: the machine
+ * (user, system, iowait), the process, the busiest threads by name, host RSS and device memory.
+ * Gauges show the latest sample; the averages follow in text. */
+#include "tui_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LABEL_W 10
+
+typedef struct part {
+    double pct; /* of the gauge's full scale */
+    uint32_t glyph;
+    int role;
+} part;
+
+/* label [|||||+++!!!      ] text */
+static void gauge(canvas *c, rect r, int y, const char *label, const part *parts, int nparts,
+                  const char *text)
+{
+    int tw = (int)strlen(text);
+    int bw = r.w - 1 - LABEL_W - 2 - 1 - tw - 1;
+    canvas_text_fit(c, r, y, 1, LABEL_W - 1, ROLE_HEADER_KEY, label, strlen(label), 0);
+    if (bw < 4) {
+        canvas_str(c, r, y, 1 + LABEL_W, ROLE_NORMAL, text);
+        return;
+    }
+    int x = 1 + LABEL_W;
+    canvas_put(c, r, y, x++, '[', ROLE_DIM);
+    double acc = 0;
+    int filled = 0;
+    for (int i = 0; i < nparts; i++) {
+        acc += parts[i].pct > 0 ? parts[i].pct : 0;
+        int upto = (int)(acc / 100 * bw + 0.5);
+        upto = upto > bw ? bw : upto;
+        for (; filled < upto; filled++)
+            canvas_put(c, r, y, x + filled, parts[i].glyph, parts[i].role);
+    }
+    canvas_put(c, r, y, x + bw, ']', ROLE_DIM);
+    canvas_str(c, r, y, x + bw + 2, ROLE_NORMAL, text);
+}
+
+/* The rows of a panel that scrolls: the first skip rows are passed over, then rows are drawn
+ * while they fit. Counts them all, for clamping the scroll position. */
+typedef struct rows {
+    int skip, h, total;
+} rows;
+
+/* 1 when the next row is to be drawn at *y. */
+static int row_take(rows *r, const int *y)
+{
+    r->total++;
+    if (r->skip > 0) {
+        r->skip--;
+        return 0;
+    }
+    return *y < r->h;
+}
+
+static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    const glyphs *g = c->g;
+    cpu_summary cs = analysis_cpu(p->a);
+    memory_summary ms = analysis_memory(p->a);
+    cpu_row last;
+    int have_last = analysis_cpu_recent(p->a, &last, 1) == 1;
+    char extra[96];
+    if (cs.samples)
+        snprintf(extra, sizeof extra, "%llu samples, %u CPUs", (unsigned long long)cs.samples,
+                 cs.cpus);
+    else
+        snprintf(extra, sizeof extra, "no CPU samples yet");
+    frame_title(c, r, "CPU and memory", extra);
+    rect body = {r.y + 1, r.x, r.h - 1, r.w};
+    int y = 0;
+    char t[96], a[32], b[32];
+
+    /* Rows that scroll on the full screen: machine, process, threads..., memory. */
+    if (v->cpu_top < 0)
+        v->cpu_top = 0;
+    rows rw = {.skip = full ? v->cpu_top : 0, .h = body.h};
+
+    if (cs.samples && row_take(&rw, &y)) {
+        const double *m = have_last ? last.machine : cs.machine;
+        double user = m[TS_CPU_USER] + m[TS_CPU_NICE];
+        double sys = m[TS_CPU_SYSTEM] + m[TS_CPU_IRQ] + m[TS_CPU_SOFTIRQ];
+        double io = m[TS_CPU_IOWAIT];
+        part parts[3] = {{user, g->user, ROLE_CPU_USER},
+                         {sys, g->system, ROLE_CPU_SYSTEM},
+                         {io, g->iowait, ROLE_CPU_IOWAIT}};
+        snprintf(t, sizeof t, "%5.1f%% usr %.0f sys %.0f io %.0f", user + sys + io, user, sys, io);
+        gauge(c, body, y++, "machine", parts, 3, t);
+    }
+    if (cs.samples && row_take(&rw, &y)) {
+        double pu = have_last ? last.process_user : cs.process_user;
+        double ps = have_last ? last.process_system : cs.process_system;
+        double scale = cs.cpus ? 100.0 * cs.cpus : 100.0;
+        part parts[2] = {{100 * pu / scale, g->user, ROLE_PROCESS},
+                         {100 * ps / scale, g->system, ROLE_CPU_SYSTEM}};
+        snprintf(t, sizeof t, "%5.1f%% of %u CPU%s", pu + ps, cs.cpus ? cs.cpus : 1,
+                 cs.cpus == 1 ? "" : "s");
+        gauge(c, body, y++, "process", parts, 2, t);
+    }
+    cpu_thread *th = NULL;
+    size_t nt = analysis_cpu_threads(p->a, &th);
+    size_t show_threads = full ? nt : nt < 3 ? nt : 3;
+    for (size_t i = 0; i < show_threads; i++) {
+        if (!row_take(&rw, &y))
+            continue;
+        char label[64];
+        uint32_t len = 0;
+        const char *name = th[i].name ? analysis_name(p->a, th[i].name, &len) : NULL;
+        if (name && len)
+            snprintf(label, sizeof label, "%.*s", (int)(len < 40 ? len : 40), name);
+        else
+            snprintf(label, sizeof label, "tid %u", th[i].tid);
+        part parts[1] = {{th[i].last_total, g->used, ROLE_PROCESS}};
+        snprintf(t, sizeof t, "%5.1f%% avg %.1f%%", th[i].last_total,
+                 th[i].avg_user + th[i].avg_system);
+        gauge(c, body, y++, label, parts, 1, t);
+    }
+    free(th);
+    if (!cs.samples && row_take(&rw, &y))
+        canvas_str(c, body, y++, 2, ROLE_DIM, "no CPU samples from the collector yet");
+
+    if (ms.host_samples && row_take(&rw, &y)) {
+        format_bytes((double)ms.host_rss, a, sizeof a);
+        format_bytes((double)ms.host_peak_rss, b, sizeof b);
+        part parts[1] = {
+            {ms.host_peak_rss ? 100.0 * (double)ms.host_rss / (double)ms.host_peak_rss : 0, g->used,
+             ROLE_MEMORY}};
+        snprintf(t, sizeof t, "%s of peak %s", a, b);
+        gauge(c, body, y++, "host RSS", parts, 1, t);
+    }
+    for (uint32_t d = 0; d < ms.devices && d < 8; d++) {
+        if (!row_take(&rw, &y))
+            continue;
+        char label[16];
+        snprintf(label, sizeof label, "device %u", d);
+        format_bytes((double)ms.device_bytes[d], a, sizeof a);
+        format_bytes((double)ms.device_peak[d], b, sizeof b);
+        part parts[1] = {
+            {ms.device_peak[d] ? 100.0 * (double)ms.device_bytes[d] / (double)ms.device_peak[d] : 0,
+             g->used, ROLE_MEMORY}};
+        snprintf(t, sizeof t, "%s of peak %s", a, b);
+        gauge(c, body, y++, label, parts, 1, t);
+    }
+    if (!ms.host_samples && !ms.devices && row_take(&rw, &y))
+        canvas_str(c, body, y++, 2, ROLE_DIM, "no memory samples yet");
+
+    if (v->cpu_top > rw.total - 1)
+        v->cpu_top = rw.total > 0 ? rw.total - 1 : 0;
+    if (full && cs.samples && y + 2 < body.h) {
+        y++;
+        canvas_printf(c, body, y++, 1, ROLE_NORMAL,
+                      "averages: user %.1f%%  system %.1f%%  iowait %.1f%%  idle %.1f%%  "
+                      "context switches %.0f/s  running %.1f  blocked %.1f",
+                      cs.machine[TS_CPU_USER] + cs.machine[TS_CPU_NICE],
+                      cs.machine[TS_CPU_SYSTEM] + cs.machine[TS_CPU_IRQ] +
+                          cs.machine[TS_CPU_SOFTIRQ],
+                      cs.machine[TS_CPU_IOWAIT], cs.machine[TS_CPU_IDLE], cs.context_switches_per_s,
+                      cs.avg_running, cs.avg_blocked);
+        canvas_printf(c, body, y++, 1, ROLE_NORMAL,
+                      "process: user %.1f%%  system %.1f%% of one CPU", cs.process_user,
+                      cs.process_system);
+    }
+    if (full && y < body.h) {
+        int lx = 1;
+        const struct {
+            uint32_t gl;
+            int role;
+            const char *name;
+        } legend[] = {{g->user, ROLE_CPU_USER, "user"},
+                      {g->system, ROLE_CPU_SYSTEM, "system"},
+                      {g->iowait, ROLE_CPU_IOWAIT, "iowait"}};
+        for (int k = 0; k < 3; k++) {
+            canvas_put(c, body, body.h - 1, lx, legend[k].gl, legend[k].role);
+            lx += 2 + canvas_str(c, body, body.h - 1, lx + 2, ROLE_DIM, legend[k].name) + 2;
+        }
+    }
+}
+
+static int cpu_key(const panel_ctx *p, view *v, int key, int full)
+{
+    (void)p;
+    if (!full)
+        return 0;
+    switch (key) {
+    case VK_UP:
+        v->cpu_top = v->cpu_top > 0 ? v->cpu_top - 1 : 0;
+        return 1;
+    case VK_DOWN:
+        v->cpu_top++;
+        return 1;
+    case VK_HOME:
+        v->cpu_top = 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const panel_class panel_cpu = {
+    .title = "CPU and memory",
+    .tab = "CPU/Memory",
+    .draw = cpu_draw,
+    .key = cpu_key,
+};

@@ -1,0 +1,256 @@
+/* panel_ops: operator statistics (seed 001 "Operator Performance Analysis"): the top op types or
+ * ops by total time, sortable by total, average and count, with a search over names and types,
+ * and one type's ops on Enter (the seeds' "Choose Type"). */
+#include "tui_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define OVERVIEW_LIMIT 20
+
+enum col { COL_COUNT, COL_TOTAL, COL_AVG, COL_MAX, COL_SHARE, COL_TYPE, COL__N };
+
+static const struct {
+    const char *head;
+    int width;
+} cols[COL__N] = {
+    [COL_COUNT] = {"COUNT", 9}, [COL_TOTAL] = {"TOTAL", 10}, [COL_AVG] = {"AVG", 10},
+    [COL_MAX] = {"MAX", 10},    [COL_SHARE] = {"SHARE", 7},  [COL_TYPE] = {"TYPE", 18},
+};
+
+/* Columns by priority; one is shown while the name keeps at least this many cells. */
+#define NAME_MIN 14
+static const enum col priority[] = {COL_TOTAL, COL_SHARE, COL_AVG, COL_COUNT, COL_TYPE, COL_MAX};
+
+static const char *sort_name(int sort)
+{
+    return sort == OP_SORT_AVG ? "avg" : sort == OP_SORT_COUNT ? "count" : "total";
+}
+
+static int sorted_col(int sort)
+{
+    return sort == OP_SORT_AVG ? COL_AVG : sort == OP_SORT_COUNT ? COL_COUNT : COL_TOTAL;
+}
+
+static void cell_text(const analysis *a, const op_stat *s, enum col k, char *out, size_t cap)
+{
+    switch (k) {
+    case COL_COUNT:
+        format_count((double)s->count, out, cap);
+        break;
+    case COL_TOTAL:
+        format_duration((double)s->total_ns, out, cap);
+        break;
+    case COL_AVG:
+        format_duration(s->count ? (double)s->total_ns / (double)s->count : -1, out, cap);
+        break;
+    case COL_MAX:
+        format_duration((double)s->max_ns, out, cap);
+        break;
+    case COL_SHARE:
+        snprintf(out, cap, "%.1f%%", 100 * s->share);
+        break;
+    case COL_TYPE: {
+        uint32_t len = 0;
+        const char *t = analysis_name(a, s->type, &len);
+        snprintf(out, cap, "%.*s", (int)(len < cap - 1 ? len : cap - 1), t);
+        break;
+    }
+    default:
+        out[0] = 0;
+    }
+}
+
+static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    char extra[200];
+    uint32_t tl = 0;
+    const char *tname = v->ops_type ? analysis_name(p->a, v->ops_type, &tl) : "";
+    int n0 = snprintf(extra, sizeof extra, "%s",
+                      v->ops_type      ? ""
+                      : v->ops_by_type ? "types"
+                                       : "ops");
+    if (v->ops_type)
+        n0 = snprintf(extra, sizeof extra, "ops of %.*s", (int)(tl < 60 ? tl : 60), tname);
+    n0 += snprintf(extra + n0, sizeof extra - (size_t)n0, ", by %s", sort_name(v->ops_sort));
+    if (v->search[0] || v->searching)
+        snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
+                 v->searching ? "_" : "");
+    frame_title(c, r, "Operators", extra);
+
+    op_query q = {.by_type = v->ops_by_type && !v->ops_type,
+                  .sort = v->ops_sort,
+                  .search = v->search[0] ? v->search : NULL,
+                  .type = v->ops_type,
+                  .limit = full ? 0 : OVERVIEW_LIMIT};
+    op_stat *rows = NULL;
+    size_t n = analysis_ops(p->a, &q, &rows);
+
+    /* Columns that fit, shown in a fixed order. */
+    int show[COL__N] = {0};
+    int used = 1;
+    for (size_t i = 0; i < sizeof priority / sizeof priority[0]; i++) {
+        enum col k = priority[i];
+        if (k == COL_TYPE && q.by_type)
+            continue;
+        if (r.w - used - cols[k].width - 1 >= NAME_MIN) {
+            show[k] = 1;
+            used += cols[k].width + 1;
+        }
+    }
+    int namew = r.w - used - 1;
+    rect head = {r.y + 1, r.x, 1, r.w};
+    canvas_fill(c, head, ' ', ROLE_LABEL);
+    canvas_str(c, head, 0, 1, ROLE_LABEL, q.by_type ? "TYPE" : "OP");
+    int x = 1 + namew + 1;
+    static const enum col order[] = {COL_TYPE, COL_COUNT, COL_TOTAL, COL_AVG, COL_MAX, COL_SHARE};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        enum col k = order[i];
+        if (!show[k])
+            continue;
+        char h[24];
+        snprintf(h, sizeof h, "%s%s", cols[k].head, (int)k == sorted_col(v->ops_sort) ? "*" : "");
+        int hw = (int)strlen(h);
+        canvas_str(c, head, 0, k == COL_TYPE ? x : x + cols[k].width - hw, ROLE_LABEL, h);
+        x += cols[k].width + 1;
+    }
+
+    rect body = {r.y + 2, r.x, r.h - 2, r.w};
+    v->ops_rows = (int)n;
+    v->ops_page = body.h;
+    if (!n) {
+        const source_status *st = p->st;
+        const char *why = v->search[0] ? "no operator matches the search"
+                          : st && st->state != TS_STATE_COLLECTING && !st->gone
+                              ? "no operators yet: press s to start collecting"
+                              : "no operators yet";
+        canvas_str(c, body, 0, 2, ROLE_DIM, why);
+        free(rows);
+        return;
+    }
+    /* The selection follows its row when the table re-sorts. */
+    for (size_t i = 0; v->ops_sel_id && i < n; i++)
+        if (rows[i].name == v->ops_sel_id) {
+            v->ops_sel = (int)i;
+            break;
+        }
+    if (v->ops_sel >= (int)n)
+        v->ops_sel = (int)n - 1;
+    if (v->ops_sel < 0)
+        v->ops_sel = 0;
+    if (v->ops_top > v->ops_sel)
+        v->ops_top = v->ops_sel;
+    if (v->ops_sel >= v->ops_top + body.h)
+        v->ops_top = v->ops_sel - body.h + 1;
+    if (v->ops_top > (int)n - body.h)
+        v->ops_top = (int)n - body.h > 0 ? (int)n - body.h : 0;
+    v->ops_sel_id = rows[v->ops_sel].name;
+
+    for (int y = 0; y < body.h && v->ops_top + y < (int)n; y++) {
+        const op_stat *s = &rows[v->ops_top + y];
+        int sel = v->ops_top + y == v->ops_sel;
+        int role = sel ? ROLE_SELECTED : ROLE_NORMAL;
+        if (sel)
+            canvas_fill(c, (rect){body.y + y, body.x, 1, body.w}, ' ', ROLE_SELECTED);
+        uint32_t len = 0;
+        const char *name = analysis_name(p->a, s->name, &len);
+        canvas_text_fit(c, body, y, 1, namew, role, name, len, 1);
+        x = 1 + namew + 1;
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+            enum col k = order[i];
+            if (!show[k])
+                continue;
+            char t[64];
+            cell_text(p->a, s, k, t, sizeof t);
+            if (k == COL_TYPE) {
+                canvas_text_fit(c, body, y, x, cols[k].width, role, t, strlen(t), 0);
+            } else {
+                int tw = (int)strlen(t);
+                canvas_str(c, body, y, x + cols[k].width - tw, role, t);
+            }
+            x += cols[k].width + 1;
+        }
+    }
+    free(rows);
+}
+
+static void select_row(view *v, int row)
+{
+    v->ops_sel = row < 0 ? 0 : row;
+    if (v->ops_rows > 0 && v->ops_sel >= v->ops_rows)
+        v->ops_sel = v->ops_rows - 1;
+    v->ops_sel_id = 0; /* the draw picks the id of the row now selected */
+}
+
+static int ops_key(const panel_ctx *p, view *v, int key, int full)
+{
+    (void)p;
+    (void)full;
+    int page = v->ops_page > 1 ? v->ops_page : 1;
+    switch (key) {
+    case 't':
+        v->ops_by_type = !v->ops_by_type;
+        v->ops_type = 0;
+        select_row(v, 0);
+        return 1;
+    case 'o':
+        v->ops_sort = v->ops_sort == OP_SORT_TOTAL ? OP_SORT_AVG
+                      : v->ops_sort == OP_SORT_AVG ? OP_SORT_COUNT
+                                                   : OP_SORT_TOTAL;
+        select_row(v, 0);
+        return 1;
+    case '/':
+        v->searching = 1;
+        memcpy(v->search_before, v->search, sizeof v->search);
+        return 1;
+    case VK_ENTER:
+    case '\r':
+    case VK_ENTER_KP:
+        if (v->ops_by_type && !v->ops_type && v->ops_sel_id) {
+            v->ops_type = v->ops_sel_id;
+            select_row(v, 0);
+        }
+        return 1;
+    case VK_ESC:
+    case VK_BACKSPACE:
+    case VK_BACKSPACE_ASCII:
+    case 8:
+        if (v->ops_type) {
+            v->ops_sel_id = v->ops_type;
+            v->ops_type = 0;
+            return 1;
+        }
+        if (v->search[0]) {
+            v->search[0] = 0;
+            return 1;
+        }
+        return 0;
+    case VK_UP:
+        select_row(v, v->ops_sel - 1);
+        return 1;
+    case VK_DOWN:
+        select_row(v, v->ops_sel + 1);
+        return 1;
+    case VK_PPAGE:
+        select_row(v, v->ops_sel - page);
+        return 1;
+    case VK_NPAGE:
+        select_row(v, v->ops_sel + page);
+        return 1;
+    case VK_HOME:
+        select_row(v, 0);
+        return 1;
+    case VK_END:
+        select_row(v, v->ops_rows - 1);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const panel_class panel_ops = {
+    .title = "Operators",
+    .tab = "Operators",
+    .draw = ops_draw,
+    .key = ops_key,
+};

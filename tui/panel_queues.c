@@ -1,0 +1,194 @@
+/* panel_queues: data queues (seed 001 "Data Preparation Performance Analysis"): a heatmap with
+ * one row per queue and one column per time bucket, shaded by usage, and the bottleneck verdict
+ * with its numbers and the seeds' suggestion. */
+#include "tui_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BUCKETS_MAX  512
+#define FINDINGS_MAX 16
+
+static const char *const verdict_text[] = {
+    [QUEUE_VERDICT_NONE] = "-",
+    [QUEUE_VERDICT_OK] = "ok",
+    [QUEUE_VERDICT_DATA_PROCESSING] = "data processing slow",
+    [QUEUE_VERDICT_TRANSFER] = "transfer slow",
+    [QUEUE_VERDICT_OPERATOR] = "operator bottleneck",
+    [QUEUE_VERDICT_TRAINING] = "training is slower",
+};
+
+static const char *const role_text[] = {"pipeline", "host", "device"};
+
+static const char *verdict_of(uint32_t v)
+{
+    return v < sizeof verdict_text / sizeof verdict_text[0] ? verdict_text[v] : "?";
+}
+
+static int verdict_role(uint32_t v)
+{
+    return v == QUEUE_VERDICT_OK || v == QUEUE_VERDICT_TRAINING ? ROLE_GOOD
+           : v == QUEUE_VERDICT_NONE                            ? ROLE_DIM
+                                                                : ROLE_BAD;
+}
+
+static int shade_of(double usage)
+{
+    int k = (int)(usage * 5);
+    return k < 0 ? 0 : k > 4 ? 4 : k;
+}
+
+static void heat_row(const panel_ctx *p, canvas *c, rect r, int y, int x, int w, uint32_t q,
+                     queue_bucket *buf)
+{
+    size_t n =
+        analysis_queue_recent(p->a, q, buf, (size_t)w < BUCKETS_MAX ? (size_t)w : BUCKETS_MAX);
+    int at = x + w - (int)n; /* newest at the right edge */
+    for (size_t i = 0; i < n; i++) {
+        int k = buf[i].samples ? shade_of(buf[i].avg_usage) : -1;
+        if (k >= 0)
+            canvas_put(c, r, y, at + (int)i, c->g->shade[k], ROLE_HEAT0 + k);
+    }
+}
+
+static void queues_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    queue_stat *qs = NULL;
+    size_t nq = analysis_queues(p->a, &qs);
+    queue_finding f[FINDINGS_MAX];
+    size_t nf = analysis_queue_findings(p->a, f, FINDINGS_MAX);
+    char extra[96];
+    snprintf(extra, sizeof extra, "%zu queue%s, usage per %s", nq, nq == 1 ? "" : "s", "second");
+    frame_title(c, r, "Data queues", extra);
+    rect body = {r.y + 1, r.x, r.h - 1, r.w};
+    if (!nq) {
+        canvas_str(c, body, 0, 2, ROLE_DIM, "no queue samples yet (termsight_queue_size)");
+        free(qs);
+        return;
+    }
+    queue_bucket *buf = malloc(BUCKETS_MAX * sizeof *buf);
+    if (!buf) {
+        free(qs);
+        return;
+    }
+    /* Columns: name, [role], heatmap, usage, [empty], [verdict]. */
+    int namew = full ? 20 : 12, rolew = full ? 9 : 0, usew = 6, emptyw = full ? 8 : 0;
+    int verdw = full ? 22 : 0;
+    int heatw = r.w - 1 - namew - 1 - rolew - usew - emptyw - verdw - 1;
+    /* Rows: the head, the queues, a finding (all of them on the full screen, up to half the
+     * rows), and the legend on the full screen. */
+    int legend = full ? 1 : 0;
+    int want_findings = full ? (int)nf * 3 : nf ? 1 : 0;
+    int findings =
+        want_findings < (body.h - 1 - legend) / 2 ? want_findings : (body.h - 1 - legend) / 2;
+    int rows_for_queues = body.h - 1 - legend - findings;
+    if (rows_for_queues < 1)
+        rows_for_queues = 1;
+    if (v->queues_top > (int)nq - rows_for_queues)
+        v->queues_top = (int)nq - rows_for_queues;
+    if (v->queues_top < 0)
+        v->queues_top = 0;
+    rect head = {body.y, body.x, 1, body.w};
+    canvas_fill(c, head, ' ', ROLE_LABEL);
+    int x = 1;
+    canvas_str(c, head, 0, x, ROLE_LABEL, "QUEUE");
+    x += namew + 1;
+    if (rolew)
+        canvas_str(c, head, 0, x, ROLE_LABEL, "ROLE");
+    x += rolew;
+    canvas_str(c, head, 0, x, ROLE_LABEL, full ? "USAGE OVER TIME (newest right)" : "USAGE");
+    x += heatw + 1;
+    canvas_str(c, head, 0, x, ROLE_LABEL, "  AVG");
+    x += usew;
+    if (emptyw)
+        canvas_str(c, head, 0, x, ROLE_LABEL, "  EMPTY");
+    x += emptyw;
+    if (verdw)
+        canvas_str(c, head, 0, x + 1, ROLE_LABEL, "VERDICT");
+
+    int y = 1;
+    for (size_t i = (size_t)v->queues_top; i < nq && y <= rows_for_queues; i++, y++) {
+        const queue_stat *q = &qs[i];
+        uint32_t len = 0;
+        const char *name = analysis_name(p->a, q->name, &len);
+        x = 1;
+        canvas_text_fit(c, body, y, x, namew, ROLE_NORMAL, name, len, 0);
+        x += namew + 1;
+        if (rolew)
+            canvas_str(c, body, y, x, ROLE_DIM, q->role < 3 ? role_text[q->role] : "?");
+        x += rolew;
+        if (heatw > 0)
+            heat_row(p, c, body, y, x, heatw, (uint32_t)i, buf);
+        x += heatw + 1;
+        canvas_printf(c, body, y, x, ROLE_NORMAL, "%5.0f%%", 100 * q->avg_usage);
+        x += usew;
+        if (emptyw)
+            canvas_printf(c, body, y, x, ROLE_NORMAL, "%7.0f%%", 100 * q->empty_share);
+        x += emptyw;
+        if (verdw) {
+            uint32_t verdict = QUEUE_VERDICT_NONE;
+            for (size_t k = 0; k < nf; k++)
+                if (f[k].queue == i) {
+                    verdict = f[k].verdict;
+                    break;
+                }
+            canvas_str(c, body, y, x + 1, verdict_role(verdict), verdict_of(verdict));
+        }
+    }
+    /* The findings, most severe first, under the queues. */
+    int bottom = body.h - legend;
+    for (size_t k = 0; k < nf && y < bottom; k++) {
+        int role = verdict_role(f[k].verdict);
+        if (!full) {
+            canvas_put(c, body, y, 1, c->g->selected, role);
+            canvas_text_fit(c, body, y, 3, body.w - 4, role, f[k].text, strlen(f[k].text), 0);
+            break;
+        }
+        rect fr = {body.y + y, body.x + 3, bottom - y, body.w - 4};
+        canvas_put(c, body, y, 1, c->g->selected, role);
+        y += frame_wrap(c, fr, 0, 0, role, f[k].text);
+        if (f[k].suggestion[0] && y < bottom) {
+            fr = (rect){body.y + y, body.x + 3, bottom - y, body.w - 4};
+            y += frame_wrap(c, fr, 0, 0, ROLE_NORMAL, f[k].suggestion);
+        }
+    }
+    if (legend) {
+        int lx = 1;
+        for (int k = 0; k < 5; k++) {
+            canvas_put(c, body, body.h - 1, lx, c->g->shade[k], ROLE_HEAT0 + k);
+            lx += 2 + canvas_printf(c, body, body.h - 1, lx + 2, ROLE_DIM, "%d-%d%%", k * 20,
+                                    k * 20 + 20);
+            lx += 2;
+        }
+        canvas_str(c, body, body.h - 1, lx, ROLE_DIM, "blank: no samples");
+    }
+    free(buf);
+    free(qs);
+}
+
+static int queues_key(const panel_ctx *p, view *v, int key, int full)
+{
+    (void)p;
+    if (!full)
+        return 0;
+    switch (key) {
+    case VK_UP:
+        v->queues_top--;
+        return 1;
+    case VK_DOWN:
+        v->queues_top++;
+        return 1;
+    case VK_HOME:
+        v->queues_top = 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const panel_class panel_queues = {
+    .title = "Data queues",
+    .tab = "Queues",
+    .draw = queues_draw,
+    .key = queues_key,
+};

@@ -1,0 +1,243 @@
+/* panel_steps: the step trace (seed 001 "Step Trace Analysis"): one stacked bar per recent step,
+ * step interval at the bottom, forward+backward above it, the step tail on top, with the
+ * average drawn as a line across and the run's slowest steps marked above their bars. */
+#include "tui_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RECENT_MAX 256
+
+static int is_slowest(const step_summary *ss, uint64_t step)
+{
+    for (int i = 0; i < 5; i++)
+        if (ss->slowest[i] && ss->slowest[i] == step)
+            return 1;
+    return 0;
+}
+
+static int cells_of(double v, double max, int h)
+{
+    if (max <= 0 || v <= 0)
+        return 0;
+    int n = (int)lround(v / max * h);
+    return n > h ? h : n;
+}
+
+/* The n steps of rows as bars in area, one colw-wide column each from the left, under a row
+ * that marks the run's slowest steps. max is the height of a full bar. */
+static void draw_bars(canvas *c, rect area, const step_row *rows, size_t n, int colw,
+                      const step_summary *ss, double max)
+{
+    const glyphs *g = c->g;
+    int h = area.h - 1; /* below the marker row */
+    int avg_y = ss->steps ? cells_of(ss->avg_total_ns, max, h) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const step_row *s = &rows[i];
+        int b3 = cells_of((double)s->total_ns, max, h);
+        if (s->total_ns && !b3)
+            b3 = 1;
+        int b1 = cells_of((double)s->interval_ns, max, h);
+        int b2 = cells_of((double)(s->interval_ns + s->fpbp_ns), max, h);
+        b1 = b1 > b3 ? b3 : b1;
+        b2 = b2 > b3 ? b3 : b2 < b1 ? b1 : b2;
+        int known = s->source != STEP_SOURCE_NONE;
+        for (int k = 0; k < colw; k++) {
+            int x = (int)i * colw + k;
+            for (int level = 0; level < h; level++) {
+                int y = area.h - 1 - level;
+                if (level < b3) {
+                    uint32_t ch = !known       ? g->unknown
+                                  : level < b1 ? g->interval
+                                  : level < b2 ? g->fpbp
+                                               : g->tail;
+                    int role = !known       ? ROLE_DIM
+                               : level < b1 ? ROLE_INTERVAL
+                               : level < b2 ? ROLE_FPBP
+                                            : ROLE_TAIL;
+                    canvas_put(c, area, y, x, ch, role);
+                }
+                /* The average crosses every bar, as a reference line does. */
+                if (avg_y > 0 && level == avg_y - 1)
+                    canvas_put(c, area, y, x, g->avg, ROLE_AVG);
+            }
+            if (is_slowest(ss, s->step))
+                canvas_put(c, area, 0, x, g->slow, ROLE_SLOW);
+        }
+    }
+}
+
+static void draw_axis(canvas *c, rect r, int y, const step_row *rows, size_t n)
+{
+    const glyphs *g = c->g;
+    char left[32] = "", right[32] = "";
+    if (n) {
+        snprintf(left, sizeof left, "#%llu", (unsigned long long)rows[0].step);
+        snprintf(right, sizeof right, "#%llu", (unsigned long long)rows[n - 1].step);
+    }
+    int lw = canvas_str(c, r, y, 0, ROLE_DIM, left);
+    int rw = (int)strlen(right);
+    canvas_str(c, r, y, r.w - rw, ROLE_DIM, right);
+    /* The legend, in the longest form that fits between the step numbers. */
+    int room = r.w - lw - rw - 2;
+    static const char *const names[2][5] = {{"interval", "fp+bp", "tail", "avg", "slowest"},
+                                            {"int", "fp+bp", "tail", "avg", "slow"}};
+    static const struct {
+        int form, items;
+    } forms[] = {{0, 5}, {1, 5}, {1, 3}};
+    const uint32_t gl[5] = {g->interval, g->fpbp, g->tail, g->avg, g->slow};
+    const int roles[5] = {ROLE_INTERVAL, ROLE_FPBP, ROLE_TAIL, ROLE_AVG, ROLE_SLOW};
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        int need = 0;
+        for (int i = 0; i < forms[f].items; i++)
+            need += 2 + (int)strlen(names[forms[f].form][i]) + 1;
+        if (need - 1 > room)
+            continue;
+        int x = lw + 1 + (room - need) / 2;
+        for (int i = 0; i < forms[f].items; i++) {
+            canvas_put(c, r, y, x, gl[i], roles[i]);
+            x += 2;
+            x += canvas_str(c, r, y, x, ROLE_DIM, names[forms[f].form][i]) + 1;
+        }
+        return;
+    }
+}
+
+/* The averages and the slowest steps, under the bars on the full screen. */
+static void draw_table(canvas *c, rect r, int y, const step_summary *ss)
+{
+    static const char *const source_text[] = {"not found (no ops in the steps)", "phase marks",
+                                              "operator names given by option",
+                                              "automatic (first op; op before the last comm)"};
+    char a[32], b[32], d[32], t[32];
+    if (!ss->steps) {
+        canvas_str(c, r, y, 1, ROLE_DIM, "no finished steps yet");
+        return;
+    }
+    double tot = ss->avg_total_ns > 0 ? ss->avg_total_ns : 1;
+    format_duration(ss->avg_interval_ns, a, sizeof a);
+    format_duration(ss->avg_fpbp_ns, b, sizeof b);
+    format_duration(ss->avg_tail_ns, d, sizeof d);
+    format_duration(ss->avg_total_ns, t, sizeof t);
+    canvas_printf(c, r, y++, 1, ROLE_LABEL, "%-12s %12s %8s", "average", "time", "share");
+    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "interval", a,
+                  100 * ss->avg_interval_ns / tot);
+    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "fp+bp", b,
+                  100 * ss->avg_fpbp_ns / tot);
+    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "tail", d,
+                  100 * ss->avg_tail_ns / tot);
+    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s", "step", t);
+    int x = 1;
+    x += canvas_printf(c, r, y, x, ROLE_HEADER_KEY, "%llu steps, FP/BP from ",
+                       (unsigned long long)ss->steps);
+    canvas_str(c, r, y++, x, ROLE_NORMAL, source_text[ss->source < 4 ? ss->source : 0]);
+    x = 1;
+    x += canvas_str(c, r, y, x, ROLE_HEADER_KEY, "slowest ");
+    for (int i = 0; i < 5 && ss->slowest[i]; i++) {
+        format_duration((double)ss->slowest_ns[i], a, sizeof a);
+        x += canvas_printf(c, r, y, x, ROLE_SLOW, "#%llu", (unsigned long long)ss->slowest[i]);
+        x += canvas_printf(c, r, y, x, ROLE_NORMAL, " %s  ", a);
+    }
+}
+
+static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    step_summary ss = analysis_steps(p->a);
+    char extra[160] = "";
+    if (ss.steps) {
+        char t[32], a[32], b[32], d[32];
+        format_duration(ss.avg_total_ns, t, sizeof t);
+        format_duration(ss.avg_interval_ns, a, sizeof a);
+        format_duration(ss.avg_fpbp_ns, b, sizeof b);
+        format_duration(ss.avg_tail_ns, d, sizeof d);
+        int n = snprintf(extra, sizeof extra, "avg %s = %s + %s + %s", t, a, b, d);
+        if (ss.slowest[0] && n > 0 && (size_t)n < sizeof extra) {
+            format_duration((double)ss.slowest_ns[0], t, sizeof t);
+            snprintf(extra + n, sizeof extra - (size_t)n, ", slowest #%llu %s",
+                     (unsigned long long)ss.slowest[0], t);
+        }
+    } else {
+        snprintf(extra, sizeof extra, "no finished steps yet");
+    }
+    frame_title(c, r, "Step trace", extra);
+
+    int table_rows = full && r.h >= 20 ? 8 : 0;
+    rect area = {r.y + 1, r.x, r.h - 2 - table_rows, r.w};
+    if (area.h < 2)
+        return;
+    step_row *rows = malloc(RECENT_MAX * sizeof *rows);
+    if (!rows)
+        return;
+    size_t n = analysis_recent_steps(p->a, rows, RECENT_MAX);
+    int colw = 1;
+    if (full && n && (size_t)r.w / n >= 2)
+        colw = (size_t)r.w / n >= 3 ? 3 : 2;
+    size_t fit = (size_t)(r.w / colw);
+    /* Scrolled back: steps_back newest steps hidden on the right. */
+    size_t maxback = n > fit ? n - fit : 0;
+    if (v->steps_back < 0)
+        v->steps_back = 0;
+    if ((size_t)v->steps_back > maxback)
+        v->steps_back = (int)maxback;
+    v->steps_page = (int)fit;
+    size_t end = n - (size_t)v->steps_back;
+    size_t first = end > fit ? end - fit : 0;
+    double max = 0;
+    for (size_t i = first; i < end; i++)
+        if ((double)rows[i].total_ns > max)
+            max = (double)rows[i].total_ns;
+    if (end > first) {
+        char m[32];
+        format_duration(max, m, sizeof m);
+        canvas_printf(c, area, 0, 0, ROLE_DIM, "%s", m);
+        draw_bars(c, area, rows + first, end - first, colw, &ss, max);
+    } else {
+        const source_status *st = p->st;
+        canvas_str(c, area, area.h / 2, 2, ROLE_DIM,
+                   st && st->state != TS_STATE_COLLECTING && !st->gone
+                       ? "not collecting: press s to start"
+                       : "waiting for steps (termsight_step_begin / step_end)");
+    }
+    draw_axis(c, r, 1 + area.h, rows + first, end - first);
+    if (table_rows)
+        draw_table(c, r, 2 + area.h, &ss);
+    free(rows);
+}
+
+static int steps_key(const panel_ctx *p, view *v, int key, int full)
+{
+    (void)p;
+    if (!full)
+        return 0;
+    int page = v->steps_page > 1 ? v->steps_page : 1;
+    switch (key) {
+    case VK_LEFT:
+        v->steps_back++;
+        return 1;
+    case VK_RIGHT:
+        v->steps_back = v->steps_back > 0 ? v->steps_back - 1 : 0;
+        return 1;
+    case VK_PPAGE:
+        v->steps_back += page;
+        return 1;
+    case VK_NPAGE:
+        v->steps_back = v->steps_back > page ? v->steps_back - page : 0;
+        return 1;
+    case VK_HOME:
+        v->steps_back = RECENT_MAX;
+        return 1;
+    case VK_END:
+        v->steps_back = 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const panel_class panel_steps = {
+    .title = "Step trace",
+    .tab = "Steps",
+    .draw = steps_draw,
+    .key = steps_key,
+};

@@ -1,0 +1,457 @@
+/* panel_timeline: the recent ops of each host thread and the work of each device stream as
+ * blocks on a time axis (seed 001 "Timeline Analysis"), W/S to zoom in and out, A/D to move
+ * left and right, a cursor on one op with its details. The data is the bounded ring the source
+ * keeps; the window follows the latest event until the user moves it. */
+#include "tui_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LABEL_W      14
+#define SPAN_MIN_NS  1000ull          /* 1 us */
+#define SPAN_MAX_NS  3600000000000ull /* an hour */
+#define SPAN_AUTO_NS 20000000ull      /* 20 ms before any step is known */
+
+typedef struct tl_cell {
+    uint64_t cover; /* ns of the column the winning event covers */
+    int32_t ev;     /* ring index of the winner, -1: none */
+    uint16_t count; /* events in the column */
+    uint16_t depth;
+} tl_cell;
+
+static uint64_t span_of(const panel_ctx *p, const view *v)
+{
+    if (v->tl_span_ns)
+        return v->tl_span_ns;
+    step_summary ss = analysis_steps(p->a);
+    uint64_t s = ss.steps && ss.avg_total_ns > 0 ? (uint64_t)(2 * ss.avg_total_ns) : SPAN_AUTO_NS;
+    return s < SPAN_MIN_NS ? SPAN_MIN_NS : s > SPAN_MAX_NS ? SPAN_MAX_NS : s;
+}
+
+static uint64_t end_of(const panel_ctx *p, const view *v)
+{
+    return v->tl_follow ? p->tl->latest_ns : v->tl_end_ns;
+}
+
+static const ts_event *ring_at(const tlring *r, size_t k) /* k: 0 = oldest */
+{
+    return &r->ev[(r->next + r->cap - r->n + k) % r->cap];
+}
+
+static int is_device_lane(const tl_lane *l)
+{
+    return l->device != TS_DEVICE_HOST;
+}
+
+/* The event on lane with begin == at, or the latest one that begins at or before end when at
+ * is 0. Returns its ring position (0 = oldest), or -1. */
+static long find_cursor(const tlring *r, int lane, uint64_t at, uint64_t end)
+{
+    long best = -1;
+    uint64_t best_begin = 0;
+    for (size_t k = 0; k < r->n; k++) {
+        const ts_event *e = ring_at(r, k);
+        if (tlring_lane_of(r, e) != lane)
+            continue;
+        if (at) {
+            if (e->begin_ns == at)
+                return (long)k;
+            continue;
+        }
+        if (e->begin_ns <= end && (best < 0 || e->begin_ns >= best_begin)) {
+            best = (long)k;
+            best_begin = e->begin_ns;
+        }
+    }
+    return best;
+}
+
+/* The op before (dir < 0) or after the one beginning at `at` on lane, by begin time. */
+static long step_cursor(const tlring *r, int lane, uint64_t at, int dir)
+{
+    long best = -1;
+    uint64_t best_begin = 0;
+    for (size_t k = 0; k < r->n; k++) {
+        const ts_event *e = ring_at(r, k);
+        if (tlring_lane_of(r, e) != lane)
+            continue;
+        if (dir < 0 ? e->begin_ns < at && (best < 0 || e->begin_ns > best_begin)
+                    : e->begin_ns > at && (best < 0 || e->begin_ns < best_begin)) {
+            best = (long)k;
+            best_begin = e->begin_ns;
+        }
+    }
+    return best;
+}
+
+static void short_name(const analysis *a, const ts_event *e, const char **s, uint32_t *len)
+{
+    *s = analysis_name(a, e->name, len);
+    if (e->kind == TS_KIND_OP_RANGE || e->kind == TS_KIND_NVTX_RANGE) {
+        const char *slash = memrchr(*s, '/', *len);
+        if (slash && slash + 1 < *s + *len) {
+            *len -= (uint32_t)(slash + 1 - *s);
+            *s = slash + 1;
+        }
+    }
+}
+
+static void lane_label(const panel_ctx *p, const tl_lane *l, char *out, size_t cap)
+{
+    if (is_device_lane(l)) {
+        snprintf(out, cap, "dev%u s%u", l->device, l->tid);
+        return;
+    }
+    uint32_t len = 0;
+    uint32_t id = analysis_thread_name(p->a, l->tid);
+    const char *name = id ? analysis_name(p->a, id, &len) : NULL;
+    if (name && len)
+        snprintf(out, cap, "%.*s", (int)(len < 64 ? len : 64), name);
+    else
+        snprintf(out, cap, "tid %u", l->tid);
+}
+
+static int block_role(const ts_event *e)
+{
+    if (e->kind == TS_KIND_KERNEL || e->kind == TS_KIND_MEMCPY || e->kind == TS_KIND_MEMSET)
+        return ROLE_DEVICE;
+    uint32_t key = e->type ? e->type : e->name;
+    return ROLE_BLOCK0 + (int)((key * 2654435761u) >> 30);
+}
+
+static uint64_t nice_tick(uint64_t min_ns)
+{
+    uint64_t t = 1;
+    for (;;) {
+        if (t >= min_ns)
+            return t;
+        if (2 * t >= min_ns)
+            return 2 * t;
+        if (5 * t >= min_ns)
+            return 5 * t;
+        t *= 10;
+    }
+}
+
+/* Ticks at multiples of a round interval back from the latest event, each labelled on its left
+ * with its distance to the latest ("now" for the latest itself). */
+static void draw_axis(canvas *c, rect r, int y, int x0, int w, uint64_t start, uint64_t end,
+                      uint64_t latest)
+{
+    uint64_t span = end - start;
+    uint64_t tick = nice_tick(span * 12 / (uint64_t)(w > 0 ? w : 1) + 1);
+    uint64_t first = latest >= start ? latest - (latest - start) / tick * tick
+                                     : latest + (start - latest + tick - 1) / tick * tick;
+    int free_from = x0;
+    for (uint64_t t = first; t <= end; t += tick) {
+        int x = x0 + (int)((double)(t - start) / (double)span * w + 0.5);
+        x = x > x0 + w - 1 ? x0 + w - 1 : x;
+        char lab[32], d[28];
+        if (t == latest) {
+            snprintf(lab, sizeof lab, "now");
+        } else {
+            format_duration((double)(t < latest ? latest - t : t - latest), d, sizeof d);
+            snprintf(lab, sizeof lab, "%c%s", t < latest ? '-' : '+', d);
+        }
+        int lw = (int)strlen(lab);
+        if (x - lw < free_from)
+            continue;
+        canvas_str(c, r, y, x - lw, ROLE_DIM, lab);
+        canvas_put(c, r, y, x, c->g->vline, ROLE_DIM);
+        free_from = x + 2;
+    }
+}
+
+static void draw_details(const panel_ctx *p, canvas *c, rect r, int y, const ts_event *e,
+                         const tl_lane *l, uint64_t latest)
+{
+    char dur[32], at[32], lane[80];
+    int x = 1;
+    if (!e) {
+        canvas_str(c, r, y, x, ROLE_DIM, "no op under the cursor");
+        return;
+    }
+    canvas_put(c, r, y, x, c->g->selected, ROLE_CURSOR);
+    x += 2;
+    uint32_t len = 0, tlen = 0;
+    const char *name = analysis_name(p->a, e->name, &len);
+    const char *type = e->type ? analysis_name(p->a, e->type, &tlen) : "";
+    format_duration((double)(e->end_ns - e->begin_ns), dur, sizeof dur);
+    format_duration(latest > e->begin_ns ? (double)(latest - e->begin_ns) : 0, at, sizeof at);
+    lane_label(p, l, lane, sizeof lane);
+    char tail[200];
+    if (is_device_lane(l))
+        snprintf(tail, sizeof tail, "  %s  at -%s  device %u stream %u", dur, at, l->device,
+                 l->tid);
+    else
+        snprintf(tail, sizeof tail, "  %s  at -%s  thread %s (%u)", dur, at, lane, l->tid);
+    int tw = canvas_text_width(c, tail, strlen(tail));
+    int tyw = tlen ? canvas_text_width(c, type, tlen) : 0;
+    tyw = tyw > 20 ? 20 : tyw;
+    int nw = canvas_text_width(c, name, len);
+    int room = r.w - x - tw - (tlen ? 7 + tyw : 0) - 1;
+    x += canvas_text_fit(c, r, y, x, nw < room ? nw : room, ROLE_TITLE, name, len, 1);
+    if (tlen) {
+        x += canvas_str(c, r, y, x, ROLE_DIM, "  type ");
+        x += canvas_text_fit(c, r, y, x, tyw, ROLE_NORMAL, type, tlen, 0);
+    }
+    canvas_str(c, r, y, x, ROLE_NORMAL, tail);
+}
+
+static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    const tlring *ring = p->tl;
+    uint64_t span = span_of(p, v);
+    uint64_t end = end_of(p, v);
+    uint64_t start = end > span ? end - span : 0;
+    v->tl_latest = ring ? ring->latest_ns : 0;
+    char extra[160], s[32], d[32];
+    format_duration((double)span, s, sizeof s);
+    if (v->tl_follow || !ring || end >= ring->latest_ns)
+        snprintf(extra, sizeof extra, "span %s, following the latest%s", s,
+                 full ? "  (W/S zoom, A/D move, arrows: op and lane)" : ", W/S zoom, A/D move");
+    else {
+        format_duration((double)(ring->latest_ns - end), d, sizeof d);
+        snprintf(extra, sizeof extra, "span %s, ending %s before the latest%s", s, d,
+                 full ? "  (D to the end or End: follow)" : "");
+    }
+    frame_title(c, r, "Timeline", extra);
+    if (!ring || !ring->n) {
+        const source_status *st = p->st;
+        canvas_str(c, r, 2, 2, ROLE_DIM,
+                   st && st->state != TS_STATE_COLLECTING && !st->gone
+                       ? "no ops yet: press s to start collecting"
+                       : "no ops yet");
+        return;
+    }
+    int w = r.w - LABEL_W - 1;
+    int lanes_h = r.h - 3; /* title, axis, details */
+    if (w < 8 || lanes_h < 1)
+        return;
+    int nl = (int)ring->nlanes;
+    if (v->tl_lane >= nl)
+        v->tl_lane = nl - 1;
+    if (v->tl_lane < 0)
+        v->tl_lane = 0;
+    if (v->tl_lane_top > v->tl_lane)
+        v->tl_lane_top = v->tl_lane;
+    if (v->tl_lane >= v->tl_lane_top + lanes_h)
+        v->tl_lane_top = v->tl_lane - lanes_h + 1;
+    if (v->tl_lane_top < 0)
+        v->tl_lane_top = 0;
+    int shown = nl - v->tl_lane_top < lanes_h ? nl - v->tl_lane_top : lanes_h;
+
+    long cur = find_cursor(ring, v->tl_lane, v->tl_cursor, end);
+    /* The op left the ring, or scrolled out of a window that follows: back to the latest. */
+    if (v->tl_cursor &&
+        (cur < 0 || (v->tl_follow && ring_at(ring, (size_t)cur)->end_ns <= start))) {
+        v->tl_cursor = 0;
+        cur = find_cursor(ring, v->tl_lane, 0, end);
+    }
+
+    tl_cell *cells = malloc((size_t)(shown > 0 ? shown : 1) * (size_t)w * sizeof *cells);
+    if (!cells)
+        return;
+    for (size_t i = 0; i < (size_t)shown * (size_t)w; i++)
+        cells[i] = (tl_cell){.ev = -1};
+    double nspc = (double)span / w;
+    for (size_t k = 0; k < ring->n; k++) {
+        const ts_event *e = ring_at(ring, k);
+        if (e->end_ns <= start || e->begin_ns >= end)
+            continue;
+        int lane = tlring_lane_of(ring, e) - v->tl_lane_top;
+        if (lane < 0 || lane >= shown)
+            continue;
+        double b = (double)(e->begin_ns > start ? e->begin_ns - start : 0);
+        double f = (double)(e->end_ns < end ? e->end_ns - start : span);
+        int x0 = (int)(b / nspc), x1 = (int)(f / nspc + 0.999999);
+        x1 = x1 <= x0 ? x0 + 1 : x1;
+        x1 = x1 > w ? w : x1;
+        uint16_t depth = (uint16_t)(e->kind == TS_KIND_OP_RANGE ? e->aux : 0);
+        for (int x = x0; x < x1; x++) {
+            double cb = x * nspc, cf = cb + nspc;
+            double ov = (f < cf ? f : cf) - (b > cb ? b : cb);
+            uint64_t cover = ov > 0 ? (uint64_t)ov : 0;
+            tl_cell *cl = &cells[(size_t)lane * (size_t)w + (size_t)x];
+            cl->count++;
+            /* The event covering most of the column wins; on a tie the outer op (top-level
+             * ranges name the work; nested ones are its parts). */
+            if (cl->ev < 0 || cover > cl->cover || (cover == cl->cover && depth < cl->depth)) {
+                cl->cover = cover;
+                cl->ev = (int32_t)k;
+                cl->depth = depth;
+            }
+        }
+    }
+    int x0 = LABEL_W + 1;
+    draw_axis(c, r, 1, x0, w, start, end, ring->latest_ns);
+    for (int li = 0; li < shown; li++) {
+        int y = 2 + li;
+        const tl_lane *l = &ring->lanes[v->tl_lane_top + li];
+        char label[80];
+        lane_label(p, l, label, sizeof label);
+        int sel = v->tl_lane_top + li == v->tl_lane;
+        if (sel)
+            canvas_put(c, r, y, 0, c->g->selected, ROLE_CURSOR);
+        canvas_text_fit(c, r, y, 1, LABEL_W - 1, sel ? ROLE_TITLE : ROLE_HEADER_KEY, label,
+                        strlen(label), 0);
+        tl_cell *row = &cells[(size_t)li * (size_t)w];
+        for (int x = 0; x < w;) {
+            if (row[x].ev < 0) {
+                x++;
+                continue;
+            }
+            int run = 1;
+            while (x + run < w && row[x + run].ev == row[x].ev)
+                run++;
+            const ts_event *e = ring_at(ring, (size_t)row[x].ev);
+            int role = row[x].ev == cur ? ROLE_CURSOR : block_role(e);
+            for (int k = 0; k < run; k++) {
+                const tl_cell *cl = &row[x + k];
+                /* Several ops share the column and none fills half of it: which one "won" says
+                 * nothing, so the column gets the neutral dense glyph (and costs the terminal
+                 * no color changes from one column to the next). */
+                int dense = cl->count > 1 && (double)cl->cover < nspc / 2;
+                if (dense)
+                    canvas_put(c, r, y, x0 + x + k, c->g->dense,
+                               row[x].ev == cur ? ROLE_CURSOR : ROLE_DIM);
+                else
+                    canvas_put(c, r, y, x0 + x + k, k ? ' ' : c->g->edge, role);
+            }
+            if (run >= 3) {
+                const char *name;
+                uint32_t len;
+                short_name(p->a, e, &name, &len);
+                canvas_text_fit(c, r, y, x0 + x + 1, run - 1, role, name, len, 0);
+            }
+            x += run;
+        }
+    }
+    if (nl > shown && lanes_h > 0) {
+        char more[32];
+        snprintf(more, sizeof more, "%d more lanes", nl - shown);
+        canvas_str(c, r, 1, 1, ROLE_DIM, more);
+    }
+    free(cells);
+    draw_details(p, c, r, r.h - 1, cur >= 0 ? ring_at(ring, (size_t)cur) : NULL,
+                 &ring->lanes[v->tl_lane], ring->latest_ns);
+}
+
+/* Moves the window so that the op at ring position k is inside it. */
+static void reveal(const panel_ctx *p, view *v, long k)
+{
+    const ts_event *e = ring_at(p->tl, (size_t)k);
+    uint64_t span = span_of(p, v), end = end_of(p, v);
+    uint64_t start = end > span ? end - span : 0;
+    v->tl_cursor = e->begin_ns;
+    if (e->begin_ns >= start && e->begin_ns < end)
+        return;
+    v->tl_follow = 0;
+    v->tl_span_ns = span;
+    v->tl_end_ns = e->begin_ns + span / 2;
+    if (v->tl_end_ns >= p->tl->latest_ns) {
+        v->tl_end_ns = p->tl->latest_ns;
+        v->tl_follow = 1;
+    }
+}
+
+static int timeline_key(const panel_ctx *p, view *v, int key, int full)
+{
+    const tlring *ring = p->tl;
+    uint64_t span = span_of(p, v), end = end_of(p, v);
+    uint64_t latest = ring ? ring->latest_ns : 0;
+    switch (key) {
+    case 'W':
+        v->tl_span_ns = span / 2 < SPAN_MIN_NS ? SPAN_MIN_NS : span / 2;
+        if (!v->tl_follow && v->tl_cursor) /* zoom toward the op under the cursor */
+            v->tl_end_ns = v->tl_cursor + v->tl_span_ns / 2 < latest
+                               ? v->tl_cursor + v->tl_span_ns / 2
+                               : latest;
+        else if (!v->tl_follow)
+            v->tl_end_ns = end - (span - v->tl_span_ns) / 2;
+        return 1;
+    case 'S':
+        v->tl_span_ns = span * 2 > SPAN_MAX_NS ? SPAN_MAX_NS : span * 2;
+        if (!v->tl_follow) {
+            v->tl_end_ns = end + span / 2;
+            if (v->tl_end_ns >= latest) {
+                v->tl_end_ns = latest;
+                v->tl_follow = 1;
+            }
+        }
+        return 1;
+    case 'A':
+        v->tl_span_ns = span;
+        v->tl_end_ns = end > span / 4 ? end - span / 4 : 0;
+        v->tl_follow = 0;
+        return 1;
+    case 'D':
+        v->tl_span_ns = span;
+        v->tl_end_ns = end + span / 4;
+        if (v->tl_end_ns >= latest) {
+            v->tl_end_ns = latest;
+            v->tl_follow = 1;
+        }
+        return 1;
+    case VK_LEFT:
+    case VK_RIGHT: {
+        if (!ring || !ring->n)
+            return 1;
+        long cur = find_cursor(ring, v->tl_lane, v->tl_cursor, end);
+        if (cur < 0)
+            return 1;
+        long k = step_cursor(ring, v->tl_lane, ring_at(ring, (size_t)cur)->begin_ns,
+                             key == VK_LEFT ? -1 : 1);
+        if (k >= 0)
+            reveal(p, v, k);
+        return 1;
+    }
+    default:
+        break;
+    }
+    if (!full)
+        return 0;
+    switch (key) {
+    case VK_UP:
+        v->tl_lane = v->tl_lane > 0 ? v->tl_lane - 1 : 0;
+        v->tl_cursor = 0;
+        return 1;
+    case VK_DOWN:
+        v->tl_lane++;
+        v->tl_cursor = 0;
+        return 1;
+    case VK_PPAGE:
+        v->tl_lane_top = v->tl_lane_top > 4 ? v->tl_lane_top - 4 : 0;
+        v->tl_lane = v->tl_lane_top;
+        return 1;
+    case VK_NPAGE:
+        v->tl_lane_top += 4;
+        v->tl_lane = v->tl_lane_top;
+        return 1;
+    case VK_HOME:
+        if (ring && ring->n) {
+            uint64_t oldest = UINT64_MAX;
+            for (size_t k = 0; k < ring->n; k++)
+                if (ring_at(ring, k)->begin_ns < oldest)
+                    oldest = ring_at(ring, k)->begin_ns;
+            v->tl_span_ns = span;
+            v->tl_end_ns = oldest + span;
+            v->tl_follow = v->tl_end_ns >= latest;
+            v->tl_cursor = 0;
+        }
+        return 1;
+    case VK_END:
+        v->tl_follow = 1;
+        v->tl_cursor = 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const panel_class panel_timeline = {
+    .title = "Timeline",
+    .tab = "Timeline",
+    .draw = timeline_draw,
+    .key = timeline_key,
+};

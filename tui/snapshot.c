@@ -1,0 +1,276 @@
+/* snapshot: `termsight top --once`, the same views printed without curses: as text (the panels
+ * drawn into canvases and written line by line) or as one JSON object through cJSON, for
+ * scripts. */
+#include "report.h"
+#include "tui_internal.h"
+
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PANEL_ROWS  24
+#define JSON_TOP    20
+#define JSON_RECENT 20
+
+static void print_canvas(FILE *out, const canvas *c)
+{
+    char *line = malloc((size_t)c->cols * 4 + 1);
+    if (!line)
+        return;
+    int last = c->rows - 1;
+    while (last > 0 && canvas_line(c, last, line, (size_t)c->cols * 4 + 1) == 0)
+        last--;
+    for (int y = 0; y <= last; y++) {
+        canvas_line(c, y, line, (size_t)c->cols * 4 + 1);
+        fprintf(out, "%s\n", line);
+    }
+    free(line);
+}
+
+void snapshot_text(FILE *out, const panel_ctx *p, const glyphs *g, int cols)
+{
+    canvas c;
+    if (canvas_init(&c, 2, cols, g) != 0)
+        return;
+    frame_header(&c, (rect){0, 0, 2, cols}, p->st, p->a, NULL, 0, 0);
+    print_canvas(out, &c);
+    if (canvas_resize(&c, PANEL_ROWS, cols) != 0) {
+        canvas_free(&c);
+        return;
+    }
+    for (int i = 0; i < PANEL__COUNT; i++) {
+        view v;
+        view_init(&v);
+        canvas_clear(&c);
+        panels[i]->draw(p, &v, &c, (rect){0, 0, PANEL_ROWS, cols}, 1);
+        fputc('\n', out);
+        print_canvas(out, &c);
+    }
+    canvas_free(&c);
+}
+
+/* A name of the stream as a JSON string: valid UTF-8, control characters escaped. */
+static cJSON *name_json(const analysis *a, uint32_t id)
+{
+    uint32_t len = 0;
+    const char *s = analysis_name(a, id, &len);
+    char *buf = malloc(4 * (size_t)len + 1);
+    if (!buf)
+        return NULL;
+    report_clean(s, len, buf);
+    cJSON *j = cJSON_CreateString(buf);
+    free(buf);
+    return j;
+}
+
+static void add_name(cJSON *o, const char *key, const analysis *a, uint32_t id)
+{
+    cJSON *j = name_json(a, id);
+    if (j)
+        cJSON_AddItemToObject(o, key, j);
+}
+
+static void add_clean(cJSON *o, const char *key, const char *s)
+{
+    size_t len = strlen(s);
+    char *buf = malloc(4 * len + 1);
+    if (!buf)
+        return;
+    report_clean(s, len, buf);
+    cJSON_AddStringToObject(o, key, buf);
+    free(buf);
+}
+
+static double ms(double ns)
+{
+    return ns / 1e6;
+}
+
+static void json_status(cJSON *o, const source_status *st)
+{
+    if (!st)
+        return;
+    add_clean(o, "process", st->process);
+    cJSON_AddNumberToObject(o, "pid", st->pid);
+    cJSON_AddStringToObject(o, "state", st->gone ? "ended" : state_name(st->state));
+    cJSON_AddNumberToObject(o, "elapsed_s", st->elapsed_s);
+    cJSON_AddNumberToObject(o, "events_per_s", st->events_per_s);
+    cJSON_AddNumberToObject(o, "drops", (double)st->drops);
+    cJSON_AddNumberToObject(o, "missed", (double)st->missed);
+    cJSON_AddNumberToObject(o, "observed", (double)st->observed);
+    cJSON_AddNumberToObject(o, "window", st->window);
+    add_clean(o, "run_folder", st->run_folder);
+    if (st->record_error)
+        add_clean(o, "recording_stopped", st->record_notice);
+}
+
+static void json_steps(cJSON *o, const analysis *a)
+{
+    step_summary ss = analysis_steps(a);
+    cJSON *s = cJSON_AddObjectToObject(o, "steps");
+    cJSON_AddNumberToObject(s, "finished", (double)ss.steps);
+    cJSON_AddNumberToObject(s, "current", (double)ss.current_step);
+    cJSON_AddNumberToObject(s, "avg_interval_ms", ms(ss.avg_interval_ns));
+    cJSON_AddNumberToObject(s, "avg_fpbp_ms", ms(ss.avg_fpbp_ns));
+    cJSON_AddNumberToObject(s, "avg_tail_ms", ms(ss.avg_tail_ns));
+    cJSON_AddNumberToObject(s, "avg_total_ms", ms(ss.avg_total_ns));
+    cJSON *slow = cJSON_AddArrayToObject(s, "slowest");
+    for (int i = 0; i < 5 && ss.slowest[i]; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "step", (double)ss.slowest[i]);
+        cJSON_AddNumberToObject(e, "total_ms", ms((double)ss.slowest_ns[i]));
+        cJSON_AddItemToArray(slow, e);
+    }
+    step_row rows[JSON_RECENT];
+    size_t n = analysis_recent_steps(a, rows, JSON_RECENT);
+    cJSON *recent = cJSON_AddArrayToObject(s, "recent");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "step", (double)rows[i].step);
+        cJSON_AddNumberToObject(e, "interval_ms", ms((double)rows[i].interval_ns));
+        cJSON_AddNumberToObject(e, "fpbp_ms", ms((double)rows[i].fpbp_ns));
+        cJSON_AddNumberToObject(e, "tail_ms", ms((double)rows[i].tail_ns));
+        cJSON_AddNumberToObject(e, "total_ms", ms((double)rows[i].total_ns));
+        cJSON_AddItemToArray(recent, e);
+    }
+}
+
+static void json_ops(cJSON *o, const analysis *a, int by_type)
+{
+    op_query q = {.by_type = by_type, .sort = OP_SORT_TOTAL, .limit = JSON_TOP};
+    op_stat *rows = NULL;
+    size_t n = analysis_ops(a, &q, &rows);
+    cJSON *arr = cJSON_AddArrayToObject(o, by_type ? "op_types" : "ops");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        add_name(e, by_type ? "type" : "op", a, rows[i].name);
+        if (!by_type)
+            add_name(e, "type", a, rows[i].type);
+        cJSON_AddNumberToObject(e, "count", (double)rows[i].count);
+        cJSON_AddNumberToObject(e, "total_ms", ms((double)rows[i].total_ns));
+        cJSON_AddNumberToObject(
+            e, "avg_ms", rows[i].count ? ms((double)rows[i].total_ns / (double)rows[i].count) : 0);
+        cJSON_AddNumberToObject(e, "max_ms", ms((double)rows[i].max_ns));
+        cJSON_AddNumberToObject(e, "share", rows[i].share);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(rows);
+}
+
+static void json_queues(cJSON *o, const analysis *a)
+{
+    static const char *const roles[] = {"pipeline", "host", "device"};
+    static const char *const verdicts[] = {"none",     "ok",       "data_processing",
+                                           "transfer", "operator", "training"};
+    queue_stat *qs = NULL;
+    size_t n = analysis_queues(a, &qs);
+    cJSON *arr = cJSON_AddArrayToObject(o, "queues");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        add_name(e, "queue", a, qs[i].name);
+        cJSON_AddStringToObject(e, "role", qs[i].role < 3 ? roles[qs[i].role] : "unknown");
+        cJSON_AddNumberToObject(e, "capacity", (double)qs[i].capacity);
+        cJSON_AddNumberToObject(e, "samples", (double)qs[i].samples);
+        cJSON_AddNumberToObject(e, "avg_usage", qs[i].avg_usage);
+        cJSON_AddNumberToObject(e, "empty_share", qs[i].empty_share);
+        cJSON_AddNumberToObject(e, "full_share", qs[i].full_share);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(qs);
+    queue_finding f[16];
+    size_t nf = analysis_queue_findings(a, f, 16);
+    arr = cJSON_AddArrayToObject(o, "queue_findings");
+    for (size_t i = 0; i < nf; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "verdict", f[i].verdict < 6 ? verdicts[f[i].verdict] : "?");
+        cJSON_AddNumberToObject(e, "queue", f[i].queue);
+        add_clean(e, "text", f[i].text);
+        add_clean(e, "suggestion", f[i].suggestion);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+static void json_cpu_memory(cJSON *o, const analysis *a)
+{
+    cpu_summary cs = analysis_cpu(a);
+    cJSON *c = cJSON_AddObjectToObject(o, "cpu");
+    cJSON_AddNumberToObject(c, "samples", (double)cs.samples);
+    cJSON_AddNumberToObject(c, "cpus", cs.cpus);
+    cJSON_AddNumberToObject(c, "machine_user", cs.machine[TS_CPU_USER] + cs.machine[TS_CPU_NICE]);
+    cJSON_AddNumberToObject(c, "machine_system",
+                            cs.machine[TS_CPU_SYSTEM] + cs.machine[TS_CPU_IRQ] +
+                                cs.machine[TS_CPU_SOFTIRQ]);
+    cJSON_AddNumberToObject(c, "machine_iowait", cs.machine[TS_CPU_IOWAIT]);
+    cJSON_AddNumberToObject(c, "machine_idle", cs.machine[TS_CPU_IDLE]);
+    cJSON_AddNumberToObject(c, "process_user", cs.process_user);
+    cJSON_AddNumberToObject(c, "process_system", cs.process_system);
+    cpu_thread *th = NULL;
+    size_t nt = analysis_cpu_threads(a, &th);
+    cJSON *arr = cJSON_AddArrayToObject(c, "threads");
+    for (size_t i = 0; i < nt && i < JSON_TOP; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "tid", th[i].tid);
+        if (th[i].name)
+            add_name(e, "name", a, th[i].name);
+        cJSON_AddNumberToObject(e, "avg", th[i].avg_user + th[i].avg_system);
+        cJSON_AddNumberToObject(e, "last", th[i].last_total);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(th);
+    memory_summary m = analysis_memory(a);
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddNumberToObject(mem, "host_samples", (double)m.host_samples);
+    cJSON_AddNumberToObject(mem, "host_rss", (double)m.host_rss);
+    cJSON_AddNumberToObject(mem, "host_peak_rss", (double)m.host_peak_rss);
+    arr = cJSON_AddArrayToObject(mem, "devices");
+    for (uint32_t d = 0; d < m.devices && d < 8; d++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "device", d);
+        cJSON_AddNumberToObject(e, "bytes", (double)m.device_bytes[d]);
+        cJSON_AddNumberToObject(e, "peak_bytes", (double)m.device_peak[d]);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+static void json_timeline(cJSON *o, const panel_ctx *p)
+{
+    cJSON *t = cJSON_AddObjectToObject(o, "timeline");
+    const tlring *r = p->tl;
+    cJSON_AddNumberToObject(t, "events", r ? (double)r->n : 0);
+    cJSON *arr = cJSON_AddArrayToObject(t, "lanes");
+    for (uint32_t i = 0; r && i < r->nlanes; i++) {
+        cJSON *e = cJSON_CreateObject();
+        int host = r->lanes[i].device == TS_DEVICE_HOST;
+        cJSON_AddStringToObject(e, "kind", host ? "thread" : "stream");
+        if (!host)
+            cJSON_AddNumberToObject(e, "device", r->lanes[i].device);
+        cJSON_AddNumberToObject(e, host ? "tid" : "stream", r->lanes[i].tid);
+        cJSON_AddNumberToObject(e, "events", r->lanes[i].count);
+        uint32_t name = host ? analysis_thread_name(p->a, r->lanes[i].tid) : 0;
+        if (name)
+            add_name(e, "name", p->a, name);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+int snapshot_json(FILE *out, const panel_ctx *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return -1;
+    cJSON_AddNumberToObject(o, "termsight_top", 1);
+    json_status(o, p->st);
+    json_steps(o, p->a);
+    json_ops(o, p->a, 1);
+    json_ops(o, p->a, 0);
+    json_queues(o, p->a);
+    json_cpu_memory(o, p->a);
+    json_timeline(o, p);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        return -1;
+    fprintf(out, "%s\n", text);
+    cJSON_free(text);
+    return 0;
+}

@@ -1,0 +1,243 @@
+/* source: the live side of the monitor. It maps a session's segment read-only, copies what the
+ * lanes hold with lane_observe (never writing to them, never blocking a writer), and feeds the
+ * copies to an analysis and to the timeline ring. Both are bounded, so memory stays flat over a
+ * run of days. A writer that laps the monitor costs the monitor events, counted as missed; the
+ * monitor never costs the writer anything.
+ *
+ * Commands go through the mailbox of a second, writable mapping opened on the first command. */
+#include "tui_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define OBSERVE_BATCH  4096  /* events copied per lane_observe call */
+#define TIMELINE_KEEP  32768 /* events the timeline ring holds (2 MiB) */
+#define RATE_WINDOW_NS 1000000000ull
+
+struct source {
+    segment *seg; /* read-only: the data */
+    segment *cmd; /* writable: the mailbox; NULL until the first command */
+    pid_t pid;
+    uint32_t lanes;   /* lane_count of the header */
+    uint64_t cap;     /* lane_events */
+    uint64_t *cursor; /* per lane, the next index to read */
+    ts_event *buf;
+    analysis *an;
+    tlring tl;
+    source_status st;
+    uint64_t rate_ns;      /* start of the events/s window */
+    uint64_t rate_written; /* sum of lane heads then */
+    int rate_known;
+    uint64_t end_realtime_ns; /* when the process was seen gone, 0 while alive */
+    int finished;             /* analysis_finish was called: the run is over */
+};
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A NUL-terminated copy of a header string the process may still be writing or a hostile one
+ * left unterminated. */
+static void copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
+{
+    size_t n = strnlen(src, src_cap < cap ? src_cap : cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static uint64_t lane_head(const source *s, uint32_t i)
+{
+    ts_lane *l = segment_lane(s->seg, i);
+    return l ? atomic_load_explicit(&l->head, memory_order_acquire) : 0;
+}
+
+/* The oldest index of lane i that a copy can still get whole: the slot of head - cap is the one
+ * the writer fills next. */
+static uint64_t oldest_intact(const source *s, uint32_t i)
+{
+    uint64_t head = lane_head(s, i);
+    return head >= s->cap ? head - s->cap + 1 : 0;
+}
+
+static uint32_t lanes_used(const source *s)
+{
+    uint32_t used = atomic_load_explicit(&segment_header(s->seg)->lanes_used, memory_order_acquire);
+    return used > s->lanes ? s->lanes : used;
+}
+
+static void read_header(source *s)
+{
+    ts_segment_header *h = segment_header(s->seg);
+    source_status *st = &s->st;
+    st->pid = h->pid;
+    copy_field(st->process, sizeof st->process, h->process, sizeof h->process);
+    copy_field(st->run_folder, sizeof st->run_folder, h->run_folder, sizeof h->run_folder);
+    st->state = atomic_load_explicit(&h->state, memory_order_acquire);
+    st->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+    st->window = atomic_load_explicit(&h->window, memory_order_relaxed);
+    st->record_error = atomic_load_explicit(&h->record_error, memory_order_acquire);
+    if (st->record_error)
+        copy_field(st->record_notice, sizeof st->record_notice, h->record_notice,
+                   sizeof h->record_notice);
+    if (!st->gone && (st->state == TS_STATE_ENDED || (kill(s->pid, 0) != 0 && errno == ESRCH))) {
+        st->gone = 1;
+        s->end_realtime_ns = realtime_ns();
+    }
+    uint64_t now = s->end_realtime_ns ? s->end_realtime_ns : realtime_ns();
+    st->elapsed_s = now > h->start_realtime_ns ? (double)(now - h->start_realtime_ns) / 1e9 : 0;
+}
+
+int source_open(pid_t pid, source **out, char **cause)
+{
+    *out = NULL;
+    source *s = calloc(1, sizeof *s);
+    if (!s)
+        return cause_set(cause, "out of memory");
+    s->pid = pid;
+    if (segment_attach(pid, 0, &s->seg, cause) != 0) {
+        free(s);
+        return -1;
+    }
+    ts_segment_header *h = segment_header(s->seg);
+    s->lanes = h->lane_count;
+    s->cap = h->lane_events;
+    s->cursor = calloc(s->lanes ? s->lanes : 1, sizeof *s->cursor);
+    s->buf = malloc(OBSERVE_BATCH * sizeof *s->buf);
+    analysis_config cfg;
+    analysis_config_init(&cfg);
+    s->an = analysis_create(&cfg, analysis_names_segment, s->seg);
+    if (!s->cursor || !s->buf || !s->an || tlring_init(&s->tl, TIMELINE_KEEP) != 0) {
+        source_close(s);
+        return cause_set(cause, "out of memory");
+    }
+    /* What the rings hold now is recent history: start from it. What was overwritten before we
+     * came is not missed. */
+    for (uint32_t i = 0; i < s->lanes; i++)
+        s->cursor[i] = oldest_intact(s, i);
+    read_header(s);
+    *out = s;
+    return 0;
+}
+
+void source_close(source *s)
+{
+    if (!s)
+        return;
+    segment_close(s->seg, 0);
+    segment_close(s->cmd, 0);
+    analysis_destroy(s->an);
+    tlring_free(&s->tl);
+    free(s->cursor);
+    free(s->buf);
+    free(s);
+}
+
+size_t source_poll(source *s, uint64_t now_ns)
+{
+    read_header(s);
+    uint32_t used = lanes_used(s);
+    size_t total = 0;
+    uint64_t written = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        /* At most one ring per lane and poll: a lane that laps us is read from its oldest
+         * intact event on, never chased. */
+        for (uint64_t budget = s->cap; budget > 0;) {
+            size_t max = budget < OBSERVE_BATCH ? (size_t)budget : OBSERVE_BATCH;
+            size_t n = lane_observe(s->seg, i, &s->cursor[i], s->buf, max, &s->st.missed);
+            if (!n)
+                break;
+            analysis_feed(s->an, s->buf, n);
+            tlring_feed(&s->tl, s->buf, n);
+            total += n;
+            budget -= n;
+            if (n < max)
+                break;
+        }
+        written += lane_head(s, i);
+    }
+    /* Finishing closes the open queue buckets and steps, which a live view reads as they
+     * are (analysis_queue_recent includes open buckets); only a run that is over is finished. */
+    if (s->st.gone && !s->finished) {
+        analysis_finish(s->an);
+        s->finished = 1;
+    }
+    s->st.observed += total;
+    /* The rate over at least a second (the first one over what there is): steadier to read,
+     * and the header does not change at every refresh of a fast display. */
+    if (!s->rate_ns) {
+        s->rate_ns = now_ns;
+        s->rate_written = written;
+    } else if (now_ns > s->rate_ns && (now_ns - s->rate_ns >= RATE_WINDOW_NS || !s->rate_known)) {
+        double dt = (double)(now_ns - s->rate_ns) / 1e9;
+        uint64_t d = written >= s->rate_written ? written - s->rate_written : 0;
+        s->st.events_per_s = (double)d / dt;
+        s->rate_known = 1;
+        s->rate_ns = now_ns;
+        s->rate_written = written;
+    }
+    if (s->st.gone)
+        s->st.events_per_s = 0;
+    return total;
+}
+
+void source_resync(source *s)
+{
+    uint32_t used = lanes_used(s);
+    for (uint32_t i = 0; i < used; i++) {
+        uint64_t oldest = oldest_intact(s, i);
+        if (s->cursor[i] < oldest)
+            s->cursor[i] = oldest;
+    }
+}
+
+analysis *source_analysis(const source *s)
+{
+    return s->an;
+}
+
+const tlring *source_timeline(const source *s)
+{
+    return &s->tl;
+}
+
+const source_status *source_status_of(const source *s)
+{
+    return &s->st;
+}
+
+int source_send(source *s, uint32_t cmd, uint64_t *seq, char **cause)
+{
+    if (s->st.gone)
+        return cause_set(cause, "the process has ended");
+    if (!s->cmd && segment_attach(s->pid, 1, &s->cmd, cause) != 0)
+        return -1;
+    return mailbox_send(s->cmd, cmd, NULL, seq, cause);
+}
+
+int source_reply(source *s, uint64_t seq, int32_t *status, char *msg, size_t len)
+{
+    return s->cmd ? mailbox_reply(s->cmd, seq, status, msg, len) : 0;
+}
+
+static int live(const segment_info *i)
+{
+    return i->alive && i->readable && i->state != TS_STATE_ENDED;
+}
+
+int source_list_live(segment_info **out, char **cause)
+{
+    int n = segment_list(out, cause);
+    if (n < 0)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (live(&(*out)[i]))
+            (*out)[k++] = (*out)[i];
+    return k;
+}

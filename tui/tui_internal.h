@@ -1,0 +1,407 @@
+/*
+ * tui internals: the layer below the panels (glyphs, canvas, layout, screen), the live source,
+ * the view state with its keys, and the panels. Only tui/ and its tests include this; only
+ * screen.c includes curses.
+ *
+ * Data flows one way: the source observes the segment's lanes and feeds an analysis and a
+ * bounded timeline ring; panels read those and fill a canvas of cells; screen.c turns the canvas
+ * into curses calls. Panels never compute statistics: they format what the analysis returns.
+ */
+#ifndef TERMSIGHT_TUI_INTERNAL_H
+#define TERMSIGHT_TUI_INTERNAL_H
+
+#include "analysis.h"
+#include "model.h"
+#include "tui.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ---- Glyphs (glyphs.c) ------------------------------------------------------------------ */
+
+/* Every non-text character the panels draw, in a UTF-8 table and an ASCII table side by side.
+ * Parts that colors tell apart also differ by glyph, so a monochrome terminal shows them too. */
+typedef struct glyphs {
+    int utf8;
+    uint32_t hline, vline;
+    uint32_t interval, fpbp, tail, unknown; /* step bar parts; unknown: FP/BP not found */
+    uint32_t avg, slow;                     /* the average line, a slowest-step marker */
+    uint32_t shade[5];                      /* queue usage: 0-20 % .. 80-100 % */
+    uint32_t user, system, iowait, used;    /* gauge parts */
+    uint32_t edge, dense;                   /* timeline: a block's left edge; several ops */
+    uint32_t ellipsis, selected, left, right, up, down;
+} glyphs;
+
+extern const glyphs glyphs_utf8;
+extern const glyphs glyphs_ascii;
+
+/* The table for the current locale (call after setlocale): UTF-8 when the codeset is UTF-8,
+ * else ASCII. */
+const glyphs *glyphs_for_locale(void);
+
+/* ---- Roles ------------------------------------------------------------------------------ */
+
+/* Semantic color roles: panels say what a cell is, screen.c's schemes say how it looks
+ * (256, 16, 8 colors or monochrome attributes). */
+enum role {
+    ROLE_NORMAL,
+    ROLE_DIM,        /* secondary text: units, empty parts, hints */
+    ROLE_TITLE,      /* panel titles */
+    ROLE_HEADER,     /* the header band */
+    ROLE_HEADER_KEY, /* field names in the header */
+    ROLE_TAB,
+    ROLE_TAB_ACTIVE,
+    ROLE_RULE,     /* separators */
+    ROLE_LABEL,    /* column heads */
+    ROLE_SELECTED, /* the selected row */
+    ROLE_GOOD,
+    ROLE_WARN,
+    ROLE_BAD,
+    ROLE_INTERVAL, /* step bar parts */
+    ROLE_FPBP,
+    ROLE_TAIL,
+    ROLE_AVG,
+    ROLE_SLOW,
+    ROLE_HEAT0, /* queue usage, empty .. full (five roles) */
+    ROLE_HEAT1,
+    ROLE_HEAT2,
+    ROLE_HEAT3,
+    ROLE_HEAT4,
+    ROLE_CPU_USER,
+    ROLE_CPU_SYSTEM,
+    ROLE_CPU_IOWAIT,
+    ROLE_PROCESS,
+    ROLE_MEMORY,
+    ROLE_BLOCK0, /* timeline host blocks, by op type (four roles) */
+    ROLE_BLOCK1,
+    ROLE_BLOCK2,
+    ROLE_BLOCK3,
+    ROLE_DEVICE, /* timeline device blocks */
+    ROLE_CURSOR, /* the op under the timeline cursor */
+    ROLE_PROGRESS,
+    ROLE_ERROR,
+    ROLE__COUNT
+};
+
+/* ---- Canvas (canvas.c): cells that panels fill, no curses ------------------------------ */
+
+#define CELL_CONT 0xffffffffu /* the right half of a double-width character */
+
+typedef struct cell {
+    uint32_t ch; /* a code point */
+    uint8_t role;
+    uint8_t pad[3];
+} cell;
+
+typedef struct rect {
+    int y, x, h, w;
+} rect;
+
+typedef struct canvas {
+    int rows, cols;
+    cell *cells;
+    const glyphs *g; /* ASCII: text outside ASCII is drawn as '?' */
+} canvas;
+
+/* Returns 0, or -1 when out of memory. rows and cols are clamped to at least 1. */
+int canvas_init(canvas *c, int rows, int cols, const glyphs *g);
+void canvas_free(canvas *c);
+/* Resizes (contents cleared). Returns 0, or -1 when out of memory (the canvas is unchanged). */
+int canvas_resize(canvas *c, int rows, int cols);
+void canvas_clear(canvas *c);
+
+/* Drawing is relative to r and clipped to it. */
+void canvas_fill(canvas *c, rect r, uint32_t ch, int role);
+void canvas_put(canvas *c, rect r, int y, int x, uint32_t ch, int role);
+
+/* Writes len bytes of text (any bytes: invalid UTF-8 and control characters become '?') from
+ * (y, x), at most max cells (max < 0: to the edge of r). Returns the cells used. */
+int canvas_text(canvas *c, rect r, int y, int x, int max, int role, const char *s, size_t len);
+int canvas_str(canvas *c, rect r, int y, int x, int role, const char *s);
+int canvas_printf(canvas *c, rect r, int y, int x, int role, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Like canvas_text within width cells; text that does not fit is cut with an ellipsis, at the
+ * start when keep_end (paths and scoped op names keep their informative end). */
+int canvas_text_fit(canvas *c, rect r, int y, int x, int width, int role, const char *s, size_t len,
+                    int keep_end);
+
+/* Cells text takes (same rules as canvas_text). */
+int canvas_text_width(const canvas *c, const char *s, size_t len);
+
+/* Row y as UTF-8 text, trailing blanks removed, into out (NUL-terminated). Returns its length. */
+size_t canvas_line(const canvas *c, int y, char *out, size_t cap);
+/* The role of a cell, -1 off the canvas. */
+int canvas_role_at(const canvas *c, int y, int x);
+
+/* ---- Layout (layout.c): a pure function of the terminal size --------------------------- */
+
+#define LAYOUT_MIN_ROWS 24
+#define LAYOUT_MIN_COLS 80
+
+enum panel_id { PANEL_STEPS, PANEL_OPS, PANEL_QUEUES, PANEL_CPU, PANEL_TIMELINE, PANEL__COUNT };
+
+/* Screen 0 is the overview; screen k shows panel k - 1 alone. */
+#define SCREEN_OVERVIEW 0
+#define SCREEN__COUNT   (PANEL__COUNT + 1)
+
+typedef struct layout {
+    int rows, cols;
+    int too_small;            /* below LAYOUT_MIN_ROWS x LAYOUT_MIN_COLS: nothing else is set */
+    rect header;              /* process, state, rates */
+    rect tabs;                /* the screens */
+    rect body;                /* what the panels share */
+    rect status;              /* messages, progress, key hints */
+    rect panel[PANEL__COUNT]; /* h == 0: not shown */
+    rect rule[2];             /* vertical separators; h == 0: none */
+} layout;
+
+void layout_compute(int rows, int cols, int screen, layout *out);
+
+/* ---- Screen (screen.c): the one file that talks to curses ------------------------------ */
+
+/* Starts curses on the terminal (the locale must be set): alternate screen, no echo, keypad,
+ * hidden cursor, the color scheme for the terminal's depth (monochrome under NO_COLOR), and
+ * handlers that restore the terminal on fatal signals. Returns 0, or -1 with *cause. */
+int screen_init(char **cause);
+/* Restores the terminal. Safe to call twice, and from the crash handler. */
+void screen_end(void);
+/* The terminal's size now. */
+void screen_size(int *rows, int *cols);
+/* Copies the canvas rows that changed since the last paint into curses' virtual screen and
+ * updates the terminal (curses sends only the difference). all: every row, after a resize. */
+void screen_paint(const canvas *c, int all);
+/* Forgets what the terminal shows and repaints it whole at the next paint (Ctrl-L). */
+void screen_invalidate(void);
+/* The next key within timeout_ms (curses numbering, see enum view_key_code), or -1. */
+int screen_key(int timeout_ms);
+/* A quit signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) received, or 0. */
+int screen_quit_signal(void);
+
+/* ---- Timeline ring (tlring.c): the recent ops and device work, bounded ----------------- */
+
+#define TLRING_LANES 64 /* lanes kept; events of further threads or streams are not kept */
+
+typedef struct tl_lane {
+    uint32_t device; /* TS_DEVICE_HOST for a host thread */
+    uint32_t tid;    /* thread, or stream */
+    uint32_t count;  /* its events in the ring; a lane leaves with its last event */
+} tl_lane;
+
+typedef struct tlring {
+    ts_event *ev;
+    size_t cap, n, next; /* n events held, oldest at (next - n) mod cap; next slot written */
+    uint64_t latest_ns;  /* the latest end seen */
+    tl_lane lanes[TLRING_LANES];
+    uint32_t nlanes;
+    uint64_t refused; /* events of lanes beyond TLRING_LANES */
+} tlring;
+
+int tlring_init(tlring *r, size_t cap);
+void tlring_free(tlring *r);
+/* Keeps ranges of the kinds the timeline shows (ops, NVTX, communication, kernels, copies,
+ * memsets); other kinds are ignored. */
+void tlring_feed(tlring *r, const ts_event *ev, size_t n);
+/* The lane index of an event, -1 when it has none. */
+int tlring_lane_of(const tlring *r, const ts_event *ev);
+
+/* ---- The live source (source.c) -------------------------------------------------------- */
+
+typedef struct source source;
+
+/* What the header shows. */
+typedef struct source_status {
+    pid_t pid;
+    char process[64];
+    char run_folder[1024];
+    uint32_t state; /* enum ts_state as the header says */
+    int gone;       /* the process has ended (state ENDED, or the pid no longer exists) */
+    double elapsed_s;
+    double events_per_s; /* events the process wrote into its lanes, per second */
+    uint64_t drops;      /* events the collector dropped */
+    uint64_t missed;     /* events the monitor missed: lapped by the writers */
+    uint64_t observed;   /* events the monitor read */
+    uint32_t window;
+    uint32_t record_error;
+    char record_notice[256];
+} source_status;
+
+/* Attaches read-only to pid's segment and starts observing. An incompatible, damaged or
+ * foreign segment, or none: -1 with *cause. */
+int source_open(pid_t pid, source **out, char **cause);
+void source_close(source *s);
+
+/* Reads what the lanes hold since the last poll into the analysis and the timeline ring. now_ns
+ * is CLOCK_MONOTONIC, for rates. Returns the events read. */
+size_t source_poll(source *s, uint64_t now_ns);
+
+/* After a pause (the display frozen): lanes the writers lapped meanwhile resume from what they
+ * still hold, without counting the rest as missed. */
+void source_resync(source *s);
+
+analysis *source_analysis(const source *s);
+const tlring *source_timeline(const source *s);
+const source_status *source_status_of(const source *s);
+
+/* Sends a command through the mailbox (attaching writable on first use). Returns 0 with *seq,
+ * or -1 with *cause. */
+int source_send(source *s, uint32_t cmd, uint64_t *seq, char **cause);
+/* 1 with the answer when seq was answered, 0 while pending. */
+int source_reply(source *s, uint64_t seq, int32_t *status, char *msg, size_t len);
+
+/* Live sessions of this user: alive, readable and not ended, oldest first. *out malloc'd. */
+int source_list_live(segment_info **out, char **cause);
+
+/* ---- Formatting (format.c) ------------------------------------------------------------- */
+
+/* "850 ns", "12.3 us", "4.56 ms", "1.23 s", "-" for a negative value. */
+void format_duration(double ns, char *out, size_t cap);
+/* "0:01:23", "2d 03:04:05". */
+void format_elapsed(double s, char *out, size_t cap);
+/* "950", "12.3k", "4.56M". */
+void format_count(double v, char *out, size_t cap);
+/* "512 B", "12.3 KiB", "1.50 GiB". */
+void format_bytes(double v, char *out, size_t cap);
+
+typedef struct panel_ctx panel_ctx;
+
+/* ---- View state and keys (view.c) ------------------------------------------------------ */
+
+#define VIEW_SEARCH_MAX 64
+
+/* Keys, as curses numbers them (the room's tests use these without curses). */
+enum view_key_code {
+    VK_TAB = '\t',
+    VK_ENTER = '\n',
+    VK_ESC = 27,
+    VK_CTRL_L = 12,
+    VK_BACKSPACE_ASCII = 127,
+    VK_DOWN = 0402,
+    VK_UP = 0403,
+    VK_LEFT = 0404,
+    VK_RIGHT = 0405,
+    VK_HOME = 0406,
+    VK_BACKSPACE = 0407,
+    VK_F1 = 0411,
+    VK_F10 = 0422,
+    VK_NPAGE = 0522,
+    VK_PPAGE = 0523,
+    VK_ENTER_KP = 0527,
+    VK_BTAB = 0541,
+    VK_END = 0550,
+    VK_RESIZE = 0632,
+};
+
+/* What a key asks of the loop. */
+enum view_action {
+    VA_NONE = 0,
+    VA_REDRAW,    /* state changed: draw again */
+    VA_QUIT,      /* restore the terminal and leave */
+    VA_STARTSTOP, /* start or stop collection through the mailbox */
+    VA_ANALYSE,   /* flush, then write the report folder */
+    VA_FREEZE,    /* the display was frozen or thawed (v->frozen says which) */
+    VA_REPAINT,   /* redraw the whole terminal (Ctrl-L) */
+};
+
+typedef struct view {
+    int screen; /* SCREEN_OVERVIEW or 1 + enum panel_id */
+    int help;   /* the help screen is up */
+    int notice; /* a notice (the analysis result) is up */
+    int frozen;
+
+    /* Operators. */
+    int ops_by_type; /* 1: types; 0: ops */
+    int ops_sort;    /* OP_SORT_TOTAL, OP_SORT_AVG or OP_SORT_COUNT */
+    int searching;   /* typing into search */
+    char search[VIEW_SEARCH_MAX];
+    char search_before[VIEW_SEARCH_MAX]; /* restored by Esc */
+    uint32_t ops_type;                   /* ops of this type only (Enter on a type); 0: all */
+    int ops_sel, ops_top;                /* selected row, first row shown */
+    int ops_rows;                        /* rows of the last draw, for keys */
+    int ops_page;                        /* rows shown at the last draw */
+    uint32_t ops_sel_id;                 /* id of the selected row at the last draw */
+
+    /* Step trace: steps hidden to the right (0: the latest). */
+    int steps_back;
+    int steps_page;
+    /* Queues and CPU: first row shown. */
+    int queues_top, cpu_top;
+
+    /* Timeline: the window is [end - span, end]; follow keeps end at the latest event. */
+    uint64_t tl_span_ns;
+    uint64_t tl_end_ns;
+    int tl_follow;
+    int tl_lane;        /* selected lane */
+    uint64_t tl_cursor; /* begin_ns of the op under the cursor; 0: none chosen */
+    uint64_t tl_latest; /* the ring's latest end at the last draw */
+    int tl_lane_top;    /* first lane shown */
+} view;
+
+void view_init(view *v);
+
+/* Handles one key. Keys reach the help screen, the search line, the global keys, then the
+ * panel on screen (on the overview: the operators table, then the timeline). */
+int view_key(view *v, int key, const panel_ctx *p);
+
+/* ---- Panels (panel_*.c) ---------------------------------------------------------------- */
+
+/* What a panel reads: the analysis and the timeline ring (the live source's, or a test's). */
+struct panel_ctx {
+    const analysis *a;
+    const tlring *tl;
+    const source_status *st; /* NULL when unknown (tests) */
+};
+
+typedef struct panel_class {
+    const char *title;
+    const char *tab; /* its screen's name */
+    /* Fills r. full: the panel has the screen to itself. The view's scroll positions are
+     * clamped to what there is. */
+    void (*draw)(const panel_ctx *p, view *v, canvas *c, rect r, int full);
+    /* Returns 1 when it handled key. full 0: the key came on the overview. */
+    int (*key)(const panel_ctx *p, view *v, int key, int full);
+} panel_class;
+
+extern const panel_class panel_steps;
+extern const panel_class panel_ops;
+extern const panel_class panel_queues;
+extern const panel_class panel_cpu;
+extern const panel_class panel_timeline;
+
+/* In enum panel_id order (frame.c). */
+extern const panel_class *const panels[PANEL__COUNT];
+
+/* ---- The frame (frame.c) ---------------------------------------------------------------- */
+
+/* The title line of a panel: its name, then extra text dimmed, then a rule. */
+void frame_title(canvas *c, rect r, const char *title, const char *extra);
+
+/* The header band: process, pid, state, rates, step, the last command's result (last_failed:
+ * shown as an error), the run folder. The tab line, the help screen, the "too small" screen. */
+void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
+                  const char *last_command, int last_failed, int frozen);
+void frame_tabs(canvas *c, rect r, int screen);
+void frame_help(canvas *c, rect r);
+void frame_too_small(canvas *c, int rows, int cols);
+/* A titled page of text (the analysis result), paragraphs split at '\n' and wrapped. */
+void frame_notice(canvas *c, rect r, const char *title, const char *text);
+/* The status line: a message on the left (progress < 0: none, else a bar of 0..1 before it),
+ * the key hints on the right. */
+void frame_status(canvas *c, rect r, const char *message, int role, double progress, int frozen);
+/* Writes text wrapped to r's width from row y; returns the rows used. */
+int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text);
+
+/* Everything but the status line: header, tabs, the screen's panels (or help). */
+void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *last_command,
+                int last_failed);
+
+/* ---- Snapshot without curses (snapshot.c) ---------------------------------------------- */
+
+/* Writes the header and every panel as text, cols wide. */
+void snapshot_text(FILE *out, const panel_ctx *p, const glyphs *g, int cols);
+/* Writes the same figures as one JSON object (cJSON). Returns 0, or -1 when out of memory. */
+int snapshot_json(FILE *out, const panel_ctx *p);
+
+#endif

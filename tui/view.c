@@ -1,0 +1,93 @@
+/* view: what the user has chosen to look at, and the keys that change it. No curses and no
+ * data of its own: keys arrive as numbers (curses' numbering) and panels are asked about the
+ * keys that are theirs, so the room's tests drive it directly. */
+#include "tui_internal.h"
+
+#include <string.h>
+
+void view_init(view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->screen = SCREEN_OVERVIEW;
+    v->ops_by_type = 1;
+    v->ops_sort = OP_SORT_TOTAL;
+    v->tl_follow = 1;
+}
+
+/* Typing into the operators' search. */
+static int search_key(view *v, int key)
+{
+    size_t n = strlen(v->search);
+    switch (key) {
+    case VK_ENTER:
+    case '\r':
+    case VK_ENTER_KP:
+        v->searching = 0;
+        break;
+    case VK_ESC:
+        memcpy(v->search, v->search_before, sizeof v->search);
+        v->searching = 0;
+        break;
+    case VK_BACKSPACE:
+    case VK_BACKSPACE_ASCII:
+    case 8:
+        if (n)
+            v->search[n - 1] = 0;
+        break;
+    default:
+        /* Printable ASCII only: the search matches bytes of names, case-insensitively. */
+        if (key >= 0x20 && key < 0x7f && n + 1 < sizeof v->search) {
+            v->search[n] = (char)key;
+            v->search[n + 1] = 0;
+        }
+        break;
+    }
+    v->ops_sel = 0;
+    v->ops_sel_id = 0;
+    return VA_REDRAW;
+}
+
+int view_key(view *v, int key, const panel_ctx *p)
+{
+    if (v->searching)
+        return search_key(v, key);
+    if (key == 'q' || key == VK_F10)
+        return VA_QUIT;
+    if (v->help || v->notice) {
+        v->help = v->notice = 0;
+        return VA_REDRAW;
+    }
+    switch (key) {
+    case '?':
+    case 'h':
+    case VK_F1:
+        v->help = 1;
+        return VA_REDRAW;
+    case 's':
+        return VA_STARTSTOP;
+    case 'a':
+        return VA_ANALYSE;
+    case ' ':
+        v->frozen = !v->frozen;
+        return VA_FREEZE;
+    case VK_TAB:
+        v->screen = (v->screen + 1) % SCREEN__COUNT;
+        return VA_REDRAW;
+    case VK_BTAB:
+        v->screen = (v->screen + SCREEN__COUNT - 1) % SCREEN__COUNT;
+        return VA_REDRAW;
+    case VK_CTRL_L:
+        return VA_REPAINT;
+    default:
+        break;
+    }
+    if (key >= '1' && key < '1' + SCREEN__COUNT) {
+        v->screen = key - '1';
+        return VA_REDRAW;
+    }
+    if (v->screen != SCREEN_OVERVIEW)
+        return panels[v->screen - 1]->key(p, v, key, 1) ? VA_REDRAW : VA_NONE;
+    if (panels[PANEL_OPS]->key(p, v, key, 0) || panels[PANEL_TIMELINE]->key(p, v, key, 0))
+        return VA_REDRAW;
+    return VA_NONE;
+}
