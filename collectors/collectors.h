@@ -74,8 +74,7 @@ struct termsight_session {
     lane_run *runs;            /* per lane, this drain's runs */
     uint64_t no_lane_drops_seen;
     uint64_t write_drops;
-    ts_event *scratch; /* the recorder's own events (markers, notices) */
-    size_t scratch_n;
+    lane_writer own; /* the collector's own lane: markers, options, names, notices */
 
     /* Under control. */
     uint32_t window;
@@ -115,10 +114,11 @@ void recorder_stop(termsight_session *s);
  * lock. Returns the number of events taken. */
 size_t recorder_drain(termsight_session *s);
 
-/* Under the drain lock: appends events written by the collector itself (markers, metadata). */
+/* Under the drain lock: appends events of the collector itself (markers, metadata) to its own
+ * lane, where monitors see them too. */
 void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
 
-/* Under the drain lock: writes out what recorder_append_locked gathered. */
+/* Under the drain lock: drains every lane now, so what was appended is written. */
 void recorder_commit_locked(termsight_session *s);
 
 /* ---- Helpers (util.c) ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SCRATCH_EVENTS   1024
 #define IDLE_SLEEP_NS    1000000L /* 1 ms between drains when lanes are quiet */
@@ -79,24 +80,27 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
     atomic_store_explicit(&h->bytes_recorded, recording_bytes(s->writer), memory_order_relaxed);
 }
 
+static size_t drain_locked(termsight_session *s);
+
+/* The collector's own events (window markers, options, names, loss notices) go through its own
+ * lane like any thread's: written in order with the rest, and seen by a monitor observing the
+ * lanes. A full lane is drained on the spot (we hold the drain lock). */
 void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (s->scratch_n == SCRATCH_EVENTS)
-            recorder_commit_locked(s);
-        s->scratch[s->scratch_n++] = ev[i];
+        if (!lane_push(&s->own, &ev[i])) {
+            drain_locked(s);
+            lane_push(&s->own, &ev[i]);
+        }
     }
 }
 
 void recorder_commit_locked(termsight_session *s)
 {
-    if (!s->scratch_n)
-        return;
-    write_strings(s);
-    write_events(s, s->scratch, s->scratch_n, NULL, 0);
-    s->scratch_n = 0;
+    drain_locked(s);
 }
 
+/* Inside a drain: pushed without draining again; lost when the collector's lane is full. */
 static void lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason)
 {
     uint64_t now = tsclock_now(&ts_clock);
@@ -107,12 +111,19 @@ static void lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint
                    .begin_ns = now,
                    .end_ns = now,
                    .v0 = count};
-    recorder_append_locked(s, &ev, 1);
+    lane_push(&s->own, &ev);
 }
 
 size_t recorder_drain(termsight_session *s)
 {
     pthread_mutex_lock(&s->drain);
+    size_t n = drain_locked(s);
+    pthread_mutex_unlock(&s->drain);
+    return n;
+}
+
+static size_t drain_locked(termsight_session *s)
+{
     ts_segment_header *h = segment_header(s->seg);
     uint32_t used = atomic_load_explicit(&h->lanes_used, memory_order_acquire);
     if (used > h->lane_count)
@@ -133,7 +144,9 @@ size_t recorder_drain(termsight_session *s)
         }
         ts_lane *l = segment_lane(s->seg, i);
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
-        if (d != s->lane_drops_seen[i]) {
+        /* The collector's own lane counts in the total but writes no notice about itself:
+         * a notice into a full lane would only drop again. */
+        if (d != s->lane_drops_seen[i] && l != s->own.lane) {
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
                         d - s->lane_drops_seen[i], TS_LOST_LANE_FULL);
             s->lane_drops_seen[i] = d;
@@ -146,9 +159,7 @@ size_t recorder_drain(termsight_session *s)
         lost_notice(s, 0, nl - s->no_lane_drops_seen, TS_LOST_NO_LANE);
         s->no_lane_drops_seen = nl;
     }
-    recorder_commit_locked(s);
     atomic_store_explicit(&h->drops, drops + nl + s->write_drops, memory_order_relaxed);
-    pthread_mutex_unlock(&s->drain);
     return total;
 }
 
@@ -190,11 +201,10 @@ static void *recorder_main(void *arg)
 
 int recorder_start(termsight_session *s)
 {
-    s->scratch = calloc(SCRATCH_EVENTS, sizeof *s->scratch);
     uint32_t lanes = segment_header(s->seg)->lane_count;
     s->lane_drops_seen = calloc(lanes, sizeof *s->lane_drops_seen);
     s->runs = calloc(lanes, sizeof *s->runs);
-    if (!s->scratch || !s->lane_drops_seen || !s->runs)
+    if (!s->lane_drops_seen || !s->runs || lane_claim(s->seg, (uint32_t)getpid(), &s->own) != 0)
         return -1;
     atomic_store(&s->recorder_quit, 0);
     if (pthread_create(&s->recorder, NULL, recorder_main, s) != 0)

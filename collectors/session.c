@@ -166,7 +166,6 @@ static void session_free(termsight_session *s)
     free(s->output_path);
     free(s->fp_start_op);
     free(s->bp_end_op);
-    free(s->scratch);
     free(s->lane_drops_seen);
     free(s->runs);
     pthread_mutex_destroy(&s->control);
@@ -261,7 +260,7 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         .run_folder = s->run_folder,
         .clock = tsclock_name(&ts_clock),
         .start_ns = tsclock_now(&ts_clock),
-        .lane_count = opts->max_threads,
+        .lane_count = opts->max_threads + 1, /* and the collector's own */
         .lane_events = opts->lane_events,
         .string_max = STRING_IDS,
         .string_arena = STRING_ARENA,
@@ -321,7 +320,9 @@ int termsight_session_destroy(termsight_session *s)
     }
     atomic_store(&ts_session, NULL);
     atomic_fetch_add(&ts_generation, 1);
-    recorder_drain(s);
+    /* A drain can leave loss notices in the collector's lane for the next one. */
+    for (int i = 0; i < 3 && recorder_drain(s); i++)
+        ;
     int rc = TERMSIGHT_OK;
     if (s->writer) {
         char *why = NULL;

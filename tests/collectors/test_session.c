@@ -287,6 +287,40 @@ START_TEST(ranges_pair_within_a_window)
 }
 END_TEST
 
+/* A monitor sees what the collector itself writes (window markers, thread names registered
+ * before the window opened), because it goes through a lane like everything else. */
+START_TEST(observer_sees_collector_events)
+{
+    char out[600];
+    termsight_session *s = open_session("observe", 0, 0, 0, out, sizeof out);
+    termsight_thread_name("worker-7");
+    ck_assert_int_eq(termsight_start(s), 0);
+    segment *seg;
+    char *why = NULL;
+    ck_assert_msg(segment_attach(getpid(), 0, &seg, &why) == 0, "attach: %s", why);
+    uint32_t worker = termsight_name("worker-7");
+    int named = 0, started = 0;
+    ts_event buf[256];
+    uint32_t lanes = atomic_load(&segment_header(seg)->lanes_used);
+    for (uint32_t i = 0; i < lanes; i++) {
+        uint64_t cursor = 0, missed = 0;
+        size_t n;
+        while ((n = lane_observe(seg, i, &cursor, buf, 256, &missed)) > 0) {
+            for (size_t k = 0; k < n; k++) {
+                named += buf[k].kind == TS_KIND_THREAD_NAME && buf[k].name == worker &&
+                         buf[k].tid == (uint32_t)gettid();
+                started += buf[k].kind == TS_KIND_COLLECT_START;
+            }
+        }
+        ck_assert_uint_eq(missed, 0);
+    }
+    ck_assert_int_eq(named, 1);
+    ck_assert_int_eq(started, 1);
+    segment_close(seg, 0);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+}
+END_TEST
+
 /* Many threads, small lanes: every event is either recorded or counted as lost. */
 #define EMITTERS 6
 
@@ -545,6 +579,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, events_reach_recording);
     tcase_add_test(tc, nothing_while_not_collecting);
     tcase_add_test(tc, ranges_pair_within_a_window);
+    tcase_add_test(tc, observer_sees_collector_events);
     tcase_add_test(tc, accounted_under_load);
     tcase_add_test(tc, lanes_reused);
     tcase_add_test(tc, flush_puts_everything_on_disk);
