@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -60,9 +61,15 @@ static int parse_target(const char *text, target *t, char **cause)
 static int candidates(const target *t, segment_info **out, char **cause)
 {
     int n = source_list_live(out, cause);
-    if (n <= 0 || !t->name)
+    if (n <= 0 || (!t->name && !t->pid))
         return n;
     int k = 0;
+    if (t->pid) {
+        for (int i = 0; i < n; i++)
+            if ((*out)[i].pid == t->pid)
+                (*out)[k++] = (*out)[i];
+        return k;
+    }
     for (int i = 0; i < n; i++)
         if (!strcmp((*out)[i].process, t->name))
             (*out)[k++] = (*out)[i];
@@ -404,7 +411,10 @@ static void draw_waiting(canvas *c, const target *t, double waited_s)
     rect all = {0, 0, c->rows, c->cols};
     frame_title(c, (rect){0, 0, 1, c->cols}, "termsight top", "waiting");
     char what[160], el[32];
-    if (t->name)
+    if (t->pid)
+        snprintf(what, sizeof what, "Waiting for process %d to start its profiler session",
+                 (int)t->pid);
+    else if (t->name)
         snprintf(what, sizeof what, "Waiting for a profiler session of '%s' to appear", t->name);
     else
         snprintf(what, sizeof what, "Waiting for a profiler session to appear");
@@ -465,6 +475,14 @@ static pid_t choose(canvas *cv, const target *t, char **cause)
             pid_t pid = list[0].pid;
             free(list);
             return pid;
+        }
+        /* A given pid is waited for only while that process lives. */
+        if (n == 0 && t->pid && kill(t->pid, 0) != 0 && errno == ESRCH) {
+            free(list);
+            return cause_set(cause,
+                             "top: process %d is not running (termsight ls lists the "
+                             "sessions)",
+                             (int)t->pid);
         }
         int rows, cols;
         screen_size(&rows, &cols);
@@ -532,13 +550,11 @@ static int run_interactive(const tui_options *o, const glyphs *g, const target *
     }
     if (screen_init(cause) != 0)
         goto out;
-    pid_t pid = t->pid;
-    if (!pid) {
-        pid = choose(&a->cv, t, cause);
-        if (pid <= 0) {
-            rc = pid == 0 ? 0 : -1;
-            goto out;
-        }
+    /* A pid that has no session yet (a training just launched) is waited for, like a name. */
+    pid_t pid = choose(&a->cv, t, cause);
+    if (pid <= 0) {
+        rc = pid == 0 ? 0 : -1;
+        goto out;
     }
     if (attach(pid, &a->src, cause) != 0)
         goto out;

@@ -326,4 +326,22 @@ t send-keys -t top q
 wait_for 'ts-prompt$'
 ok "waits for a session to appear; says when it ends and keeps its data"
 
+# top PID for a process that has not opened its session yet (a training just launched: here a
+# shell that sleeps, then becomes the trainer under the same pid) waits for it; a pid with no
+# process is refused.
+sh -c 'sleep 1; exec "$0" --steps 2000 --output "$1" >>"$2" 2>&1' "$work/$late" "$work/out" \
+    "$work/train.log" &
+early_pid=$!
+t send-keys -t top "$TERMSIGHT_BIN top $early_pid" C-j
+wait_for "Waiting for process $early_pid to start its profiler session"
+wait_for "pid $early_pid"
+wait_for "ended" 60
+wait "$early_pid" || fail "the trainer started late failed"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+t send-keys -t top "$TERMSIGHT_BIN top $early_pid; echo status=\$?" C-j
+wait_for "process $early_pid is not running"
+wait_for "status=1"
+ok "top PID waits for that process's session, and refuses a pid that is not running"
+
 echo "test_top_tmux: all passed"
