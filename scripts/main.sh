@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up and build termsight, train the example MLP (examples/mlp_train.c) while
-# termsight records it, and show what was recorded.
+# The main job: set up and build termsight, then train the example MLP (examples/mlp_train.c)
+# while termsight records it. On a terminal the training runs under the live monitor
+# (`termsight top`: press q when you have seen enough; the training finishes on its own); without
+# one (CI, a pipe, TERMSIGHT_HEADLESS=1) it runs headless. Either way the recording is analysed
+# and the report summary printed.
 #
 #   bash scripts/main.sh [mlp_train options, e.g. --steps 2000 --hidden 256]
 #
@@ -18,13 +21,24 @@ section() { printf '\n==== %s\n' "$*"; }
 section "set-up and build (scripts/setup.sh)"
 bash scripts/setup.sh
 
-# The trainer records on its own here, and the recording is dumped afterwards. When
-# `termsight demo` exists (the trainer under the live monitor, with a headless form for CI), it
-# replaces the two sections below.
-section "training the example MLP, recorded by termsight"
+# `termsight demo` (planned) will package this: the trainer under the monitor, with a headless
+# form.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-"$BUILD_DIR/examples/mlp_train" --output "$OUTPUT" "$@" | tee "$log"
+if [ -t 0 ] && [ -t 1 ] && [ -z "${CI:-}" ] && [ "${TERMSIGHT_HEADLESS:-0}" != 1 ]; then
+    section "training the example MLP under the live monitor (q quits the monitor)"
+    "$BUILD_DIR/examples/mlp_train" --output "$OUTPUT" --steps 5000 "$@" >"$log" 2>&1 &
+    trainer=$!
+    "$TERMSIGHT" top "$trainer" || true
+    if kill -0 "$trainer" 2>/dev/null; then
+        echo "the monitor is closed; waiting for the training to finish (Ctrl-C stops it)"
+    fi
+    wait "$trainer"
+    cat "$log"
+else
+    section "training the example MLP, recorded by termsight (headless)"
+    "$BUILD_DIR/examples/mlp_train" --output "$OUTPUT" "$@" | tee "$log"
+fi
 run=$(sed -n 's/^run folder: //p' "$log")
 if [ -z "$run" ] || [ ! -d "$run/recording" ]; then
     echo "main: the trainer reported no run folder with a recording" >&2
