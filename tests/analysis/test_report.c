@@ -6,6 +6,9 @@
 #include "golden.h"
 #include "report.h"
 
+#define TESTUTIL_TAG "report"
+#include "testutil.h"
+
 #include <cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -21,38 +24,6 @@
 #include <unistd.h>
 
 /* ---- Files and folders -------------------------------------------------------------------- */
-
-static char *tmp_make(void)
-{
-    const char *base = getenv("TERMSIGHT_TEST_TMP");
-    if (!base || !*base)
-        base = "/tmp";
-    char *dir;
-    ck_assert_int_ge(asprintf(&dir, "%s/report-XXXXXX", base), 0);
-    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
-    return dir;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_remove(char *dir)
-{
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-}
-
-static char *join(const char *a, const char *b)
-{
-    char *p;
-    ck_assert_int_ge(asprintf(&p, "%s/%s", a, b), 0);
-    return p;
-}
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -172,7 +143,7 @@ static size_t row_len(char **row)
 
 static csv_file csv_read(const char *dir, const char *name)
 {
-    char *path = join(dir, name);
+    char *path = path_join(dir, name);
     char *text = slurp(path, NULL);
     csv_file f = csv_parse(text);
     free(text);
@@ -281,7 +252,7 @@ static void build_a(golden *g)
 /* Writes g as dir/recording/events.tsr; returns the run folder dir. */
 static void write_run(golden *g, const char *run)
 {
-    char *rec = join(run, TS_RECORDING_DIR);
+    char *rec = path_join(run, TS_RECORDING_DIR);
     golden_write_recording(g, rec);
     free(rec);
 }
@@ -301,11 +272,11 @@ static report *report_a(char **tmp, char **dir, const report_options *o)
     golden g;
     build_a(&g);
     *tmp = tmp_make();
-    char *run = join(*tmp, "run");
+    char *run = path_join(*tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report *r = run_report(run, o);
-    *dir = join(run, REPORT_DIR);
+    *dir = path_join(run, REPORT_DIR);
     free(run);
     return r;
 }
@@ -354,15 +325,15 @@ START_TEST(test_run_folder)
     golden g;
     golden_init(&g);
     golden_op(&g, 1, "x", NULL, 1, 2, 0);
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
-    char *other = join(tmp, "bare");
+    char *other = path_join(tmp, "bare");
     golden_write_recording(&g, other); /* events.tsr directly in a folder not named recording */
     golden_free(&g);
 
     char *real = realpath(run, NULL), *real_other = realpath(other, NULL);
-    char *rec = join(run, TS_RECORDING_DIR), *file = join(rec, TS_RECORDING_FILE);
-    char *bare_file = join(other, TS_RECORDING_FILE);
+    char *rec = path_join(run, TS_RECORDING_DIR), *file = path_join(rec, TS_RECORDING_FILE);
+    char *bare_file = path_join(other, TS_RECORDING_FILE);
     const char *paths[] = {run, rec, file};
     for (size_t i = 0; i < 3; i++) {
         char *f = report_run_folder(paths[i]);
@@ -420,7 +391,7 @@ START_TEST(test_files_and_headers)
     }
     const char *others[] = {"timeline.json", "summary.json", "report.txt"};
     for (size_t i = 0; i < 3; i++) {
-        char *p = join(dir, others[i]);
+        char *p = path_join(dir, others[i]);
         ck_assert_msg(exists(p), "%s missing", others[i]);
         free(p);
     }
@@ -465,7 +436,7 @@ START_TEST(test_op_rows)
     csv_free(&f);
 
     /* The raw text: the odd name's field is quoted, its quote doubled, its newline kept. */
-    char *p = join(dir, "op_statistics.csv");
+    char *p = path_join(dir, "op_statistics.csv");
     char *text = slurp(p, NULL);
     ck_assert_ptr_nonnull(strstr(text, "\n\"a,b\"\"c\nd\\xff\",\"Weird,\"\"T\"\"\",1,"));
     free(text);
@@ -560,7 +531,7 @@ END_TEST
 
 static cJSON *json_read(const char *dir, const char *name)
 {
-    char *p = join(dir, name);
+    char *p = path_join(dir, name);
     size_t len;
     char *text = slurp(p, &len);
     cJSON *j = cJSON_ParseWithLength(text, len);
@@ -664,14 +635,14 @@ START_TEST(test_summary)
     const cJSON *it;
     cJSON_ArrayForEach(it, files)
     {
-        char *p = join(dir, it->valuestring);
+        char *p = path_join(dir, it->valuestring);
         ck_assert_msg(exists(p), "listed %s missing", it->valuestring);
         free(p);
     }
     cJSON_Delete(j);
 
     /* report.txt: the sections and the odd name on one line. */
-    char *p = join(dir, "report.txt");
+    char *p = path_join(dir, "report.txt");
     char *text = slurp(p, NULL);
     const char *parts[] = {"termsight report",
                            "Steps",
@@ -700,7 +671,7 @@ START_TEST(test_pretty_and_analyse_only)
     o.pretty = 1;
     char *tmp, *dir;
     report *r = report_a(&tmp, &dir, &o);
-    char *p = join(dir, "summary.json");
+    char *p = path_join(dir, "summary.json");
     char *text = slurp(p, NULL);
     ck_assert_ptr_nonnull(strstr(text, "{\n\t\"termsight\":\t{\n"));
     free(text);
@@ -713,9 +684,9 @@ START_TEST(test_pretty_and_analyse_only)
     /* write = 0: the analysis only, nothing on disk. */
     report_options_init(&o);
     o.write = 0;
-    char *run = join(tmp, "run");
-    char *rep = join(run, REPORT_DIR);
-    nftw(rep, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    char *run = path_join(tmp, "run");
+    char *rep = path_join(run, REPORT_DIR);
+    nftw(rep, tmp_unlink, 16, FTW_DEPTH | FTW_PHYS);
     r = run_report(run, &o);
     ck_assert(!exists(rep));
     ck_assert_ptr_null(report_info_of(r)->dir);
@@ -979,7 +950,7 @@ START_TEST(test_timeline_rules)
     golden g;
     build_b(&g);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report_options o;
@@ -992,7 +963,7 @@ START_TEST(test_timeline_rules)
     ck_assert_uint_eq(info->timeline_dropped, 0);
     ck_assert_uint_eq(info->timeline_left_out, 0);
 
-    char *path = join(info->dir, "timeline.json");
+    char *path = path_join(info->dir, "timeline.json");
     cJSON *root = check_trace(path, pretty);
     ck_assert_uint_eq(
         (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "traceEvents")),
@@ -1142,7 +1113,7 @@ START_TEST(test_timeline_nesting)
         golden_op(&g, 1, name, NULL, c->ev[n][0], c->ev[n][1], 0);
     }
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report *r = run_report(run, NULL);
@@ -1150,7 +1121,7 @@ START_TEST(test_timeline_nesting)
     ck_assert_msg(info->timeline_moved == (uint64_t)c->moved, "%s: moved %llu, want %d", c->what,
                   (unsigned long long)info->timeline_moved, c->moved);
     ck_assert_uint_eq(info->timeline_dropped, 0);
-    char *path = join(info->dir, "timeline.json");
+    char *path = path_join(info->dir, "timeline.json");
     cJSON *root = check_trace(path, 0);
     for (int i = 0; i < n; i++) {
         snprintf(name, sizeof name, "r%d", i);
@@ -1175,13 +1146,13 @@ START_TEST(test_timeline_nesting_forgets)
     golden_op(&g, 1, "reaches_back", NULL, 102, 30000, 0); /* crosses the first op */
     golden_op(&g, 1, "covers_all", NULL, 50, 30000, 0);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report *r = run_report(run, NULL);
     const report_info *info = report_info_of(r);
     ck_assert_uint_eq(info->timeline_moved, 1);
-    char *path = join(info->dir, "timeline.json");
+    char *path = path_join(info->dir, "timeline.json");
     cJSON *root = check_trace(path, 0);
     int p1, t1, p2, t2;
     where(root, "X", "covers_all", &p1, &t1);
@@ -1220,7 +1191,7 @@ START_TEST(test_tables_order_independent)
     golden g;
     build_a(&g);
     char *tmp = tmp_make();
-    char *run1 = join(tmp, "run1"), *run2 = join(tmp, "run2");
+    char *run1 = path_join(tmp, "run1"), *run2 = path_join(tmp, "run2");
     write_run(&g, run1);
     write_reordered(&g, run2);
     golden_free(&g);
@@ -1234,8 +1205,8 @@ START_TEST(test_tables_order_independent)
                            "data_queues.csv",
                            "flops.csv"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char *d1 = join(run1, REPORT_DIR), *d2 = join(run2, REPORT_DIR);
-        char *p1 = join(d1, files[i]), *p2 = join(d2, files[i]);
+        char *d1 = path_join(run1, REPORT_DIR), *d2 = path_join(run2, REPORT_DIR);
+        char *p1 = path_join(d1, files[i]), *p2 = path_join(d2, files[i]);
         char *a = slurp(p1, NULL), *b = slurp(p2, NULL);
         ck_assert_msg(!strcmp(a, b), "%s differs:\n%s\n---\n%s", files[i], a, b);
         free(a);
@@ -1270,7 +1241,7 @@ static int check_timeline_files(const char *dir, uint32_t files, uint64_t split,
     for (uint32_t i = 0; i < files; i++) {
         char name[64];
         timeline_file_name(i, name, sizeof name);
-        char *p = join(dir, name);
+        char *p = path_join(dir, name);
         struct stat st;
         ck_assert_int_eq(stat(p, &st), 0);
         if (split)
@@ -1284,7 +1255,7 @@ static int check_timeline_files(const char *dir, uint32_t files, uint64_t split,
     }
     char name[64];
     timeline_file_name(files, name, sizeof name);
-    char *p = join(dir, name);
+    char *p = path_join(dir, name);
     ck_assert_msg(!exists(p), "%s beyond the count", name);
     free(p);
     ck_assert_int_eq(count_prefix(dir, ".timeline"), 0); /* no temporary name left */
@@ -1296,7 +1267,7 @@ START_TEST(test_timeline_split)
     golden g;
     build_many(&g, 3000, NULL);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report_options o;
@@ -1328,7 +1299,7 @@ START_TEST(test_timeline_limit)
     golden g;
     build_many(&g, 12000, _i ? "1" : NULL);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
     report_options o;
@@ -1361,17 +1332,17 @@ START_TEST(test_no_tmp_left_and_replace)
     char *tmp, *dir;
     report *r = report_a(&tmp, &dir, NULL);
     report_free(r);
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     ck_assert_int_eq(count_prefix(run, REPORT_DIR ".tmp"), 0);
 
     /* A stale file of an older report goes with it: the folder is replaced whole. */
-    char *stale = join(dir, "timeline-7.json");
+    char *stale = path_join(dir, "timeline-7.json");
     FILE *f = fopen(stale, "w");
     fputs("{}", f);
     fclose(f);
     golden g;
     build_many(&g, 10, NULL);
-    char *run2 = join(tmp, "run2");
+    char *run2 = path_join(tmp, "run2");
     write_run(&g, run2);
     golden_free(&g);
     report_options o;
@@ -1388,7 +1359,7 @@ START_TEST(test_no_tmp_left_and_replace)
     ck_assert_int_eq(count_prefix(run, REPORT_DIR), 1);
 
     /* A folder holding something that is not a report file is not replaced. */
-    char *notes = join(dir, "notes.txt");
+    char *notes = path_join(dir, "notes.txt");
     f = fopen(notes, "w");
     fputs("mine", f);
     fclose(f);
@@ -1397,12 +1368,12 @@ START_TEST(test_no_tmp_left_and_replace)
     ck_assert_ptr_nonnull(strstr(cause, "notes.txt"));
     free(cause);
     ck_assert(exists(notes));
-    char *sum = join(dir, "summary.json");
+    char *sum = path_join(dir, "summary.json");
     ck_assert(exists(sum));
     ck_assert_int_eq(count_prefix(run, REPORT_DIR ".tmp"), 0);
 
     /* Nor is a regular file. */
-    char *file = join(tmp, "plain");
+    char *file = path_join(tmp, "plain");
     f = fopen(file, "w");
     fclose(f);
     o.out_dir = file;
@@ -1428,15 +1399,15 @@ START_TEST(test_symlink_target)
     golden g;
     build_many(&g, 10, NULL);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     write_run(&g, run);
     golden_free(&g);
-    char *elsewhere = join(tmp, "elsewhere"), *keep = join(elsewhere, "summary.json");
+    char *elsewhere = path_join(tmp, "elsewhere"), *keep = path_join(elsewhere, "summary.json");
     ck_assert_int_eq(mkdir(elsewhere, 0700), 0);
     FILE *f = fopen(keep, "w");
     fputs("theirs", f);
     fclose(f);
-    char *target = join(run, REPORT_DIR);
+    char *target = path_join(run, REPORT_DIR);
     ck_assert_int_eq(symlink(elsewhere, target), 0);
 
     char *cause = NULL;
@@ -1466,11 +1437,11 @@ START_TEST(test_failure_leaves_nothing)
     char *tmp, *dir;
     report *r = report_a(&tmp, &dir, NULL);
     report_free(r);
-    char *sum = join(dir, "summary.json");
+    char *sum = path_join(dir, "summary.json");
     char *before = slurp(sum, NULL);
     golden g;
     build_many(&g, 3000, NULL);
-    char *run2 = join(tmp, "run2");
+    char *run2 = path_join(tmp, "run2");
     write_run(&g, run2);
     golden_free(&g);
 
@@ -1491,7 +1462,7 @@ START_TEST(test_failure_leaves_nothing)
     free(cause);
     char *after = slurp(sum, NULL);
     ck_assert_str_eq(after, before);
-    char *run = join(tmp, "run");
+    char *run = path_join(tmp, "run");
     ck_assert_int_eq(count_prefix(run, REPORT_DIR ".tmp"), 0);
     ck_assert_int_eq(count_prefix(run, REPORT_DIR), 1);
 
@@ -1517,8 +1488,8 @@ END_TEST
 START_TEST(test_bad_inputs)
 {
     char *tmp = tmp_make();
-    char *missing = join(tmp, "missing"), *empty = join(tmp, "empty.tsr"),
-         *foreign = join(tmp, "foreign.tsr");
+    char *missing = path_join(tmp, "missing"), *empty = path_join(tmp, "empty.tsr"),
+         *foreign = path_join(tmp, "foreign.tsr");
     FILE *f = fopen(empty, "w");
     fclose(f);
     f = fopen(foreign, "w");
@@ -1552,7 +1523,7 @@ START_TEST(test_truncated)
     golden g;
     build_many(&g, 20, NULL);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run"), *rec = join(run, TS_RECORDING_DIR);
+    char *run = path_join(tmp, "run"), *rec = path_join(run, TS_RECORDING_DIR);
     recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = 7};
     recording_writer *w;
     char *why = NULL;
@@ -1566,7 +1537,7 @@ START_TEST(test_truncated)
     ck_assert_int_eq(recording_append_events(w, g.ev + 10, 10, NULL, 0, &why), 0);
     ck_assert_int_eq(recording_writer_close(w, &why), 0);
     golden_free(&g);
-    char *file = join(rec, TS_RECORDING_FILE);
+    char *file = path_join(rec, TS_RECORDING_FILE);
     struct stat st;
     ck_assert_int_eq(stat(file, &st), 0);
     ck_assert_int_eq(truncate(file, st.st_size - 100), 0);
@@ -1581,7 +1552,7 @@ START_TEST(test_truncated)
     ck_assert_int_eq((int)jnum(j, "events.total"), 10);
     cJSON_Delete(j);
     char *real = realpath(run, NULL);
-    char *want = join(real, REPORT_DIR);
+    char *want = path_join(real, REPORT_DIR);
     ck_assert_str_eq(info->dir, want); /* the run folder's, from the .tsr path */
     free(real);
     free(want);
@@ -1610,7 +1581,7 @@ START_TEST(test_progress)
     golden g;
     build_many(&g, 100, NULL);
     char *tmp = tmp_make();
-    char *run = join(tmp, "run"), *rec = join(run, TS_RECORDING_DIR);
+    char *run = path_join(tmp, "run"), *rec = path_join(run, TS_RECORDING_DIR);
     recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR};
     recording_writer *w;
     char *why = NULL;

@@ -3,6 +3,9 @@
  * must show up as a failing test. */
 #include "model.h"
 
+#define TESTUTIL_TAG "rec"
+#include "testutil.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,46 +28,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
-
-static char *tmp_make(void)
-{
-    const char *base = getenv("TERMSIGHT_TEST_TMP");
-    if (!base || !*base)
-        base = "/tmp";
-    char *dir;
-    ck_assert_int_ge(asprintf(&dir, "%s/rec-XXXXXX", base), 0);
-    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
-    return dir;
-}
-
-static int tmp_unlink(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_remove(char *dir)
-{
-    nftw(dir, tmp_unlink, 16, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-}
-
-static char *path_join(const char *a, const char *b)
-{
-    char *p;
-    ck_assert_int_ge(asprintf(&p, "%s/%s", a, b), 0);
-    return p;
-}
-
-static void file_write(const char *path, const void *bytes, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "fopen %s: %s", path, strerror(errno));
-    ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
 
 static void file_append(const char *path, const void *bytes, size_t len)
 {
