@@ -92,6 +92,16 @@ struct termsight_session {
 
     _Atomic uint64_t no_lane_drops; /* events of threads that found no free lane */
     _Atomic uint64_t step;          /* last step number begun */
+
+    /* The /proc sampler (sampler.c). */
+    pthread_t sampler;
+    int sampler_running;
+    _Atomic int sampler_quit;
+    pthread_mutex_t sampler_lock; /* with sampler_wake: ends the sampler's sleep at destroy */
+    pthread_cond_t sampler_wake;
+    /* The window being sampled, 0 when not collecting. Written under drain, so a sample taken
+     * under drain lies between its window's start and stop markers. */
+    _Atomic uint32_t sample_window;
 };
 
 /* The current session (NULL when none); set and cleared under the create lock. */
@@ -120,6 +130,40 @@ void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
 
 /* Under the drain lock: drains every lane now, so what was appended is written. */
 void recorder_commit_locked(termsight_session *s);
+
+/* ---- The /proc sampler (sampler.c, procfs.c) ------------------------------------------ */
+
+/* Starts the thread "termsight-smp", which samples the machine, the process, its threads and
+ * its memory every sample_interval_ms while s->sample_window is nonzero. Returns 0, or -1 when
+ * the thread cannot start. */
+int sampler_start(termsight_session *s);
+/* Ends the sampler thread and joins it. Fine when it never started. */
+void sampler_stop(termsight_session *s);
+
+/* /proc/stat: the "cpu " line in clock ticks (enum ts_cpu_field order), context switches since
+ * boot, runnable and blocked processes. */
+typedef struct procfs_machine {
+    uint64_t cpu[TS_CPU__COUNT];
+    uint64_t ctxt;
+    uint32_t running, blocked;
+} procfs_machine;
+
+/* /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat: CPU time in clock ticks, threads. */
+typedef struct procfs_task {
+    uint64_t utime, stime;
+    uint32_t num_threads;
+} procfs_task;
+
+/* Parse len bytes of text (need not be NUL-terminated). Return 0, or -1 when a field is
+ * missing, cut short, not a number or does not fit. */
+int procfs_parse_stat(const char *text, size_t len, procfs_machine *out);
+/* comm may hold spaces and parentheses: the fields are read after the last ')'. */
+int procfs_parse_task_stat(const char *text, size_t len, procfs_task *out);
+/* VmRSS and VmHWM, in bytes. */
+int procfs_parse_status(const char *text, size_t len, uint64_t *rss_bytes, uint64_t *hwm_bytes);
+/* A thread's comm without its newline into out (cap bytes with the NUL); -1 when empty input,
+ * a NUL byte, or longer than cap - 1. */
+int procfs_parse_comm(const char *text, size_t len, char *out, size_t cap);
 
 /* ---- Helpers (util.c) ------------------------------------------------------------------ */
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_OUTPUT      "./termsight-data"
@@ -171,6 +172,8 @@ static void session_free(termsight_session *s)
     pthread_mutex_destroy(&s->control);
     pthread_mutex_destroy(&s->drain);
     pthread_mutex_destroy(&s->meta);
+    pthread_mutex_destroy(&s->sampler_lock);
+    pthread_cond_destroy(&s->sampler_wake);
     free(s);
 }
 
@@ -232,6 +235,13 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     pthread_mutex_init(&s->control, NULL);
     pthread_mutex_init(&s->drain, NULL);
     pthread_mutex_init(&s->meta, NULL);
+    /* The sampler's sleep is timed on CLOCK_MONOTONIC, the collector clock's epoch. */
+    pthread_mutex_init(&s->sampler_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->sampler_wake, &ca);
+    pthread_condattr_destroy(&ca);
     s->opts = *opts;
     s->output_path = strdup(opts->output_path);
     s->fp_start_op = dup_or_null(opts->fp_start_op);
@@ -283,6 +293,13 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the recorder thread");
     }
+    if (sampler_start(s) != 0) {
+        recorder_stop(s);
+        segment_close(s->seg, 1);
+        session_free(s);
+        pthread_mutex_unlock(&create_lock);
+        return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the sampler thread");
+    }
     pthread_once(&process_hooks, install_process_hooks);
     atomic_store(&ts_session, s);
     pthread_mutex_unlock(&create_lock);
@@ -310,7 +327,8 @@ int termsight_session_destroy(termsight_session *s)
         return session_fail(TERMSIGHT_E_NO_SESSION, "not this process's current session");
     }
     /* The recorder may be waiting for the control lock to run a mailbox command: end it first,
-     * without holding that lock. */
+     * without holding that lock. The sampler takes the drain lock: it ends first too. */
+    sampler_stop(s);
     recorder_stop(s);
     pthread_mutex_lock(&s->control);
     if (s->state == TS_STATE_COLLECTING) {
@@ -449,6 +467,7 @@ static int cmd_start(termsight_session *s)
         recorder_append_locked(s, &ev, 1);
         write_window_metadata(s);
         recorder_commit_locked(s);
+        atomic_store(&s->sample_window, s->window);
         s->state = TS_STATE_COLLECTING;
         atomic_store(&h->window, s->window);
         atomic_store(&h->state, TS_STATE_COLLECTING);
@@ -468,6 +487,7 @@ static int cmd_stop(termsight_session *s)
     collecting_set(0);
     recorder_drain(s);
     pthread_mutex_lock(&s->drain);
+    atomic_store(&s->sample_window, 0); /* no sample after the stop marker */
     ts_event ev = marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);
     recorder_append_locked(s, &ev, 1);
     recorder_commit_locked(s);
