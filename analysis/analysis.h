@@ -296,7 +296,7 @@ cpu_summary analysis_cpu(const analysis *a);
 size_t analysis_cpu_recent(const analysis *a, cpu_row *out, size_t max);
 
 typedef struct cpu_thread {
-    uint32_t tid, name;
+    uint32_t tid, name; /* the name the program gave (THREAD_NAME), else the OS name sampled */
     uint64_t samples;
     double avg_user, avg_system; /* percent of one CPU */
     double last_total;           /* the latest sample's user+system */

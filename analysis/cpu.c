@@ -404,7 +404,9 @@ size_t analysis_cpu_threads(const analysis *a, cpu_thread **rows)
         const thread_acc *t = &s->threads[i];
         r[i] = (cpu_thread){
             .tid = t->tid,
-            .name = t->name ? t->name : analysis_thread_name(a, t->tid),
+            /* The name the program gave the thread wins over the OS name the samples carry
+             * (a trainer names its threads "train", "data-loader"; /proc says the binary). */
+            .name = analysis_thread_name(a, t->tid) ? analysis_thread_name(a, t->tid) : t->name,
             .samples = t->samples,
             .avg_user = percent_of(t->user_ns, t->dur_ns),
             .avg_system = percent_of(t->system_ns, t->dur_ns),

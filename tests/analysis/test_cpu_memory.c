@@ -340,10 +340,11 @@ START_TEST(test_cpu_threads)
     golden g;
     golden_init(&g);
     golden_thread_name(&g, 102, "loader");
+    golden_thread_name(&g, 103, "given-name"); /* wins over the OS name its samples carry */
     cpu_thread_sample(&g, 101, "worker-1", 0, SEC_NS, 200 * MS, 100 * MS);
     cpu_thread_sample(&g, 101, "worker-1", SEC_NS, 2 * SEC_NS, 400 * MS, 100 * MS);
     cpu_thread_sample(&g, 102, NULL, 0, SEC_NS, 800 * MS, 100 * MS);
-    cpu_thread_sample(&g, 103, NULL, 0, SEC_NS, 50 * MS, 50 * MS);
+    cpu_thread_sample(&g, 103, "os-name", 0, SEC_NS, 50 * MS, 50 * MS);
     static const char odd[] = "bad\xff,\"name\"\n";
     golden_push(&g, (ts_event){.kind = TS_KIND_CPU_THREAD,
                                .tid = 104,
@@ -370,7 +371,7 @@ START_TEST(test_cpu_threads)
         ck_assert_double_eq_tol(t[1].avg_system, 10.0, EPS);
         ck_assert_double_eq_tol(t[1].last_total, 50.0, EPS); /* the later sample: 400 + 100 */
         ck_assert_uint_eq(t[2].tid, 103);
-        ck_assert_uint_eq(t[2].name, 0);
+        ck_assert_str_eq(golden_str(a, t[2].name), "given-name");
         ck_assert_double_eq_tol(t[2].last_total, 10.0, EPS);
         ck_assert_uint_eq(t[3].tid, 104);
         uint32_t len;
