@@ -26,7 +26,7 @@ typedef struct frame {
     uint32_t depth;
     uint32_t name;
     uint32_t type;
-    uint32_t pad;
+    uint32_t corr; /* written into the event's corr (NVTX: the domain) */
     uint64_t begin_ns;
     uint64_t flops;
 } frame;
@@ -187,7 +187,7 @@ uint32_t termsight_name(const char *name)
 
 /* ---- Ranges ---------------------------------------------------------------------------- */
 
-void termsight_range_begin_id(uint32_t name, uint32_t type)
+void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
 {
     if (UNLIKELY(!collecting()))
         return;
@@ -200,8 +200,14 @@ void termsight_range_begin_id(uint32_t name, uint32_t type)
     f->depth = d;
     f->name = name;
     f->type = type;
+    f->corr = corr;
     f->flops = 0;
     f->begin_ns = now();
+}
+
+void termsight_range_begin_id(uint32_t name, uint32_t type)
+{
+    api_range_begin(name, type, 0);
 }
 
 void termsight_range_begin(const char *name, const char *type)
@@ -227,6 +233,7 @@ void termsight_range_end(void)
                    .aux = d,
                    .name = f->name,
                    .type = f->type,
+                   .corr = f->corr,
                    .begin_ns = f->begin_ns,
                    .end_ns = now(),
                    .v0 = f->flops};
@@ -269,6 +276,8 @@ uint64_t termsight_step_begin(void)
         return 0;
     /* Steps are numbered whether or not a window is open, so numbers match the training's. */
     uint64_t n = atomic_fetch_add_explicit(&s->step, 1, memory_order_relaxed) + 1;
+    if (UNLIKELY(s->steps_to))
+        autostart_step_begin(s, n);
     if (collecting())
         emit_instant(TS_KIND_STEP_BEGIN, TS_STR_NONE, 0, n, 0, 0);
     return n;
@@ -276,12 +285,14 @@ uint64_t termsight_step_begin(void)
 
 void termsight_step_end(void)
 {
-    if (UNLIKELY(!collecting()))
-        return;
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
-    if (s)
-        emit_instant(TS_KIND_STEP_END, TS_STR_NONE, 0,
-                     atomic_load_explicit(&s->step, memory_order_relaxed), 0, 0);
+    if (!s || (!collecting() && !s->steps_to))
+        return;
+    uint64_t n = atomic_load_explicit(&s->step, memory_order_relaxed);
+    if (collecting())
+        emit_instant(TS_KIND_STEP_END, TS_STR_NONE, 0, n, 0, 0);
+    if (UNLIKELY(s->steps_to))
+        autostart_step_end(s, n);
 }
 
 void termsight_phase_mark(termsight_phase phase)
@@ -394,11 +405,31 @@ void termsight_memory_free(uint64_t address, uint64_t bytes, int device)
 
 void termsight_thread_name(const char *name)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
-    if (!s || !name)
+    if (!name || !atomic_load_explicit(&ts_session, memory_order_acquire))
         return;
-    uint32_t id = termsight_name(name);
-    uint32_t tid = (uint32_t)gettid();
+    api_thread_name_tid((uint32_t)gettid(), termsight_name(name));
+}
+
+uint32_t api_tid(void)
+{
+    thread_block *b = hot.block;
+    return b ? b->tid : (uint32_t)gettid();
+}
+
+void api_emit(ts_event *ev)
+{
+    if (UNLIKELY(!collecting()))
+        return;
+    thread_block *b = block();
+    if (LIKELY(b))
+        lane_push(&b->w, ev);
+}
+
+void api_thread_name_tid(uint32_t tid, uint32_t id)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (!s)
+        return;
     pthread_mutex_lock(&s->meta);
     uint32_t i = 0;
     while (i < s->thread_count && s->threads[i].tid != tid)
@@ -410,6 +441,14 @@ void termsight_thread_name(const char *name)
             s->thread_count++;
     }
     pthread_mutex_unlock(&s->meta);
-    if (collecting())
-        emit_instant(TS_KIND_THREAD_NAME, id, 0, 0, 0, 0);
+    if (collecting()) {
+        uint64_t t = now();
+        ts_event ev = {.kind = TS_KIND_THREAD_NAME,
+                       .tid = tid,
+                       .device = TS_DEVICE_HOST,
+                       .name = id,
+                       .begin_ns = t,
+                       .end_ns = t};
+        api_emit(&ev);
+    }
 }

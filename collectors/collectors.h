@@ -102,6 +102,14 @@ struct termsight_session {
     /* The window being sampled, 0 when not collecting. Written under drain, so a sample taken
      * under drain lies between its window's start and stop markers. */
     _Atomic uint32_t sample_window;
+
+    /* Auto-start (autostart.c): a session created from the environment by TERMSIGHT_AUTOSTART,
+     * which termsight_session_create hands to the program instead of failing. */
+    int autostarted;
+    /* TERMSIGHT_STEPS=A-B (autostart.c): collect from step A's begin through step B's end;
+     * steps_to 0 when unset. steps_state: 0 before A, 1 collecting, 2 done. */
+    uint64_t steps_from, steps_to;
+    _Atomic int steps_state;
 };
 
 /* The current session (NULL when none); set and cleared under the create lock. */
@@ -113,6 +121,35 @@ int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2
 /* Runs one control command as the API or the mailbox asks; returns a termsight_error. Takes the
  * control lock. */
 int session_command(termsight_session *s, uint32_t cmd, const char *arg);
+
+/* ---- Internal event entries (api.c), for NVTX and other collectors in the room --------- */
+
+/* termsight_range_begin_id with a correlation value kept in the frame and written into the
+ * range's corr field at its end (NVTX: the domain's name id). */
+void api_range_begin(uint32_t name, uint32_t type, uint32_t corr);
+/* Pushes a fully built event (tid included) into the calling thread's lane while collecting. */
+void api_emit(ts_event *ev);
+/* The calling thread's id, as events carry it (cached after the thread's first event). */
+uint32_t api_tid(void);
+/* Names thread tid (any thread of the process) in the session's metadata and, while
+ * collecting, with a THREAD_NAME event. */
+void api_thread_name_tid(uint32_t tid, uint32_t name);
+
+/* ---- Auto-start (autostart.c) ----------------------------------------------------------- */
+
+/* Creates the session from the environment when TERMSIGHT_AUTOSTART=1 and none exists; also
+ * installs the SIGINT/SIGTERM flush. Idempotent and thread-safe; prints one line on stderr only
+ * when creation fails. */
+void autostart_ensure(void);
+/* Step-window hooks for TERMSIGHT_STEPS (called by the step calls when s->steps_to is set). */
+void autostart_step_begin(termsight_session *s, uint64_t step);
+void autostart_step_end(termsight_session *s, uint64_t step);
+
+/* ---- NVTX (nvtx.c) ---------------------------------------------------------------------- */
+
+/* Compiles the step pattern (TERMSIGHT_STEP_PATTERN, else the default) once. Returns 0, or -1
+ * with a message in *why (static storage) when the pattern does not compile. */
+int nvtx_step_pattern_init(const char **why);
 
 /* ---- The recorder (recorder.c) --------------------------------------------------------- */
 

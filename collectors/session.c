@@ -221,7 +221,17 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         return rc;
 
     pthread_mutex_lock(&create_lock);
-    if (atomic_load(&ts_session)) {
+    termsight_session *existing = atomic_load(&ts_session);
+    if (existing && existing->autostarted) {
+        /* termsight run started this session from the environment before the program's own
+         * create: the program gets that session (its options win over the program's), and owns
+         * it from now on (its destroy ends it). */
+        existing->autostarted = 0;
+        pthread_mutex_unlock(&create_lock);
+        *out = existing;
+        return ok();
+    }
+    if (existing) {
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_SESSION_EXISTS,
                             "a profiler session already exists in this process (pid %d)",

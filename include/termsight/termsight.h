@@ -72,7 +72,9 @@ typedef struct termsight_session termsight_session;
 /* Creates this process's session: the segment, the recorder thread and, when start_collecting,
  * the first collection window. opts NULL means termsight_options_init's values. Fails with
  * TERMSIGHT_E_SESSION_EXISTS when one exists, TERMSIGHT_E_INVALID for bad options,
- * TERMSIGHT_E_SYSTEM when shared memory, the run folder or the thread cannot be had. */
+ * TERMSIGHT_E_SYSTEM when shared memory, the run folder or the thread cannot be had. Under
+ * `termsight run` (TERMSIGHT_AUTOSTART=1) a session exists before main: the first create returns
+ * it with TERMSIGHT_OK, with the run's options rather than opts, and the caller then owns it. */
 TERMSIGHT_API int termsight_session_create(const termsight_options *opts, termsight_session **out);
 
 /* Opens a collection window. TERMSIGHT_E_ALREADY_COLLECTING while collecting. */
