@@ -1,0 +1,308 @@
+/* termsight run: profile an unmodified program.
+ *
+ * CMD starts with libtermsight.so preloaded (LD_PRELOAD, after any preload already set) and named
+ * as the NVTX injection (NVTX_INJECTION64_PATH), with TERMSIGHT_AUTOSTART=1 and the options in
+ * TERMSIGHT_* variables: the library's constructor creates the session (collectors/autostart.c).
+ * The library is found, in order, at $TERMSIGHT_LIB, next to the build tree's binary
+ * (<dir of termsight>/../collectors/libtermsight.so) and in an installed tree
+ * (<dir of termsight>/../lib/libtermsight.so).
+ *
+ * While CMD runs, SIGINT is ignored here (Ctrl-C reaches CMD through the terminal's process
+ * group) and SIGTERM is passed on to CMD; either way run waits for CMD, removes its segment if it
+ * left one (a program that ends through _exit, or by a signal it handles itself, cannot flush),
+ * prints its run folder and returns its exit status (128 + the signal when a signal ended it). */
+#include "cli.h"
+#include "model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEFAULT_OUTPUT "./termsight-data"
+
+static void run_usage(FILE *out)
+{
+    fputs("usage: termsight run [OPTIONS] -- CMD [ARGS...]\n"
+          "\n"
+          "Runs CMD with the collector loaded (LD_PRELOAD and NVTX_INJECTION64_PATH), so that an\n"
+          "unmodified program is profiled: CPU and memory samples, NVTX ranges and marks, and the\n"
+          "API's events when it calls them. Returns CMD's exit status (128 + signal when a signal\n"
+          "ended it) and prints the run folder of CMD's process on stderr. Every process started\n"
+          "with this environment (CMD and the programs it execs) gets its own run folder.\n"
+          "\n"
+          "  -o DIR             parent of run folders (default ./termsight-data)\n"
+          "  --no-start         wait for a start command from 'termsight top'\n"
+          "  --sample-ms N      CPU and memory sampling interval, ms (default 100)\n"
+          "  --step-pattern RE  NVTX ranges whose name matches this POSIX extended regular\n"
+          "                     expression are steps (default '^(step|ProfilerStep#[0-9]+)')\n"
+          "  --steps A-B        collect from step A through step B (steps from the API or NVTX)\n"
+          "  --delay S          start collecting after S seconds\n"
+          "  --duration S       stop collecting S seconds after the start\n",
+          out);
+}
+
+/* The library to preload: 0 and its absolute path in out, or -1. */
+static int find_library(char out[static PATH_MAX])
+{
+    const char *env = getenv("TERMSIGHT_LIB");
+    if (env && *env) {
+        if (!realpath(env, out) || access(out, R_OK) != 0) {
+            cli_error("run: TERMSIGHT_LIB=%s: %s", env, strerror(errno ? errno : ENOENT));
+            return -1;
+        }
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        cli_error("run: cannot read /proc/self/exe: %s", strerror(errno));
+        return -1;
+    }
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    const char *rel[] = {"../collectors/libtermsight.so", "../lib/libtermsight.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        if (realpath(cand, out) && access(out, R_OK) == 0)
+            return 0;
+    }
+    cli_error("run: libtermsight.so not found next to %s (../collectors or ../lib); set "
+              "TERMSIGHT_LIB to its path",
+              exe);
+    return -1;
+}
+
+static int check_seconds(const char *opt, const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long s = strtoul(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || s > 31536000ul) {
+        cli_error("run: %s wants whole seconds, got '%s'", opt, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_steps(const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long a = strtoull(v, &end, 10);
+    if (errno || end == v || *end != '-' || v[0] == '-')
+        goto bad;
+    const char *b_text = end + 1;
+    unsigned long long b = strtoull(b_text, &end, 10);
+    if (errno || end == b_text || *end || *b_text == '-' || a < 1 || b < a)
+        goto bad;
+    return 0;
+bad:
+    cli_error("run: --steps wants A-B with 1 <= A <= B, got '%s'", v);
+    return -1;
+}
+
+static pid_t child_pid;
+
+static void forward(int sig)
+{
+    if (child_pid > 0)
+        kill(child_pid, sig);
+}
+
+/* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>", the newest. */
+static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char key[32];
+    snprintf(key, sizeof key, "-%d-", (int)pid);
+    size_t klen = strlen(key);
+    char best[256] = "";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        /* the pid is followed by the 15-character time stamp */
+        if (len < klen + 15 || strncmp(e->d_name + len - 15 - klen, key, klen) != 0)
+            continue;
+        if (strcmp(e->d_name + len - 15, best + (best[0] ? strlen(best) - 15 : 0)) > 0 || !best[0])
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!best[0])
+        return -1;
+    snprintf(out, cap, "%s/%s", dir, best);
+    return 0;
+}
+
+static int run_run(int argc, char **argv)
+{
+    const char *output = DEFAULT_OUTPUT, *sample = NULL, *pattern = NULL, *steps = NULL;
+    const char *delay = NULL, *duration = NULL;
+    int no_start = 0, i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--"))
+            break;
+        int has_value = !strcmp(a, "-o") || !strcmp(a, "--sample-ms") ||
+                        !strcmp(a, "--step-pattern") || !strcmp(a, "--steps") ||
+                        !strcmp(a, "--delay") || !strcmp(a, "--duration");
+        if (has_value && i + 1 >= argc) {
+            cli_error("run: %s needs a value", a);
+            return 2;
+        }
+        if (!strcmp(a, "-o"))
+            output = argv[++i];
+        else if (!strcmp(a, "--sample-ms"))
+            sample = argv[++i];
+        else if (!strcmp(a, "--step-pattern"))
+            pattern = argv[++i];
+        else if (!strcmp(a, "--steps"))
+            steps = argv[++i];
+        else if (!strcmp(a, "--delay"))
+            delay = argv[++i];
+        else if (!strcmp(a, "--duration"))
+            duration = argv[++i];
+        else if (!strcmp(a, "--no-start"))
+            no_start = 1;
+        else {
+            cli_error("run: unknown argument '%s' (the command follows '--')", a);
+            run_usage(stderr);
+            return 2;
+        }
+    }
+    if (i >= argc - 1) {
+        cli_error("run: no command given after '--'");
+        run_usage(stderr);
+        return 2;
+    }
+    char **cmd = argv + i + 1;
+
+    if (sample) {
+        char *end;
+        errno = 0;
+        unsigned long ms = strtoul(sample, &end, 10);
+        if (errno || end == sample || *end || sample[0] == '-' || ms < 1 || ms > 3600000) {
+            cli_error("run: --sample-ms wants 1 to 3600000, got '%s'", sample);
+            return 2;
+        }
+    }
+    if (pattern) {
+        regex_t re;
+        int rc = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char why[128];
+            regerror(rc, &re, why, sizeof why);
+            cli_error("run: --step-pattern '%s': %s", pattern, why);
+            return 2;
+        }
+        regfree(&re);
+    }
+    if ((steps && check_steps(steps)) || (delay && check_seconds("--delay", delay)) ||
+        (duration && check_seconds("--duration", duration)))
+        return 2;
+    if (steps && (delay || duration)) {
+        cli_error("run: --steps and --delay/--duration are two ways to choose the window: "
+                  "give one");
+        return 2;
+    }
+
+    char lib[PATH_MAX];
+    if (find_library(lib) != 0)
+        return 1;
+    if (mkdir(output, 0755) != 0 && errno != EEXIST) {
+        cli_error("run: cannot create %s: %s", output, strerror(errno));
+        return 1;
+    }
+    char out_abs[PATH_MAX];
+    if (!realpath(output, out_abs)) {
+        cli_error("run: %s: %s", output, strerror(errno));
+        return 1;
+    }
+
+    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old_int,
+                     old_term;
+    sigemptyset(&ign.sa_mask);
+    sigemptyset(&fwd.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGTERM, &fwd, &old_term);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        cli_error("run: fork: %s", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        const char *pre = getenv("LD_PRELOAD");
+        char *preload = NULL;
+        if (pre && *pre) {
+            /* after the preloads already set: a sanitizer runtime must stay first */
+            if (asprintf(&preload, "%s:%s", pre, lib) < 0)
+                _exit(127);
+        }
+        setenv("LD_PRELOAD", preload ? preload : lib, 1);
+        setenv("NVTX_INJECTION64_PATH", lib, 1);
+        setenv("TERMSIGHT_AUTOSTART", "1", 1);
+        setenv("TERMSIGHT_OUTPUT", out_abs, 1);
+        setenv("TERMSIGHT_START", no_start ? "0" : "1", 1);
+        const struct {
+            const char *name, *value;
+        } opt[] = {{"TERMSIGHT_SAMPLE_MS", sample},
+                   {"TERMSIGHT_STEP_PATTERN", pattern},
+                   {"TERMSIGHT_STEPS", steps},
+                   {"TERMSIGHT_DELAY_S", delay},
+                   {"TERMSIGHT_DURATION_S", duration}};
+        for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
+            if (opt[k].value)
+                setenv(opt[k].name, opt[k].value, 1);
+        execvp(cmd[0], cmd);
+        cli_error("run: cannot run %s: %s", cmd[0], strerror(errno));
+        _exit(127);
+    }
+    child_pid = pid;
+    int status;
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (got < 0) {
+        cli_error("run: waitpid: %s", strerror(errno));
+        return 1;
+    }
+    int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
+             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                   : 1;
+    /* A program that ends through _exit (or a signal it does not let us see) leaves its segment:
+     * the process is gone, so it goes now. What the recorder wrote so far stays readable. */
+    char *why = NULL;
+    if (segment_remove_stale(pid, &why) != 0)
+        free(why);
+    char folder[PATH_MAX + 256];
+    if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0)
+        fprintf(stderr, "termsight: run folder %s\n", folder);
+    else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
+        fprintf(stderr, "termsight: no run folder for pid %d under %s (nothing was collected)\n",
+                (int)pid, out_abs);
+    return rc;
+}
+
+const cli_command cli_cmd_run = {
+    .name = "run",
+    .summary = "run a program with the profiler loaded",
+    .run = run_run,
+    .usage = run_usage,
+};

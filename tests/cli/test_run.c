@@ -1,0 +1,393 @@
+/* termsight run: unmodified programs under the collector, their recordings read event by event.
+ *
+ * Runs $TERMSIGHT_BIN run -- PROGRAM and reads the run folder it prints. Programs: the NVTX
+ * example ($NVTX_EXAMPLE), a forking NVTX program ($FORK_NVTX), mlp_train ($MLP_TRAIN) and sh.
+ * In an ASan build CMake preloads the ASan runtime (termsight run keeps it first), so these run
+ * there too; under other sanitizers (TERMSIGHT_SANITIZED set by CMake: TSan) they skip. */
+#include "model.h"
+
+#define TESTUTIL_TAG "run"
+#include "testutil.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct run_result {
+    int status;        /* termsight run's exit status */
+    char folder[4096]; /* the printed run folder, "" when none */
+    pid_t pid;         /* the profiled process, from the folder name */
+} run_result;
+
+/* $TERMSIGHT_BIN run -o <tmp>/out [opts...] -- cmd... ; stderr parsed for the run folder. */
+static void run(const char *tmp, const char *const *argv, run_result *r)
+{
+    char *err_path = path_join(tmp, "stderr");
+    char *out_dir = path_join(tmp, "out");
+    const char *bin = getenv("TERMSIGHT_BIN");
+    ck_assert_msg(bin && *bin, "TERMSIGHT_BIN is not set");
+    const char *args[32] = {bin, "run", "-o", out_dir};
+    size_t n = 4;
+    for (size_t i = 0; argv[i]; i++)
+        args[n++] = argv[i];
+    args[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int null = open("/dev/null", O_WRONLY);
+        if (fd < 0 || dup2(fd, 2) < 0 || dup2(null, 1) < 0)
+            _exit(126);
+        execv(bin, (char *const *)args);
+        _exit(127);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    r->status = WEXITSTATUS(status);
+    r->folder[0] = 0;
+    r->pid = 0;
+    FILE *f = fopen(err_path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4000];
+    while (fgets(line, sizeof line, f)) {
+        const char *key = "termsight: run folder ";
+        if (!strncmp(line, key, strlen(key))) {
+            snprintf(r->folder, sizeof r->folder, "%s", line + strlen(key));
+            r->folder[strcspn(r->folder, "\n")] = 0;
+        } else {
+            fprintf(stderr, "[program stderr] %s", line);
+        }
+    }
+    fclose(f);
+    if (r->folder[0]) {
+        /* "<process>-<pid>-<YYYYmmdd-HHMMSS>" */
+        const char *end = r->folder + strlen(r->folder) - 16;
+        const char *p = end;
+        while (p > r->folder && p[-1] != '-')
+            p--;
+        r->pid = (pid_t)atoi(p);
+    }
+    free(err_path);
+    free(out_dir);
+}
+
+typedef struct event_list {
+    ts_event *ev;
+    size_t n;
+    recording_reader *reader; /* kept open for names */
+} event_list;
+
+static void read_all(const char *folder, event_list *l)
+{
+    char *why = NULL;
+    ck_assert_msg(recording_reader_open(folder, &l->reader, &why) == 0, "open %s: %s", folder,
+                  why ? why : "?");
+    l->ev = NULL;
+    l->n = 0;
+    const ts_event *ev;
+    size_t n;
+    int rc;
+    while ((rc = recording_reader_next(l->reader, &ev, &n, &why)) == 1) {
+        l->ev = realloc(l->ev, (l->n + n) * sizeof *l->ev);
+        ck_assert_ptr_nonnull(l->ev);
+        memcpy(l->ev + l->n, ev, n * sizeof *ev);
+        l->n += n;
+    }
+    ck_assert_msg(rc == 0, "read: %s", why ? why : "?");
+    ck_assert_uint_eq(recording_reader_bad_chunks(l->reader), 0);
+}
+
+static void list_free(event_list *l)
+{
+    free(l->ev);
+    recording_reader_close(l->reader);
+}
+
+static const char *name_of(const event_list *l, uint32_t id)
+{
+    uint32_t len;
+    const char *s = recording_reader_string(l->reader, id, &len);
+    return s ? s : "";
+}
+
+static size_t count(const event_list *l, uint16_t kind, const char *name)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == kind && (!name || !strcmp(name_of(l, l->ev[i].name), name)))
+            c++;
+    return c;
+}
+
+static const ts_event *find(const event_list *l, uint16_t kind, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == kind && !strcmp(name_of(l, l->ev[i].name), name))
+            return &l->ev[i];
+    return NULL;
+}
+
+static int segment_exists(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)pid);
+    return access(path, F_OK) == 0;
+}
+
+static int skip_sanitized(void)
+{
+    if (getenv("TERMSIGHT_SANITIZED")) {
+        fputs("test_run: skipped under this sanitizer: its runtime cannot be preloaded into "
+              "programs built without it (sh)\n",
+              stderr);
+        return 1;
+    }
+    return 0;
+}
+
+static const char *need_env(const char *name)
+{
+    const char *v = getenv(name);
+    ck_assert_msg(v && *v, "%s is not set", name);
+    return v;
+}
+
+START_TEST(nvtx_example_recorded)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", need_env("NVTX_EXAMPLE"), NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(r.folder[0], "no run folder printed");
+    ck_assert(!segment_exists(r.pid));
+    event_list l;
+    read_all(r.folder, &l);
+
+    /* Thread names, and which thread is which. */
+    const ts_event *main_name = find(&l, TS_KIND_THREAD_NAME, "nvtx-main");
+    const ts_event *worker_name = find(&l, TS_KIND_THREAD_NAME, "nvtx-worker");
+    ck_assert_ptr_nonnull(main_name);
+    ck_assert_ptr_nonnull(worker_name);
+    uint32_t main_tid = main_name->tid, worker_tid = worker_name->tid;
+    ck_assert_uint_eq(main_tid, (uint32_t)r.pid);
+    ck_assert_uint_ne(worker_tid, main_tid);
+
+    /* Steps: five begin/end pairs, numbered 1..5, and "step" is not an operator. */
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 5);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_END, NULL), 5);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "step"), 0);
+    uint64_t next = 1;
+    for (size_t i = 0; i < l.n; i++)
+        if (l.ev[i].kind == TS_KIND_STEP_BEGIN)
+            ck_assert_uint_eq(l.ev[i].v0, next++);
+
+    /* Nesting: forward (depth 0) holds matmul and relu (depth 1); backward at depth 0. */
+    const char *ops[] = {"forward", "matmul", "relu", "backward"};
+    const uint32_t depth[] = {0, 1, 1, 0};
+    for (size_t k = 0; k < 4; k++) {
+        ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, ops[k]), 5);
+        for (size_t i = 0; i < l.n; i++) {
+            const ts_event *e = &l.ev[i];
+            if (e->kind != TS_KIND_OP_RANGE || strcmp(name_of(&l, e->name), ops[k]))
+                continue;
+            ck_assert_uint_eq(e->aux, depth[k]);
+            ck_assert_uint_eq(e->tid, main_tid);
+            ck_assert(!(e->flags & TS_EF_CROSS_THREAD));
+            ck_assert_uint_le(e->begin_ns, e->end_ns);
+        }
+    }
+    /* matmul lies inside a forward. */
+    const ts_event *mm = find(&l, TS_KIND_OP_RANGE, "matmul");
+    const ts_event *fw = find(&l, TS_KIND_OP_RANGE, "forward");
+    ck_assert_uint_ge(mm->begin_ns, fw->begin_ns);
+    ck_assert_uint_le(mm->end_ns, fw->end_ns);
+
+    /* The worker's own ranges. */
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "load"), 3);
+    ck_assert_uint_eq(find(&l, TS_KIND_OP_RANGE, "load")->tid, worker_tid);
+
+    /* The range started on main and ended on the worker. */
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "handoff"), 1);
+    const ts_event *h = find(&l, TS_KIND_OP_RANGE, "handoff");
+    ck_assert(h->flags & TS_EF_CROSS_THREAD);
+    ck_assert_uint_eq(h->tid, main_tid);
+    ck_assert_uint_eq(h->v1, worker_tid);
+
+    /* Marks, and the domain's range (registered string) and mark. */
+    ck_assert_uint_eq(count(&l, TS_KIND_NVTX_MARK, "step done"), 5);
+    const ts_event *io = find(&l, TS_KIND_OP_RANGE, "io");
+    ck_assert_ptr_nonnull(io);
+    ck_assert_str_eq(name_of(&l, io->corr), "example-domain");
+    const ts_event *dm = find(&l, TS_KIND_NVTX_MARK, "domain mark");
+    ck_assert_ptr_nonnull(dm);
+    ck_assert_uint_eq(dm->corr, io->corr);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(step_pattern_option)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    /* "matmul" as the step pattern: five steps from it, "step" an operator again. */
+    const char *argv[] = {"--step-pattern", "^matmul$", "--", need_env("NVTX_EXAMPLE"), NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 5);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "step"), 5);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "matmul"), 0);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(steps_window)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--steps", "2-3", "--", need_env("NVTX_EXAMPLE"), NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 2);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_END, NULL), 2);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "matmul"), 2);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_START, NULL), 1);
+    for (size_t i = 0; i < l.n; i++)
+        if (l.ev[i].kind == TS_KIND_STEP_BEGIN)
+            ck_assert(l.ev[i].v0 == 2 || l.ev[i].v0 == 3);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(api_program_adopts_session)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", need_env("MLP_TRAIN"), "--steps", "20", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(r.folder[0], "no run folder printed");
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 20);
+    ck_assert_uint_gt(count(&l, TS_KIND_OP_RANGE, NULL), 20);
+    ck_assert(!segment_exists(r.pid));
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(exit_status_passthrough)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", "sh", "-c", "exit 7", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 7);
+    ck_assert_msg(r.folder[0], "no run folder printed");
+    /* dash ends through _exit, past our atexit flush: run removes the segment it left. */
+    ck_assert(!segment_exists(r.pid));
+    const char *missing[] = {"--", "/nonexistent/program", NULL};
+    run(tmp, missing, &r);
+    ck_assert_int_eq(r.status, 127);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(sigterm_flushes)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", need_env("FORK_NVTX"), "term", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 128 + SIGTERM);
+    ck_assert_msg(r.folder[0], "no run folder printed");
+    ck_assert(!segment_exists(r.pid));
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_START, NULL), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_STOP, NULL), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "before term"), 1);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(fork_child_not_recorded)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", need_env("FORK_NVTX"), NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "parent"), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "child"), 0);
+    ck_assert_uint_eq(count(&l, TS_KIND_NVTX_MARK, "child mark"), 0);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(bad_arguments)
+{
+    char *tmp = tmp_make();
+    run_result r;
+    const char *none[] = {NULL};
+    run(tmp, none, &r);
+    ck_assert_int_eq(r.status, 2);
+    const char *re[] = {"--step-pattern", "(", "--", "true", NULL};
+    run(tmp, re, &r);
+    ck_assert_int_eq(r.status, 2);
+    const char *steps[] = {"--steps", "3-1", "--", "true", NULL};
+    run(tmp, steps, &r);
+    ck_assert_int_eq(r.status, 2);
+    tmp_remove(tmp);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("run");
+    TCase *tc = tcase_create("run");
+    tcase_add_test(tc, nvtx_example_recorded);
+    tcase_add_test(tc, step_pattern_option);
+    tcase_add_test(tc, steps_window);
+    tcase_add_test(tc, api_program_adopts_session);
+    tcase_add_test(tc, exit_status_passthrough);
+    tcase_add_test(tc, sigterm_flushes);
+    tcase_add_test(tc, fork_child_not_recorded);
+    tcase_add_test(tc, bad_arguments);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
