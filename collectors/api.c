@@ -127,6 +127,8 @@ static inline int same_window(int reset)
         return 0;
     hot.window = w;
     hot.depth = 0;
+    if (UNLIKELY(ts_cupti_ranges))
+        cupti_range_reset();
     if (hot.block)
         hot.block->nframes = 0;
     return 1;
@@ -193,6 +195,8 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
         return;
     same_window(1);
     uint32_t d = hot.depth++;
+    if (UNLIKELY(ts_cupti_ranges))
+        cupti_range_push(name);
     thread_block *b = block();
     if (UNLIKELY(!b) || UNLIKELY(b->nframes == TS_MAX_FRAMES))
         return;
@@ -222,6 +226,8 @@ void termsight_range_end(void)
     if (UNLIKELY(!collecting()) || !same_window(0) || UNLIKELY(!hot.depth))
         return; /* not collecting, or the range began before this window, or never */
     uint32_t d = --hot.depth;
+    if (UNLIKELY(ts_cupti_ranges))
+        cupti_range_pop();
     thread_block *b = hot.block;
     if (!b || !b->nframes || b->frames[b->nframes - 1].depth != d)
         return; /* deeper than the frames kept */

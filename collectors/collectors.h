@@ -216,4 +216,31 @@ int util_run_folder(const char *output, const char *process, int pid, char *out,
 /* Parses an unsigned decimal in [min, max]; 0 on success, -1 otherwise. */
 int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out);
 
+/* ---- CUDA activity through CUPTI (cupti.c) ---------------------------------------------- */
+
+/* Set while CUDA collection is on: range begin/end then push/pop external correlation ids. */
+extern volatile int ts_cupti_ranges;
+
+/* Loads CUPTI, registers the clock and buffers, enables the activities; records go to s.
+ * Returns 0, or -1 when CUDA collection is off (said once on stderr; cupti_status() says why).
+ * Idempotent. */
+int cupti_start(termsight_session *s);
+
+/* 1 when the process has loaded the CUDA driver (libcuda), the cue to start CUDA collection for a
+ * session created without the CUDA injection. */
+int cupti_process_uses_cuda(void);
+
+/* cuptiActivityFlushAll; forced also hands over incomplete buffers. Never under s->drain. */
+void cupti_flush(termsight_session *s, int forced);
+
+/* Forced flush, then no more records to s. Never under s->drain. */
+void cupti_stop(termsight_session *s);
+
+/* "CUDA collection on (CUPTI n)" or "CUDA collection off: why". */
+const char *cupti_status(void);
+
+void cupti_range_push(uint32_t name);
+void cupti_range_pop(void);
+void cupti_range_reset(void);
+
 #endif

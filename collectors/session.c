@@ -313,6 +313,10 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     pthread_once(&process_hooks, install_process_hooks);
     atomic_store(&ts_session, s);
     pthread_mutex_unlock(&create_lock);
+    /* CUDA collection: here when the program already loaded the driver, else from the CUDA
+     * injection (InitializeInjection) when the driver initializes. */
+    if (cupti_process_uses_cuda())
+        cupti_start(s);
 
     if (opts->start_collecting) {
         rc = termsight_start(s);
@@ -346,6 +350,7 @@ int termsight_session_destroy(termsight_session *s)
         session_command(s, TS_CMD_STOP, NULL);
         pthread_mutex_lock(&s->control);
     }
+    cupti_stop(s); /* the forced flush at exit: device records still in CUPTI's buffers */
     atomic_store(&ts_session, NULL);
     atomic_fetch_add(&ts_generation, 1);
     /* A drain can leave loss notices in the collector's lane for the next one. */
@@ -402,10 +407,9 @@ static void write_window_metadata(termsight_session *s)
     const struct {
         const char *key, *value;
     } config[] = {
-        {"process", s->process},
-        {"fp_start_op", s->fp_start_op},
-        {"bp_end_op", s->bp_end_op},
-        {"clock", tsclock_name(&ts_clock)},
+        {"process", s->process},     {"fp_start_op", s->fp_start_op},
+        {"bp_end_op", s->bp_end_op}, {"clock", tsclock_name(&ts_clock)},
+        {"cuda", cupti_status()},
     };
     for (size_t i = 0; i < sizeof config / sizeof config[0]; i++) {
         if (!config[i].value)
@@ -495,6 +499,9 @@ static int cmd_stop(termsight_session *s)
                             "stop: the profiler is not collecting (state %s)",
                             state_name(s->state));
     collecting_set(0);
+    /* Forced: a plain flush hands over full buffers only, and the window's last kernels would
+     * arrive after the stop marker. */
+    cupti_flush(s, 1);
     recorder_drain(s);
     pthread_mutex_lock(&s->drain);
     atomic_store(&s->sample_window, 0); /* no sample after the stop marker */
@@ -509,6 +516,7 @@ static int cmd_stop(termsight_session *s)
 
 static int cmd_flush(termsight_session *s)
 {
+    cupti_flush(s, 0);
     recorder_drain(s);
     pthread_mutex_lock(&s->drain);
     int rc = 0;

@@ -1,0 +1,93 @@
+/* cupti_internal.h: the CUDA collector's insides, for cupti.c and its tests only.
+ *
+ * libcupti is loaded at run time (dlopen) into a table of function pointers, so that the library
+ * runs where CUPTI or the driver is missing. Translation of activity records into events is a
+ * pure function over a buffer, driven by the tests with hand-built CUDA 13 records. */
+#ifndef TERMSIGHT_CUPTI_INTERNAL_H
+#define TERMSIGHT_CUPTI_INTERNAL_H
+
+#include "collectors.h"
+
+/* The room's entry points (also declared in collectors.h for api.c, nvtx.c and session.c). */
+extern volatile int ts_cupti_ranges;
+int cupti_start(termsight_session *s);
+void cupti_flush(termsight_session *s, int forced);
+void cupti_stop(termsight_session *s);
+const char *cupti_status(void);
+int InitializeInjection(void);
+void cupti_range_push(uint32_t name);
+void cupti_range_pop(void);
+void cupti_range_reset(void);
+
+#if TERMSIGHT_HAVE_CUPTI
+#include <cupti.h>
+
+/* The CUPTI calls we use, resolved from the loaded library. get_callback_name may be NULL. */
+typedef struct cupti_api {
+    CUptiResult (*get_version)(uint32_t *version);
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                      CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind kind);
+    CUptiResult (*disable)(CUpti_ActivityKind kind);
+    CUptiResult (*flush_all)(uint32_t flag);
+    CUptiResult (*get_next_record)(uint8_t *buffer, size_t valid, CUpti_Activity **record);
+    CUptiResult (*get_num_dropped)(CUcontext context, uint32_t stream, size_t *dropped);
+    CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc fn);
+    CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType type);
+    CUptiResult (*push_external)(CUpti_ExternalCorrelationKind kind, uint64_t id);
+    CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind kind, uint64_t *last);
+    CUptiResult (*subscribe)(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *data);
+    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle sub);
+    CUptiResult (*get_result_string)(CUptiResult result, const char **text);
+    CUptiResult (*get_callback_name)(CUpti_CallbackDomain domain, uint32_t cbid, const char **name);
+} cupti_api;
+
+/* Loads libcupti once per process (TERMSIGHT_CUPTI_LIB, then $CUDA_HOME and $CUDA_PATH, then
+ * the default search, then /usr/local/cuda) and returns its table, or NULL with *why set to a
+ * static message. Thread-safe. */
+const cupti_api *cupti_api_load(const char **why);
+#endif
+
+/* Runtime correlation id -> operator (string id of the range the launch ran under), from
+ * EXTERNAL_CORRELATION records. Bounded: correlation ids only grow, so slot = id & mask keeps the
+ * newest CUPTI_CORR_SLOTS ids and a new id evicts the oldest in its slot (in order). */
+#define CUPTI_CORR_SLOTS (1u << 16)
+
+typedef struct cupti_corrmap {
+    struct {
+        uint32_t corr;
+        uint32_t op;
+    } slot[CUPTI_CORR_SLOTS];
+} cupti_corrmap;
+
+void cupti_corrmap_put(cupti_corrmap *m, uint32_t corr, uint32_t op);
+/* The operator of corr, or TS_STR_NONE when unknown or evicted. */
+uint32_t cupti_corrmap_get(const cupti_corrmap *m, uint32_t corr);
+
+/* Where translated events go. intern returns a string id (TS_STR_NONE when it cannot) and sets
+ * *truncated when the name was cut. */
+typedef struct cupti_sink {
+    void *ctx;
+    uint32_t (*intern)(void *ctx, const char *bytes, size_t len, int *truncated);
+    void (*emit)(void *ctx, const ts_event *ev);
+} cupti_sink;
+
+/* 1 when a kernel name is an NCCL kernel (communication): it starts with "nccl" or holds
+ * "ncclKernel" or "ncclDevKernel" (mangled names). */
+int cupti_is_nccl(const char *name);
+
+#if TERMSIGHT_HAVE_CUPTI
+/* Translates the valid bytes of an activity buffer: first the external correlation records into
+ * map (CUPTI writes them before their API record, kernels come later), then every other record
+ * into events through sink. Returns the number of events emitted. */
+size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupti_corrmap *map,
+                       const cupti_sink *sink);
+
+/* A completed buffer: translates it, then reads the dropped-record count for (context, stream)
+ * and emits one TS_KIND_LOST (reason TS_LOST_DEVICE) when it is nonzero. Returns events
+ * emitted. */
+size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t stream, uint8_t *buffer,
+                         size_t valid, cupti_corrmap *map, const cupti_sink *sink);
+#endif
+
+#endif

@@ -1,0 +1,585 @@
+/* Tests of the CUDA collector without a GPU: buffers of real CUDA 13 activity records, walked by
+ * the real cuptiActivityGetNextRecord (it needs no driver), translated into events; the
+ * correlation map, NCCL classification, dropped records; and the no-driver path of cupti_start.
+ * Skips, saying why, when libcupti cannot be loaded or termsight was built without it. */
+#include "cupti_internal.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- No CUPTI needed ---------------------------------------------------------------------- */
+
+START_TEST(test_nccl_names)
+{
+    static const struct {
+        const char *name;
+        int comm;
+    } cases[] = {
+        {"ncclKernel_AllReduce_RING_LL_Sum_float", 1},
+        {"ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 1},
+        {"_Z24ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_tP11ncclDevComm", 1},
+        {"_Z13ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", 1},
+        {"nccl_anything", 1},
+        {"void gemm_kernel<float>(float*)", 0},
+        {"ampere_sgemm_128x64_nn", 0},
+        {"NCCL_upper", 0},
+        {"", 0},
+        {NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(cupti_is_nccl(cases[i].name) == cases[i].comm, "%s",
+                      cases[i].name ? cases[i].name : "(null)");
+}
+END_TEST
+
+START_TEST(test_corrmap_evicts_in_order)
+{
+    cupti_corrmap *m = calloc(1, sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(cupti_corrmap_get(m, 5), TS_STR_NONE);
+    for (uint32_t c = 1; c <= CUPTI_CORR_SLOTS; c++)
+        cupti_corrmap_put(m, c, c + 100);
+    ck_assert_uint_eq(cupti_corrmap_get(m, 1), 101);
+    ck_assert_uint_eq(cupti_corrmap_get(m, CUPTI_CORR_SLOTS), CUPTI_CORR_SLOTS + 100);
+    /* One more: the oldest (1) goes, the rest stay. */
+    cupti_corrmap_put(m, CUPTI_CORR_SLOTS + 1, 7);
+    ck_assert_uint_eq(cupti_corrmap_get(m, 1), TS_STR_NONE);
+    ck_assert_uint_eq(cupti_corrmap_get(m, 2), 102);
+    ck_assert_uint_eq(cupti_corrmap_get(m, CUPTI_CORR_SLOTS + 1), 7);
+    free(m);
+}
+END_TEST
+
+#if TERMSIGHT_HAVE_CUPTI
+
+static const cupti_api *api;
+
+static int have_cupti(void)
+{
+    const char *why = NULL;
+    api = cupti_api_load(&why);
+    if (!api)
+        fprintf(stderr, "test_cupti: skipped, %s\n", why);
+    return api != NULL;
+}
+
+/* ---- A sink that keeps what it is given --------------------------------------------------- */
+
+#define MAX_NAMES  64
+#define MAX_EVENTS 64
+
+typedef struct sink_state {
+    char *names[MAX_NAMES]; /* id i+1 */
+    uint32_t nnames;
+    ts_event ev[MAX_EVENTS];
+    size_t nev;
+} sink_state;
+
+static uint32_t t_intern(void *ctx, const char *bytes, size_t len, int *truncated)
+{
+    sink_state *st = ctx;
+    for (uint32_t i = 0; i < st->nnames; i++)
+        if (strlen(st->names[i]) == len && !memcmp(st->names[i], bytes, len))
+            return i + 1;
+    ck_assert_uint_lt(st->nnames, MAX_NAMES);
+    st->names[st->nnames] = strndup(bytes, len);
+    if (truncated)
+        *truncated = 0;
+    return ++st->nnames;
+}
+
+static void t_emit(void *ctx, const ts_event *ev)
+{
+    sink_state *st = ctx;
+    ck_assert_uint_lt(st->nev, MAX_EVENTS);
+    st->ev[st->nev++] = *ev;
+}
+
+static const char *t_name(const sink_state *st, uint32_t id)
+{
+    return id && id <= st->nnames ? st->names[id - 1] : "";
+}
+
+static void sink_free(sink_state *st)
+{
+    for (uint32_t i = 0; i < st->nnames; i++)
+        free(st->names[i]);
+}
+
+/* ---- A buffer laid out as CUPTI lays it: records back to back, 8-byte aligned ------------- */
+
+typedef struct buf {
+    _Alignas(8) uint8_t bytes[8192];
+    size_t used;
+} buf;
+
+static void put(buf *b, const void *rec, size_t size)
+{
+    ck_assert_uint_eq(size % 8, 0);
+    ck_assert_uint_le(b->used + size, sizeof b->bytes);
+    memcpy(b->bytes + b->used, rec, size);
+    b->used += size;
+}
+
+#define PUT(b, rec) put((b), &(rec), sizeof(rec))
+
+/* The op ids the tests use as external correlation ids (string ids of range names). */
+#define OP_MATMUL 41u
+#define OP_RELU   42u
+
+static void put_external(buf *b, uint32_t corr, uint64_t op)
+{
+    CUpti_ActivityExternalCorrelation x = {0};
+    x.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    x.externalId = op;
+    x.correlationId = corr;
+    PUT(b, x);
+}
+
+static CUpti_ActivityKernel10 kernel(const char *name, uint32_t corr, uint64_t start, uint64_t end)
+{
+    CUpti_ActivityKernel10 k;
+    memset(&k, 0, sizeof k);
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = start;
+    k.end = end;
+    k.deviceId = 1;
+    k.contextId = 3;
+    k.streamId = 7;
+    k.gridX = k.gridY = k.gridZ = 1;
+    k.blockX = 128;
+    k.blockY = k.blockZ = 1;
+    k.registersPerThread = 32;
+    k.correlationId = corr;
+    k.name = name;
+    return k;
+}
+
+static size_t walk(buf *b, cupti_corrmap *map, sink_state *st)
+{
+    cupti_sink sink = {.ctx = st, .intern = t_intern, .emit = t_emit};
+    return cupti_translate(api, b->bytes, b->used, map, &sink);
+}
+
+START_TEST(test_get_next_record_walks_hand_built_buffer)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    CUpti_ActivityKernel10 k = kernel("k", 1, 10, 20);
+    PUT(b, k);
+    put_external(b, 1, OP_MATMUL);
+    CUpti_Activity *rec = NULL;
+    ck_assert_int_eq(api->get_next_record(b->bytes, b->used, &rec), CUPTI_SUCCESS);
+    ck_assert_ptr_eq(rec, (void *)b->bytes);
+    ck_assert_int_eq(api->get_next_record(b->bytes, b->used, &rec), CUPTI_SUCCESS);
+    ck_assert_ptr_eq(rec, (void *)(b->bytes + sizeof k));
+    ck_assert_int_eq(api->get_next_record(b->bytes, b->used, &rec), CUPTI_ERROR_MAX_LIMIT_REACHED);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_kernel_fields_and_attribution)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    /* The API record of launch 11 (under matmul), its kernel, a kernel launched outside any
+     * range (12), and launch 13's correlation record after its kernel in the buffer. */
+    put_external(b, 11, OP_MATMUL);
+    CUpti_ActivityAPI a = {0};
+    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    a.start = 900;
+    a.end = 950;
+    a.processId = 1234;
+    a.threadId = 5678;
+    a.correlationId = 11;
+    PUT(b, a);
+    CUpti_ActivityKernel10 k1 = kernel("void gemm<float>(float*)", 11, 1000, 2000);
+    PUT(b, k1);
+    CUpti_ActivityKernel10 k2 = kernel("void lonely()", 12, 2100, 2200);
+    PUT(b, k2);
+    CUpti_ActivityKernel10 k3 = kernel("relu_kernel", 13, 2300, 2400);
+    k3.streamId = 9;
+    PUT(b, k3);
+    put_external(b, 13, OP_RELU);
+
+    ck_assert_uint_eq(walk(b, map, &st), 4);
+    const ts_event *e = &st.ev[0];
+    ck_assert_uint_eq(e->kind, TS_KIND_CUDA_API);
+    ck_assert_str_eq(t_name(&st, e->name), "cudaLaunchKernel_v7000");
+    ck_assert_uint_eq(e->aux, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+    ck_assert_uint_eq(e->tid, 5678);
+    ck_assert_uint_eq(e->device, TS_DEVICE_HOST);
+    ck_assert_uint_eq(e->corr, 11);
+    ck_assert_uint_eq(e->type, OP_MATMUL);
+    ck_assert_uint_eq(e->begin_ns, 900);
+    ck_assert_uint_eq(e->end_ns, 950);
+    ck_assert_uint_eq(e->v1, CUPTI_CB_DOMAIN_RUNTIME_API);
+
+    e = &st.ev[1];
+    ck_assert_uint_eq(e->kind, TS_KIND_KERNEL);
+    ck_assert_str_eq(t_name(&st, e->name), "void gemm<float>(float*)");
+    ck_assert_uint_eq(e->type, OP_MATMUL);
+    ck_assert_uint_eq(e->tid, 7);
+    ck_assert_uint_eq(e->device, 1);
+    ck_assert_uint_eq(e->aux, 3);
+    ck_assert_uint_eq(e->corr, 11);
+    ck_assert_uint_eq(e->begin_ns, 1000);
+    ck_assert_uint_eq(e->end_ns, 2000);
+    ck_assert_uint_eq(e->flags, 0);
+
+    ck_assert_uint_eq(st.ev[2].kind, TS_KIND_KERNEL);
+    ck_assert_str_eq(t_name(&st, st.ev[2].name), "void lonely()");
+    ck_assert_uint_eq(st.ev[2].type, TS_STR_NONE);
+    ck_assert_uint_eq(st.ev[2].corr, 12);
+
+    /* The correlation record later in the same buffer still attributes (two passes). */
+    ck_assert_uint_eq(st.ev[3].type, OP_RELU);
+    ck_assert_uint_eq(st.ev[3].tid, 9);
+
+    /* A kernel in a later buffer finds its op in the map kept across buffers. */
+    buf *b2 = calloc(1, sizeof *b2);
+    CUpti_ActivityKernel10 k4 = kernel("void gemm<float>(float*)", 11, 3000, 3100);
+    PUT(b2, k4);
+    sink_state st2 = {0};
+    ck_assert_uint_eq(walk(b2, map, &st2), 1);
+    ck_assert_uint_eq(st2.ev[0].type, OP_MATMUL);
+
+    sink_free(&st);
+    sink_free(&st2);
+    free(b2);
+    free(map);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_nccl_kernel_is_comm)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    CUpti_ActivityKernel10 k1 = kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, 10, 20);
+    CUpti_ActivityKernel10 k2 = kernel("_Z20ncclKernel_AllGatherv", 2, 30, 40);
+    CUpti_ActivityKernel10 k3 = kernel("sgemm", 3, 50, 60);
+    PUT(b, k1);
+    PUT(b, k2);
+    PUT(b, k3);
+    ck_assert_uint_eq(walk(b, map, &st), 3);
+    ck_assert(st.ev[0].flags & TS_EF_COMM);
+    ck_assert(st.ev[1].flags & TS_EF_COMM);
+    ck_assert(!(st.ev[2].flags & TS_EF_COMM));
+    sink_free(&st);
+    free(map);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_copies_memsets_memory_sync)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    put_external(b, 21, OP_MATMUL);
+    put_external(b, 22, OP_RELU);
+
+    CUpti_ActivityMemcpy6 c = {0};
+    c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    c.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+    c.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    c.bytes = 1 << 20;
+    c.start = 100;
+    c.end = 300;
+    c.deviceId = 0;
+    c.contextId = 1;
+    c.streamId = 14;
+    c.correlationId = 21;
+    PUT(b, c);
+
+    CUpti_ActivityMemcpyPtoP4 p = {0};
+    p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+    p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    p.bytes = 4096;
+    p.start = 400;
+    p.end = 450;
+    p.deviceId = 2;
+    p.streamId = 15;
+    p.srcDeviceId = 2;
+    p.dstDeviceId = 3;
+    p.correlationId = 22;
+    PUT(b, p);
+
+    CUpti_ActivityMemset4 m = {0};
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.value = 0xab;
+    m.bytes = 512;
+    m.start = 500;
+    m.end = 510;
+    m.deviceId = 1;
+    m.streamId = 16;
+    m.correlationId = 21;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    PUT(b, m);
+
+    CUpti_ActivityMemory4 al = {0};
+    al.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    al.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    al.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    al.correlationId = 22;
+    al.address = 0x7f0000001000ull;
+    al.bytes = 2 << 20;
+    al.timestamp = 600;
+    al.deviceId = 1;
+    al.streamId = 16;
+    PUT(b, al);
+    CUpti_ActivityMemory4 rel = al;
+    rel.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+    rel.timestamp = 700;
+    rel.correlationId = 23;
+    PUT(b, rel);
+    CUpti_ActivityMemory4 odd = al;
+    odd.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
+    PUT(b, odd);
+
+    CUpti_ActivityAPI d = {0};
+    d.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    d.cbid = CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2;
+    d.start = 800;
+    d.end = 810;
+    d.threadId = 99;
+    d.correlationId = 24;
+    d.returnValue = 2;
+    PUT(b, d);
+
+    CUpti_ActivitySynchronization2 y = {0};
+    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    y.start = 900;
+    y.end = 990;
+    y.correlationId = 25;
+    y.contextId = 1;
+    y.streamId = 14;
+    y.cudaEventId = 0;
+    PUT(b, y);
+
+    ck_assert_uint_eq(walk(b, map, &st), 7);
+    const ts_event *e = &st.ev[0];
+    ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
+    ck_assert_uint_eq(e->v0, 1 << 20);
+    ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+    ck_assert_uint_eq(e->tid, 14);
+    ck_assert_uint_eq(e->device, 0);
+    ck_assert_uint_eq(e->type, OP_MATMUL);
+    ck_assert_uint_eq(e->corr, 21);
+    ck_assert_uint_eq(e->begin_ns, 100);
+    ck_assert_uint_eq(e->end_ns, 300);
+
+    e = &st.ev[1];
+    ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
+    ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_PTOP);
+    ck_assert_uint_eq(e->v0, 4096);
+    ck_assert_uint_eq(e->v1, (2ull << 32) | 3);
+    ck_assert_uint_eq(e->device, 2);
+    ck_assert_uint_eq(e->tid, 15);
+    ck_assert_uint_eq(e->type, OP_RELU);
+
+    e = &st.ev[2];
+    ck_assert_uint_eq(e->kind, TS_KIND_MEMSET);
+    ck_assert_uint_eq(e->v0, 512);
+    ck_assert_uint_eq(e->v1, 0xab);
+    ck_assert_uint_eq(e->tid, 16);
+    ck_assert_uint_eq(e->device, 1);
+    ck_assert_uint_eq(e->type, OP_MATMUL);
+    ck_assert_uint_eq(e->begin_ns, 500);
+    ck_assert_uint_eq(e->end_ns, 510);
+
+    e = &st.ev[3];
+    ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_ALLOC);
+    ck_assert_uint_eq(e->v0, 2 << 20);
+    ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
+    ck_assert_uint_eq(e->device, 1);
+    ck_assert_uint_eq(e->begin_ns, 600);
+    ck_assert_uint_eq(e->end_ns, 600);
+    ck_assert_uint_eq(e->type, OP_RELU);
+    ck_assert_uint_eq(e->corr, 22);
+
+    e = &st.ev[4];
+    ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_FREE);
+    ck_assert_uint_eq(e->v0, 2 << 20);
+    ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
+    ck_assert_uint_eq(e->begin_ns, 700);
+    ck_assert_uint_eq(e->type, TS_STR_NONE);
+
+    /* The INVALID memory operation made no event. */
+    e = &st.ev[5];
+    ck_assert_uint_eq(e->kind, TS_KIND_CUDA_API);
+    ck_assert_str_eq(t_name(&st, e->name), "cuMemAlloc_v2");
+    ck_assert_uint_eq(e->aux, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
+    ck_assert_uint_eq(e->tid, 99);
+    ck_assert_uint_eq(e->corr, 24);
+    ck_assert_uint_eq(e->v0, 2);
+    ck_assert_uint_eq(e->v1, CUPTI_CB_DOMAIN_DRIVER_API);
+
+    e = &st.ev[6];
+    ck_assert_uint_eq(e->kind, TS_KIND_SYNC);
+    ck_assert_uint_eq(e->tid, 14);
+    ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE);
+    ck_assert_uint_eq(e->corr, 25);
+    ck_assert_uint_eq(e->begin_ns, 900);
+    ck_assert_uint_eq(e->end_ns, 990);
+    ck_assert_uint_eq(e->v0, 1);
+
+    sink_free(&st);
+    free(map);
+    free(b);
+}
+END_TEST
+
+/* cupti_buffer_done asks the table for drops: a table whose count is 7. */
+static CUptiResult seven_dropped(CUcontext context, uint32_t stream, size_t *dropped)
+{
+    (void)context, (void)stream;
+    *dropped = 7;
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult none_dropped(CUcontext context, uint32_t stream, size_t *dropped)
+{
+    (void)context, (void)stream;
+    *dropped = 0;
+    return CUPTI_SUCCESS;
+}
+
+START_TEST(test_dropped_records_are_lost_events)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    CUpti_ActivityKernel10 k = kernel("k", 1, 10, 20);
+    PUT(b, k);
+    cupti_api t = *api;
+    t.get_num_dropped = seven_dropped;
+    cupti_sink sink = {.ctx = &st, .intern = t_intern, .emit = t_emit};
+    ck_assert_uint_eq(cupti_buffer_done(&t, NULL, 0, b->bytes, b->used, map, &sink), 2);
+    ck_assert_uint_eq(st.ev[0].kind, TS_KIND_KERNEL);
+    ck_assert_uint_eq(st.ev[1].kind, TS_KIND_LOST);
+    ck_assert_uint_eq(st.ev[1].aux, TS_LOST_DEVICE);
+    ck_assert_uint_eq(st.ev[1].v0, 7);
+    /* An empty buffer with drops still reports them; no drops, no notice. */
+    ck_assert_uint_eq(cupti_buffer_done(&t, NULL, 0, b->bytes, 0, map, &sink), 1);
+    t.get_num_dropped = none_dropped;
+    ck_assert_uint_eq(cupti_buffer_done(&t, NULL, 0, b->bytes, b->used, map, &sink), 1);
+    ck_assert_uint_eq(st.nev, 4);
+    sink_free(&st);
+    free(map);
+    free(b);
+}
+END_TEST
+
+#endif
+
+/* ---- The no-driver path: one notice, everything else goes on ----------------------------- */
+
+START_TEST(test_start_without_driver)
+{
+    char output[512];
+    const char *base = getenv("TERMSIGHT_TEST_TMP");
+    snprintf(output, sizeof output, "%s/cupti-%d-%ld", base && *base ? base : "/tmp", (int)getpid(),
+             (long)time(NULL));
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = output;
+    o.start_collecting = 1;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+
+    /* stderr into a file, to count the notices. */
+    char errpath[600];
+    snprintf(errpath, sizeof errpath, "%s.stderr", output);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(errpath, O_CREAT | O_TRUNC | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, 2);
+    int rc1 = cupti_start(s);
+    int rc2 = cupti_start(s);
+    cupti_flush(s, 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+
+    char text[2048] = {0};
+    ck_assert_int_ge(pread(fd, text, sizeof text - 1, 0), 0);
+    close(fd);
+    unlink(errpath);
+    if (rc1 == 0) {
+        /* A machine with a driver: collection is on, nothing said. */
+        ck_assert_int_eq(rc2, 0);
+        ck_assert_str_eq(text, "");
+        ck_assert(!strncmp(cupti_status(), "CUDA collection on", 18));
+    } else {
+        ck_assert_int_eq(rc2, -1);
+        ck_assert_msg(!strncmp(cupti_status(), "CUDA collection off: ", 21), "%s", cupti_status());
+        const char *first = strstr(text, "CUDA collection off: ");
+        ck_assert_msg(first != NULL, "stderr: %s", text);
+        ck_assert_ptr_null(strstr(first + 1, "CUDA collection off"));
+        ck_assert_ptr_eq(strchr(text, '\n'), text + strlen(text) - 1); /* one line */
+    }
+
+    /* The session records the rest. */
+    uint64_t before = termsight_events_recorded(s);
+    termsight_range_begin("op", NULL);
+    termsight_range_end();
+    termsight_mark("after");
+    ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
+    ck_assert_uint_ge(termsight_events_recorded(s), before + 2);
+    ck_assert_str_eq(termsight_state(s), "collecting");
+    cupti_stop(s);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *su = suite_create("cupti");
+    TCase *tc = tcase_create("cupti");
+    tcase_add_test(tc, test_nccl_names);
+    tcase_add_test(tc, test_corrmap_evicts_in_order);
+#if TERMSIGHT_HAVE_CUPTI
+    tcase_add_test(tc, test_get_next_record_walks_hand_built_buffer);
+    tcase_add_test(tc, test_kernel_fields_and_attribution);
+    tcase_add_test(tc, test_nccl_kernel_is_comm);
+    tcase_add_test(tc, test_copies_memsets_memory_sync);
+    tcase_add_test(tc, test_dropped_records_are_lost_events);
+#else
+    fprintf(stderr, "test_cupti: record translation skipped, built without CUPTI\n");
+#endif
+    tcase_add_test(tc, test_start_without_driver);
+    suite_add_tcase(su, tc);
+    return su;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
