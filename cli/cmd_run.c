@@ -1,9 +1,10 @@
 /* termsight run: profile an unmodified program.
  *
  * CMD starts with libtermsight.so preloaded (LD_PRELOAD, after any preload already set) and named
- * as the NVTX injection (NVTX_INJECTION64_PATH), with TERMSIGHT_AUTOSTART=1 and the options in
- * TERMSIGHT_* variables: the library's constructor creates the session (collectors/autostart.c).
- * The library is found, in order, at $TERMSIGHT_LIB, next to the build tree's binary
+ * as the NVTX and CUDA injection (NVTX_INJECTION64_PATH, CUDA_INJECTION64_PATH), with
+ * TERMSIGHT_AUTOSTART=1 and the options in TERMSIGHT_* variables: the library's constructor creates
+ * the session (collectors/autostart.c). The library is found, in order, at $TERMSIGHT_LIB, next to
+ * the build tree's binary
  * (<dir of termsight>/../collectors/libtermsight.so) and in an installed tree
  * (<dir of termsight>/../lib/libtermsight.so).
  *
@@ -31,8 +32,9 @@ static void run_usage(FILE *out)
 {
     fputs("usage: termsight run [OPTIONS] -- CMD [ARGS...]\n"
           "\n"
-          "Runs CMD with the collector loaded (LD_PRELOAD and NVTX_INJECTION64_PATH), so that an\n"
-          "unmodified program is profiled: CPU and memory samples, NVTX ranges and marks, and the\n"
+          "Runs CMD with the collector loaded (LD_PRELOAD, NVTX_INJECTION64_PATH and\n"
+          "CUDA_INJECTION64_PATH), so that an unmodified program is profiled: CPU and memory\n"
+          "samples, NVTX ranges and marks, CUDA activity where CUPTI and a GPU are there, and the\n"
           "API's events when it calls them. Returns CMD's exit status (128 + signal when a signal\n"
           "ended it) and prints the run folder of CMD's process on stderr. Every process started\n"
           "with this environment (CMD and the programs it execs) gets its own run folder.\n"
@@ -254,6 +256,7 @@ static int run_run(int argc, char **argv)
         }
         setenv("LD_PRELOAD", preload ? preload : lib, 1);
         setenv("NVTX_INJECTION64_PATH", lib, 1);
+        setenv("CUDA_INJECTION64_PATH", lib, 1);
         setenv("TERMSIGHT_AUTOSTART", "1", 1);
         setenv("TERMSIGHT_OUTPUT", out_abs, 1);
         setenv("TERMSIGHT_START", no_start ? "0" : "1", 1);
