@@ -372,6 +372,173 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* The collector clock's time of the event of kind (the first one), 0 when none. */
+static uint64_t time_of(const event_list *l, uint16_t kind)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == kind)
+            return l->ev[i].begin_ns;
+    return 0;
+}
+
+START_TEST(delay_and_duration)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    /* sh lives 3 s (the sleep is not its last command, so sh does not exec it). */
+    const char *argv[] = {"--delay", "1",  "--duration",    "1", "--",
+                          "sh",      "-c", "sleep 3; true", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(r.folder[0], "no run folder printed");
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_START, NULL), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_STOP, NULL), 1);
+    /* The session starts with the process (the library's constructor): the window opens a
+     * second later and closes a second after that, well before the process ends. Generous
+     * bounds: a loaded machine or a sanitizer may be late by a few hundred ms. */
+    uint64_t created = recording_reader_meta(l.reader)->start_ns;
+    uint64_t start = time_of(&l, TS_KIND_COLLECT_START);
+    uint64_t stop = time_of(&l, TS_KIND_COLLECT_STOP);
+    ck_assert_uint_ge(start, created + 1000000000ull);
+    ck_assert_uint_le(start, created + 2000000000ull);
+    ck_assert_uint_ge(stop - start, 900000000ull);
+    ck_assert_uint_le(stop - start, 1800000000ull);
+    /* Samples (100 ms) only inside the window. */
+    size_t samples = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        if (l.ev[i].kind != TS_KIND_CPU_MACHINE)
+            continue;
+        samples++;
+        ck_assert_uint_ge(l.ev[i].begin_ns, start);
+        ck_assert_uint_le(l.ev[i].end_ns, stop);
+    }
+    ck_assert_uint_ge(samples, 3);
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
+START_TEST(no_start_collects_nothing)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--no-start", "--", "sh", "-c", "sleep 1; true", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    /* No window, no recording: run says so instead of printing a folder. */
+    ck_assert_str_eq(r.folder, "");
+    ck_assert(!segment_exists(r.pid));
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* termsight run --no-start under a program that writes its pid to a file and lives 3 s; a start
+ * command sent through its mailbox after 0.5 s opens the only window. */
+START_TEST(no_start_then_start_command)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    char *pid_file = path_join(tmp, "pid");
+    char *out_dir = path_join(tmp, "out");
+    char *err_path = path_join(tmp, "stderr");
+    const char *bin = need_env("TERMSIGHT_BIN");
+    const char *args[] = {bin,      "run",        "-o",
+                          out_dir,  "--no-start", "--",
+                          "sh",     "-c",         "echo $$ > \"$0\"; sleep 3; true",
+                          pid_file, NULL};
+    fflush(NULL);
+    pid_t run_pid = fork();
+    ck_assert_int_ge(run_pid, 0);
+    if (run_pid == 0) {
+        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || dup2(fd, 2) < 0)
+            _exit(126);
+        execv(bin, (char *const *)args);
+        _exit(127);
+    }
+    /* The profiled process's pid, then its segment. */
+    pid_t pid = 0;
+    segment *seg = NULL;
+    char *cause = NULL;
+    for (int i = 0; i < 200 && !seg; i++) {
+        usleep(10 * 1000);
+        if (!pid) {
+            FILE *f = fopen(pid_file, "r");
+            int v = 0;
+            if (f && fscanf(f, "%d", &v) == 1)
+                pid = (pid_t)v;
+            if (f)
+                fclose(f);
+        }
+        if (pid && segment_attach(pid, 1, &seg, &cause) != 0) {
+            free(cause);
+            cause = NULL;
+            seg = NULL;
+        }
+    }
+    ck_assert_msg(seg, "no segment for pid %d", (int)pid);
+    usleep(500 * 1000); /* not collecting meanwhile */
+    uint64_t seq;
+    ck_assert_msg(mailbox_send(seg, TS_CMD_START, NULL, &seq, &cause) == 0, "send: %s", cause);
+    int32_t status = 1;
+    char msg[TS_MAILBOX_MSG];
+    int answered = 0;
+    for (int i = 0; i < 300 && !answered; i++) {
+        answered = mailbox_reply(seg, seq, &status, msg, sizeof msg);
+        if (!answered)
+            usleep(10 * 1000);
+    }
+    ck_assert_msg(answered, "the start command was not answered");
+    ck_assert_msg(status == 0, "start: %d %s", status, msg);
+    segment_close(seg, 0);
+
+    int st;
+    ck_assert_int_eq(waitpid(run_pid, &st, 0), run_pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert(!segment_exists(pid));
+
+    /* The run folder of pid, from the stderr of run. */
+    char folder[4096] = "";
+    FILE *f = fopen(err_path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4000];
+    const char *key = "termsight: run folder ";
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, strlen(key)))
+            snprintf(folder, sizeof folder, "%s", line + strlen(key));
+    fclose(f);
+    folder[strcspn(folder, "\n")] = 0;
+    ck_assert_msg(folder[0], "no run folder printed");
+
+    event_list l;
+    read_all(folder, &l);
+    ck_assert_int_eq(recording_reader_meta(l.reader)->pid, pid);
+    /* One window, from the command on; no stop marker: dash ends through _exit, past the
+     * atexit flush (what the recorder wrote before stays). */
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_START, NULL), 1);
+    uint64_t created = recording_reader_meta(l.reader)->start_ns;
+    uint64_t start = time_of(&l, TS_KIND_COLLECT_START);
+    ck_assert_uint_ge(start, created + 500000000ull); /* not before the command */
+    /* Events arrive after the command: the sampler's, with the process still running. */
+    ck_assert_uint_ge(count(&l, TS_KIND_CPU_MACHINE, NULL), 3);
+    for (size_t i = 0; i < l.n; i++)
+        ck_assert_uint_ge(l.ev[i].begin_ns, start);
+    list_free(&l);
+    free(pid_file);
+    free(out_dir);
+    free(err_path);
+    tmp_remove(tmp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run");
@@ -384,6 +551,9 @@ int main(void)
     tcase_add_test(tc, sigterm_flushes);
     tcase_add_test(tc, fork_child_not_recorded);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, delay_and_duration);
+    tcase_add_test(tc, no_start_collects_nothing);
+    tcase_add_test(tc, no_start_then_start_command);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

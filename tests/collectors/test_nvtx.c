@@ -1,0 +1,442 @@
+/* The NVTX v3 injection without an NVTX loader: fake export tables handed to
+ * InitializeInjectionNvtx2 as nvtxDetail/nvtxInit.h would hand them (one per module that embeds
+ * NVTX), then the callbacks it filled in called directly under a session, and the recording read
+ * event by event. */
+#include "collectors.h"
+
+#define NVTX_NO_IMPL
+#include <nvtx3/nvToolsExt.h>
+
+#define TESTUTIL_TAG "nvtx"
+#include "testutil.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <unistd.h>
+
+int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get);
+
+/* ---- A fake module: its function-pointer slots and its export table ---------------------- */
+
+/* What the loader's slots hold before an injection fills them (its own no-op stubs there). */
+static void sentinel(void) {}
+#define SENTINEL ((NvtxFunctionPointer)sentinel)
+
+typedef struct fake_module {
+    NvtxFunctionPointer core[NVTX_CBID_CORE_SIZE];
+    NvtxFunctionPointer *core_slots[NVTX_CBID_CORE_SIZE];
+    NvtxFunctionPointer core2[NVTX_CBID_CORE2_SIZE];
+    NvtxFunctionPointer *core2_slots[NVTX_CBID_CORE2_SIZE];
+    int asked[NVTX_CB_MODULE_SIZE]; /* GetModuleFunctionTable calls per module */
+    int gets;                       /* export-table lookups */
+} fake_module;
+
+static fake_module mod_a, mod_b;
+
+static void fake_reset(fake_module *m)
+{
+    memset(m, 0, sizeof *m);
+    /* Slot 0 is NULL in the loader's tables (no function has id 0). */
+    for (unsigned i = 1; i < NVTX_CBID_CORE_SIZE; i++) {
+        m->core[i] = SENTINEL;
+        m->core_slots[i] = &m->core[i];
+    }
+    for (unsigned i = 1; i < NVTX_CBID_CORE2_SIZE; i++) {
+        m->core2[i] = SENTINEL;
+        m->core2_slots[i] = &m->core2[i];
+    }
+}
+
+static int table_of(fake_module *m, NvtxCallbackModule module, NvtxFunctionTable *table,
+                    unsigned *size)
+{
+    if (module >= 0 && module < NVTX_CB_MODULE_SIZE)
+        m->asked[module]++;
+    switch (module) {
+    case NVTX_CB_MODULE_CORE:
+        *table = m->core_slots;
+        *size = NVTX_CBID_CORE_SIZE;
+        return 1;
+    case NVTX_CB_MODULE_CORE2:
+        *table = m->core2_slots;
+        *size = NVTX_CBID_CORE2_SIZE;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int NVTX_API table_a(NvtxCallbackModule module, NvtxFunctionTable *table, unsigned *size)
+{
+    return table_of(&mod_a, module, table, size);
+}
+
+static int NVTX_API table_b(NvtxCallbackModule module, NvtxFunctionTable *table, unsigned *size)
+{
+    return table_of(&mod_b, module, table, size);
+}
+
+static const NvtxExportTableCallbacks etbl_a = {sizeof etbl_a, table_a};
+static const NvtxExportTableCallbacks etbl_b = {sizeof etbl_b, table_b};
+
+static const void *NVTX_API get_a(uint32_t id)
+{
+    mod_a.gets++;
+    return id == NVTX_ETID_CALLBACKS ? &etbl_a : NULL;
+}
+
+static const void *NVTX_API get_b(uint32_t id)
+{
+    mod_b.gets++;
+    return id == NVTX_ETID_CALLBACKS ? &etbl_b : NULL;
+}
+
+/* A loader that has no callbacks table: the injection must say no. */
+static const void *NVTX_API get_none(uint32_t id)
+{
+    (void)id;
+    return NULL;
+}
+
+/* The ids the injection implements; the others (categories, resources, Initialize) stay. */
+static const unsigned core_ids[] = {
+    NVTX_CBID_CORE_MarkEx,       NVTX_CBID_CORE_MarkA,       NVTX_CBID_CORE_MarkW,
+    NVTX_CBID_CORE_RangeStartEx, NVTX_CBID_CORE_RangeStartA, NVTX_CBID_CORE_RangeStartW,
+    NVTX_CBID_CORE_RangeEnd,     NVTX_CBID_CORE_RangePushEx, NVTX_CBID_CORE_RangePushA,
+    NVTX_CBID_CORE_RangePushW,   NVTX_CBID_CORE_RangePop,    NVTX_CBID_CORE_NameOsThreadA,
+    NVTX_CBID_CORE_NameOsThreadW};
+static const unsigned core2_ids[] = {
+    NVTX_CBID_CORE2_DomainMarkEx,          NVTX_CBID_CORE2_DomainRangeStartEx,
+    NVTX_CBID_CORE2_DomainRangeEnd,        NVTX_CBID_CORE2_DomainRangePushEx,
+    NVTX_CBID_CORE2_DomainRangePop,        NVTX_CBID_CORE2_DomainRegisterStringA,
+    NVTX_CBID_CORE2_DomainRegisterStringW, NVTX_CBID_CORE2_DomainCreateA,
+    NVTX_CBID_CORE2_DomainCreateW,         NVTX_CBID_CORE2_DomainDestroy};
+
+static int listed(const unsigned *ids, size_t n, unsigned id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void check_filled(const fake_module *m)
+{
+    for (unsigned i = 1; i < NVTX_CBID_CORE_SIZE; i++) {
+        int want = listed(core_ids, COUNT(core_ids), i);
+        ck_assert_msg(want ? m->core[i] && m->core[i] != SENTINEL : m->core[i] == SENTINEL,
+                      "core slot %u %s", i, want ? "not filled" : "overwritten");
+    }
+    for (unsigned i = 1; i < NVTX_CBID_CORE2_SIZE; i++) {
+        int want = listed(core2_ids, COUNT(core2_ids), i);
+        ck_assert_msg(want ? m->core2[i] && m->core2[i] != SENTINEL : m->core2[i] == SENTINEL,
+                      "core2 slot %u %s", i, want ? "not filled" : "overwritten");
+    }
+}
+
+START_TEST(tables_filled_once_per_module)
+{
+    unsetenv("TERMSIGHT_AUTOSTART");
+    fake_reset(&mod_a);
+    fake_reset(&mod_b);
+    ck_assert_int_eq(InitializeInjectionNvtx2(NULL), 0);
+    ck_assert_int_eq(InitializeInjectionNvtx2(get_none), 0);
+
+    ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
+    check_filled(&mod_a);
+    ck_assert_int_eq(mod_a.asked[NVTX_CB_MODULE_CORE], 1);
+    ck_assert_int_eq(mod_a.asked[NVTX_CB_MODULE_CORE2], 1);
+
+    /* The same module again: success, nothing asked again, the slots unchanged. */
+    fake_module before = mod_a;
+    ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
+    ck_assert_int_eq(mod_a.asked[NVTX_CB_MODULE_CORE], 1);
+    ck_assert_mem_eq(mod_a.core, before.core, sizeof before.core);
+    ck_assert_mem_eq(mod_a.core2, before.core2, sizeof before.core2);
+
+    /* A second module (another shared object embedding NVTX) gets the same callbacks. */
+    ck_assert_int_ne(InitializeInjectionNvtx2(get_b), 0);
+    check_filled(&mod_b);
+    ck_assert_mem_eq(mod_b.core, mod_a.core, sizeof mod_a.core);
+    ck_assert_mem_eq(mod_b.core2, mod_a.core2, sizeof mod_a.core2);
+}
+END_TEST
+
+/* ---- The callbacks under a session ------------------------------------------------------- */
+
+typedef void (*mark_a_fn)(const char *);
+typedef int (*push_a_fn)(const char *);
+typedef int (*pop_fn)(void);
+typedef nvtxRangeId_t (*start_a_fn)(const char *);
+typedef void (*end_fn)(nvtxRangeId_t);
+typedef void (*name_thread_a_fn)(uint32_t, const char *);
+typedef nvtxDomainHandle_t (*domain_create_a_fn)(const char *);
+typedef void (*domain_destroy_fn)(nvtxDomainHandle_t);
+typedef nvtxStringHandle_t (*register_a_fn)(nvtxDomainHandle_t, const char *);
+typedef int (*domain_push_ex_fn)(nvtxDomainHandle_t, const nvtxEventAttributes_t *);
+typedef int (*domain_pop_fn)(nvtxDomainHandle_t);
+typedef void (*domain_mark_ex_fn)(nvtxDomainHandle_t, const nvtxEventAttributes_t *);
+
+#define CORE(id, type)  ((type)mod_a.core[NVTX_CBID_CORE_##id])
+#define CORE2(id, type) ((type)mod_a.core2[NVTX_CBID_CORE2_##id])
+
+typedef struct end_arg {
+    nvtxRangeId_t id;
+    uint32_t tid;
+} end_arg;
+
+static void *end_elsewhere(void *p)
+{
+    end_arg *a = p;
+    a->tid = (uint32_t)gettid();
+    CORE(RangeEnd, end_fn)(a->id);
+    return NULL;
+}
+
+static nvtxEventAttributes_t ascii(const char *text)
+{
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = text;
+    return a;
+}
+
+typedef struct event_list {
+    ts_event *ev;
+    size_t n;
+    recording_reader *reader;
+} event_list;
+
+static void read_all(const char *folder, event_list *l)
+{
+    char *why = NULL;
+    ck_assert_msg(recording_reader_open(folder, &l->reader, &why) == 0, "open %s: %s", folder,
+                  why ? why : "?");
+    l->ev = NULL;
+    l->n = 0;
+    const ts_event *ev;
+    size_t n;
+    int rc;
+    while ((rc = recording_reader_next(l->reader, &ev, &n, &why)) == 1) {
+        l->ev = realloc(l->ev, (l->n + n) * sizeof *l->ev);
+        ck_assert_ptr_nonnull(l->ev);
+        memcpy(l->ev + l->n, ev, n * sizeof *ev);
+        l->n += n;
+    }
+    ck_assert_msg(rc == 0, "read: %s", why ? why : "?");
+    ck_assert_uint_eq(recording_reader_bad_chunks(l->reader), 0);
+}
+
+static const char *name_of(const event_list *l, uint32_t id)
+{
+    uint32_t len;
+    const char *s = recording_reader_string(l->reader, id, &len);
+    return s ? s : "";
+}
+
+static size_t count(const event_list *l, uint16_t kind, const char *name)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == kind && (!name || !strcmp(name_of(l, l->ev[i].name), name)))
+            c++;
+    return c;
+}
+
+static const ts_event *find(const event_list *l, uint16_t kind, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == kind && !strcmp(name_of(l, l->ev[i].name), name))
+            return &l->ev[i];
+    return NULL;
+}
+
+static const ts_event *find_phase(const event_list *l, uint32_t phase)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == TS_KIND_PHASE && l->ev[i].aux == phase)
+            return &l->ev[i];
+    return NULL;
+}
+
+/* Registered strings live as long as the process (NVTX has no call to release them); programs
+ * keep their handles, as here, where LeakSanitizer sees it still reachable. */
+static nvtxStringHandle_t reg;
+
+START_TEST(callbacks_recorded)
+{
+    unsetenv("TERMSIGHT_AUTOSTART");
+    unsetenv("TERMSIGHT_STEP_PATTERN");
+    /* In a test process of its own (Check's default) the module is new; run without fork, it
+     * was filled by the test above and stays so. */
+    if (!mod_a.core[NVTX_CBID_CORE_MarkA])
+        fake_reset(&mod_a);
+    ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
+    check_filled(&mod_a);
+
+    /* The seeds' phase operators come from the environment when the options are made. */
+    setenv("PROFILING_FP_START", "fwd_op", 1);
+    setenv("PROFILING_BP_END", "bwd_op", 1);
+    char *tmp = tmp_make();
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = tmp;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    char run[1100];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    uint32_t main_tid = (uint32_t)gettid();
+
+    /* Nested push/pop: the return values are the depths. */
+    ck_assert_int_eq(CORE(RangePushA, push_a_fn)("outer"), 0);
+    ck_assert_int_eq(CORE(RangePushA, push_a_fn)("inner"), 1);
+    ck_assert_int_eq(CORE(RangePop, pop_fn)(), 1);
+    ck_assert_int_eq(CORE(RangePop, pop_fn)(), 0);
+    ck_assert_int_eq(CORE(RangePop, pop_fn)(), -1); /* nothing open: NVTX's error value */
+
+    /* Start here, end on another thread. */
+    end_arg ea = {.id = CORE(RangeStartA, start_a_fn)("handoff")};
+    ck_assert_uint_ne(ea.id, 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, end_elsewhere, &ea), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_uint_ne(ea.tid, main_tid);
+    CORE(RangeEnd, end_fn)(ea.id); /* ended already: ignored */
+
+    CORE(MarkA, mark_a_fn)("hello mark");
+    CORE(NameOsThreadA, name_thread_a_fn)(main_tid, "nvtx-test-main");
+
+    /* A domain: pushed range, mark, and a range named by a registered string. */
+    nvtxDomainHandle_t d = CORE2(DomainCreateA, domain_create_a_fn)("my-domain");
+    ck_assert_ptr_nonnull(d);
+    reg = CORE2(DomainRegisterStringA, register_a_fn)(d, "registered-op");
+    ck_assert_ptr_nonnull(reg);
+    nvtxEventAttributes_t a = ascii("dom-op");
+    ck_assert_int_eq(CORE2(DomainRangePushEx, domain_push_ex_fn)(d, &a), 0);
+    ck_assert_int_eq(CORE2(DomainRangePop, domain_pop_fn)(d), 0);
+    a = ascii("dom-mark");
+    CORE2(DomainMarkEx, domain_mark_ex_fn)(d, &a);
+    a = ascii(NULL);
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = reg;
+    ck_assert_int_eq(CORE2(DomainRangePushEx, domain_push_ex_fn)(d, &a), 0);
+    ck_assert_int_eq(CORE2(DomainRangePop, domain_pop_fn)(d), 0);
+
+    /* Steps: a pushed "step" and a started/ended "ProfilerStep#3". */
+    CORE(RangePushA, push_a_fn)("step");
+    CORE(RangePushA, push_a_fn)("in step");
+    CORE(RangePop, pop_fn)();
+    CORE(RangePop, pop_fn)();
+    nvtxRangeId_t ps = CORE(RangeStartA, start_a_fn)("ProfilerStep#3");
+    ck_assert_uint_ne(ps, 0);
+    CORE(RangeEnd, end_fn)(ps);
+
+    /* Phase operators. */
+    CORE(RangePushA, push_a_fn)("fwd_op");
+    CORE(RangePop, pop_fn)();
+    CORE(RangePushA, push_a_fn)("bwd_op");
+    CORE(RangePop, pop_fn)();
+
+    CORE2(DomainDestroy, domain_destroy_fn)(d);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    unsetenv("PROFILING_FP_START");
+    unsetenv("PROFILING_BP_END");
+
+    event_list l;
+    read_all(run, &l);
+
+    const ts_event *outer = find(&l, TS_KIND_OP_RANGE, "outer");
+    const ts_event *inner = find(&l, TS_KIND_OP_RANGE, "inner");
+    ck_assert_ptr_nonnull(outer);
+    ck_assert_ptr_nonnull(inner);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "outer"), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "inner"), 1);
+    ck_assert_uint_eq(outer->aux, 0);
+    ck_assert_uint_eq(inner->aux, 1);
+    ck_assert_uint_eq(outer->tid, main_tid);
+    ck_assert_uint_eq(inner->tid, main_tid);
+    ck_assert_uint_eq(outer->corr, 0); /* the default domain */
+    ck_assert_uint_ge(inner->begin_ns, outer->begin_ns);
+    ck_assert_uint_le(inner->end_ns, outer->end_ns);
+    ck_assert(!(outer->flags & TS_EF_CROSS_THREAD));
+
+    const ts_event *h = find(&l, TS_KIND_OP_RANGE, "handoff");
+    ck_assert_ptr_nonnull(h);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "handoff"), 1);
+    ck_assert(h->flags & TS_EF_CROSS_THREAD);
+    ck_assert_uint_eq(h->tid, main_tid);
+    ck_assert_uint_eq(h->v1, ea.tid);
+    ck_assert_uint_le(h->begin_ns, h->end_ns);
+
+    const ts_event *m = find(&l, TS_KIND_NVTX_MARK, "hello mark");
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(m->tid, main_tid);
+    ck_assert_uint_eq(m->corr, 0);
+
+    const ts_event *tn = find(&l, TS_KIND_THREAD_NAME, "nvtx-test-main");
+    ck_assert_ptr_nonnull(tn);
+    ck_assert_uint_eq(tn->tid, main_tid);
+
+    const ts_event *dop = find(&l, TS_KIND_OP_RANGE, "dom-op");
+    ck_assert_ptr_nonnull(dop);
+    ck_assert_str_eq(name_of(&l, dop->corr), "my-domain");
+    ck_assert_uint_eq(dop->aux, 0);
+    const ts_event *dm = find(&l, TS_KIND_NVTX_MARK, "dom-mark");
+    ck_assert_ptr_nonnull(dm);
+    ck_assert_uint_eq(dm->corr, dop->corr);
+    const ts_event *rop = find(&l, TS_KIND_OP_RANGE, "registered-op");
+    ck_assert_ptr_nonnull(rop);
+    ck_assert_uint_eq(rop->corr, dop->corr);
+
+    /* Two steps, numbered 1 and 2; step ranges are not operators, what is inside them is. */
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 2);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_END, NULL), 2);
+    uint64_t next = 1;
+    for (size_t i = 0; i < l.n; i++)
+        if (l.ev[i].kind == TS_KIND_STEP_BEGIN)
+            ck_assert_uint_eq(l.ev[i].v0, next++);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "step"), 0);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "ProfilerStep#3"), 0);
+    const ts_event *in_step = find(&l, TS_KIND_OP_RANGE, "in step");
+    ck_assert_ptr_nonnull(in_step);
+    ck_assert_uint_eq(in_step->aux, 0); /* the step's frame is no operator frame */
+
+    /* Phase marks at the forward operator's begin and the backward operator's end; the
+     * operators are recorded as well. */
+    const ts_event *fw = find(&l, TS_KIND_OP_RANGE, "fwd_op");
+    const ts_event *bw = find(&l, TS_KIND_OP_RANGE, "bwd_op");
+    ck_assert_ptr_nonnull(fw);
+    ck_assert_ptr_nonnull(bw);
+    const ts_event *fp = find_phase(&l, TS_PHASE_FORWARD_START);
+    const ts_event *bp = find_phase(&l, TS_PHASE_BACKWARD_END);
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_ptr_nonnull(bp);
+    ck_assert_uint_ge(fp->begin_ns, in_step->end_ns);
+    ck_assert_uint_le(fp->begin_ns, fw->end_ns);
+    ck_assert_uint_ge(bp->begin_ns, bw->end_ns);
+    ck_assert_uint_eq(count(&l, TS_KIND_PHASE, NULL), 2);
+
+    free(l.ev);
+    recording_reader_close(l.reader);
+    tmp_remove(tmp);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("nvtx");
+    TCase *tc = tcase_create("injection");
+    tcase_add_test(tc, tables_filled_once_per_module);
+    tcase_add_test(tc, callbacks_recorded);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
