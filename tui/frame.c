@@ -202,7 +202,7 @@ static const struct {
     {"Up Down PgUp PgDn", "move in a table (operators; lanes on the timeline)"},
     {"Home End", "first / last row; oldest / latest steps and timeline"},
     {"Left Right", "step trace: older / newer steps; timeline: previous / next op"},
-    {"t", "operators: by type or by op"},
+    {"t  k", "operators: by type or by op; k: device kernels with the op each ran under"},
     {"o", "operators: sort by total, average or count"},
     {"/", "operators: search (Enter keeps it, Esc cancels)"},
     {"Enter", "operators: the selected type's ops (Esc or Backspace: back)"},

@@ -1,8 +1,10 @@
 /* panel_ops: operator statistics (seed 001 "Operator Performance Analysis"): the top op types or
  * ops by total time, sortable by total, average and count, with a search over names and types,
- * and one type's ops on Enter (the seeds' "Choose Type"). */
+ * and one type's ops on Enter (the seeds' "Choose Type"); on 'k', the device kernels with the
+ * operator each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
 #include "tui_internal.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,8 +63,211 @@ static void cell_text(const analysis *a, const op_stat *s, enum col k, char *out
     }
 }
 
+/* Keeps the selection on its row when the table re-sorts, and the selected row in view. */
+static void clamp_selection(view *v, int n, int h)
+{
+    if (v->ops_sel >= n)
+        v->ops_sel = n - 1;
+    if (v->ops_sel < 0)
+        v->ops_sel = 0;
+    if (v->ops_top > v->ops_sel)
+        v->ops_top = v->ops_sel;
+    if (v->ops_sel >= v->ops_top + h)
+        v->ops_top = v->ops_sel - h + 1;
+    if (v->ops_top > n - h)
+        v->ops_top = n - h > 0 ? n - h : 0;
+}
+
+/* ---- Kernels ------------------------------------------------------------------------------ */
+
+enum kcol { KCOL_OP, KCOL_COUNT, KCOL_TOTAL, KCOL_AVG, KCOL_MAX, KCOL__N };
+
+static const struct {
+    const char *head;
+    int width;
+} kcols[KCOL__N] = {
+    [KCOL_OP] = {"OP", 32},   [KCOL_COUNT] = {"COUNT", 9}, [KCOL_TOTAL] = {"TOTAL", 10},
+    [KCOL_AVG] = {"AVG", 10}, [KCOL_MAX] = {"MAX", 10},
+};
+
+static const enum kcol kpriority[] = {KCOL_TOTAL, KCOL_OP, KCOL_AVG, KCOL_COUNT, KCOL_MAX};
+static const enum kcol korder[] = {KCOL_OP, KCOL_COUNT, KCOL_TOTAL, KCOL_AVG, KCOL_MAX};
+
+static int kernel_sorted_col(int sort)
+{
+    return sort == OP_SORT_AVG ? KCOL_AVG : sort == OP_SORT_COUNT ? KCOL_COUNT : KCOL_TOTAL;
+}
+
+/* needle (ASCII, lower or upper case) in the len bytes of s, case-insensitively. */
+static int contains_ci(const char *s, uint32_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        size_t j = 0;
+        while (j < n && tolower((unsigned char)s[i + j]) == tolower((unsigned char)needle[j]))
+            j++;
+        if (j == n)
+            return 1;
+    }
+    return 0;
+}
+
+static int kernel_matches(const analysis *a, const kernel_stat *k, const char *search)
+{
+    uint32_t len = 0;
+    const char *name = analysis_name(a, k->name, &len);
+    if (contains_ci(name, len, search))
+        return 1;
+    name = analysis_name(a, k->op, &len);
+    return contains_ci(name, len, search);
+}
+
+static uint64_t kernel_avg(const kernel_stat *k)
+{
+    return k->count ? k->total_ns / k->count : 0;
+}
+
+static int cmp_kernel_avg(const void *x, const void *y)
+{
+    uint64_t a = kernel_avg(x), b = kernel_avg(y);
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static int cmp_kernel_count(const void *x, const void *y)
+{
+    uint64_t a = ((const kernel_stat *)x)->count, b = ((const kernel_stat *)y)->count;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static void kernel_cell(const analysis *a, const kernel_stat *k, enum kcol col, char *out,
+                        size_t cap)
+{
+    switch (col) {
+    case KCOL_OP: {
+        uint32_t len = 0;
+        const char *t = k->op ? analysis_name(a, k->op, &len) : "-";
+        if (!k->op)
+            len = 1;
+        snprintf(out, cap, "%.*s", (int)(len < cap - 1 ? len : cap - 1), t);
+        break;
+    }
+    case KCOL_COUNT:
+        format_count((double)k->count, out, cap);
+        break;
+    case KCOL_TOTAL:
+        format_duration((double)k->total_ns, out, cap);
+        break;
+    case KCOL_AVG:
+        format_duration(k->count ? (double)k->total_ns / (double)k->count : -1, out, cap);
+        break;
+    case KCOL_MAX:
+        format_duration((double)k->max_ns, out, cap);
+        break;
+    default:
+        out[0] = 0;
+    }
+}
+
+/* The kernels table: analysis_kernels' rows (by total time), re-sorted by average or count and
+ * filtered by the search over kernel and op names. */
+static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    char extra[200];
+    int n0 = snprintf(extra, sizeof extra, "kernels, by %s", sort_name(v->ops_sort));
+    if (v->search[0] || v->searching)
+        snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
+                 v->searching ? "_" : "");
+    frame_title(c, r, "Operators", extra);
+
+    kernel_stat *rows = NULL;
+    size_t n = analysis_kernels(p->a, 0, &rows);
+    if (v->search[0]) {
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (kernel_matches(p->a, &rows[i], v->search))
+                rows[kept++] = rows[i];
+        n = kept;
+    }
+    if (v->ops_sort == OP_SORT_AVG)
+        qsort(rows, n, sizeof *rows, cmp_kernel_avg);
+    else if (v->ops_sort == OP_SORT_COUNT)
+        qsort(rows, n, sizeof *rows, cmp_kernel_count);
+    if (!full && n > OVERVIEW_LIMIT)
+        n = OVERVIEW_LIMIT;
+
+    int show[KCOL__N] = {0};
+    int used = 1;
+    for (size_t i = 0; i < sizeof kpriority / sizeof kpriority[0]; i++) {
+        enum kcol k = kpriority[i];
+        if (r.w - used - kcols[k].width - 1 >= NAME_MIN) {
+            show[k] = 1;
+            used += kcols[k].width + 1;
+        }
+    }
+    int namew = r.w - used - 1;
+    rect head = {r.y + 1, r.x, 1, r.w};
+    canvas_fill(c, head, ' ', ROLE_LABEL);
+    canvas_str(c, head, 0, 1, ROLE_LABEL, "KERNEL");
+    int x = 1 + namew + 1;
+    for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++) {
+        enum kcol k = korder[i];
+        if (!show[k])
+            continue;
+        char h[24];
+        snprintf(h, sizeof h, "%s%s", kcols[k].head,
+                 (int)k == kernel_sorted_col(v->ops_sort) ? "*" : "");
+        int hw = (int)strlen(h);
+        canvas_str(c, head, 0, k == KCOL_OP ? x : x + kcols[k].width - hw, ROLE_LABEL, h);
+        x += kcols[k].width + 1;
+    }
+
+    rect body = {r.y + 2, r.x, r.h - 2, r.w};
+    v->ops_rows = (int)n;
+    v->ops_page = body.h;
+    if (!n) {
+        const char *why = v->search[0] ? "no kernel matches the search"
+                                       : "no kernels yet (CUDA activity needs CUPTI and a GPU)";
+        canvas_str(c, body, 0, 2, ROLE_DIM, why);
+        free(rows);
+        return;
+    }
+    clamp_selection(v, (int)n, body.h);
+    for (int y = 0; y < body.h && v->ops_top + y < (int)n; y++) {
+        const kernel_stat *k = &rows[v->ops_top + y];
+        int sel = v->ops_top + y == v->ops_sel;
+        int role = sel ? ROLE_SELECTED : k->comm ? ROLE_WARN : ROLE_NORMAL;
+        if (sel)
+            canvas_fill(c, (rect){body.y + y, body.x, 1, body.w}, ' ', ROLE_SELECTED);
+        uint32_t len = 0;
+        const char *name = analysis_name(p->a, k->name, &len);
+        canvas_text_fit(c, body, y, 1, namew, role, name, len, 0);
+        x = 1 + namew + 1;
+        for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++) {
+            enum kcol col = korder[i];
+            if (!show[col])
+                continue;
+            char t[128];
+            kernel_cell(p->a, k, col, t, sizeof t);
+            if (col == KCOL_OP) {
+                canvas_text_fit(c, body, y, x, kcols[col].width, role, t, strlen(t), 1);
+            } else {
+                int tw = (int)strlen(t);
+                canvas_str(c, body, y, x + kcols[col].width - tw, role, t);
+            }
+            x += kcols[col].width + 1;
+        }
+    }
+    free(rows);
+}
+
+/* ---- Operators ---------------------------------------------------------------------------- */
+
 static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 {
+    if (v->ops_kernels) {
+        kernels_draw(p, v, c, r, full);
+        return;
+    }
     char extra[200];
     uint32_t tl = 0;
     const char *tname = v->ops_type ? analysis_name(p->a, v->ops_type, &tl) : "";
@@ -134,16 +339,7 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
             v->ops_sel = (int)i;
             break;
         }
-    if (v->ops_sel >= (int)n)
-        v->ops_sel = (int)n - 1;
-    if (v->ops_sel < 0)
-        v->ops_sel = 0;
-    if (v->ops_top > v->ops_sel)
-        v->ops_top = v->ops_sel;
-    if (v->ops_sel >= v->ops_top + body.h)
-        v->ops_top = v->ops_sel - body.h + 1;
-    if (v->ops_top > (int)n - body.h)
-        v->ops_top = (int)n - body.h > 0 ? (int)n - body.h : 0;
+    clamp_selection(v, (int)n, body.h);
     v->ops_sel_id = rows[v->ops_sel].name;
 
     for (int y = 0; y < body.h && v->ops_top + y < (int)n; y++) {
@@ -189,7 +385,16 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
     int page = v->ops_page > 1 ? v->ops_page : 1;
     switch (key) {
     case 't':
-        v->ops_by_type = !v->ops_by_type;
+        /* From the kernels, back to the table that was shown; else types <-> ops. */
+        if (v->ops_kernels)
+            v->ops_kernels = 0;
+        else
+            v->ops_by_type = !v->ops_by_type;
+        v->ops_type = 0;
+        select_row(v, 0);
+        return 1;
+    case 'k':
+        v->ops_kernels = !v->ops_kernels;
         v->ops_type = 0;
         select_row(v, 0);
         return 1;
@@ -206,7 +411,7 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
     case VK_ENTER:
     case '\r':
     case VK_ENTER_KP:
-        if (v->ops_by_type && !v->ops_type && v->ops_sel_id) {
+        if (!v->ops_kernels && v->ops_by_type && !v->ops_type && v->ops_sel_id) {
             v->ops_type = v->ops_sel_id;
             select_row(v, 0);
         }

@@ -313,6 +313,7 @@ typedef struct view {
 
     /* Operators. */
     int ops_by_type; /* 1: types; 0: ops */
+    int ops_kernels; /* 1: the device kernels with their ops instead ('k') */
     int ops_sort;    /* OP_SORT_TOTAL, OP_SORT_AVG or OP_SORT_COUNT */
     int searching;   /* typing into search */
     char search[VIEW_SEARCH_MAX];

@@ -944,6 +944,32 @@ static void where(const cJSON *root, const char *ph, const char *name, int *pid,
     *tid = (int)jnum(e, "tid");
 }
 
+/* kernel_statistics.csv from golden B: by total time, each kernel with the op it ran under
+ * (none for the collective), the communication flag set for NCCL. */
+START_TEST(test_kernel_rows)
+{
+    golden g;
+    build_b(&g);
+    char *tmp = tmp_make();
+    char *run = path_join(tmp, "run");
+    write_run(&g, run);
+    golden_free(&g);
+    report *r = run_report(run, NULL);
+    csv_file f = csv_read(report_info_of(r)->dir, "kernel_statistics.csv");
+    ck_assert_uint_eq(f.n, 1 + 2);
+    expect_row(&f, 1,
+               (const char *[]){"ncclAllReduce", "", "1", "100.000", "100.000", "100.000",
+                                "100.000", "1", NULL});
+    expect_row(
+        &f, 2,
+        (const char *[]){KERNEL, "child2", "2", "70.000", "35.000", "20.000", "50.000", "0", NULL});
+    csv_free(&f);
+    report_free(r);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_timeline_rules)
 {
     int pretty = _i;
@@ -1634,6 +1660,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_pretty_and_analyse_only);
     tcase_add_test(tc, test_tables_order_independent);
+    tcase_add_test(tc, test_kernel_rows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("timeline");

@@ -427,6 +427,69 @@ START_TEST(test_ops_search)
 }
 END_TEST
 
+/* 'k': the kernels with the op each ran under, re-sorted and searched like the ops; 't' back. */
+START_TEST(test_ops_kernels)
+{
+    run r;
+    make_run(&r, 0);
+    for (int i = 0; i < 2; i++) {
+        ts_event k =
+            ev(TS_KIND_KERNEL, 7, T0 + (2 + 2 * (uint64_t)i) * MS, T0 + (3 + 2 * (uint64_t)i) * MS);
+        k.device = 0;
+        k.name = N_KERNEL;
+        k.type = N_MATMUL1;
+        feed(&r, &k, 1);
+    }
+    view v;
+    view_init(&v);
+    canvas c = {0};
+    ck_assert_int_eq(view_key(&v, 'k', &r.p), VA_REDRAW);
+    ck_assert(v.ops_kernels);
+    draw_panel(&r, &v, &c, PANEL_OPS, 10, 120, 0, &glyphs_ascii);
+    ck_assert_canvas_has(&c, "kernels, by total");
+    char line[512];
+    ck_assert_int_eq(line_with(&c, "KERNEL", line, sizeof line), 1);
+    ck_assert_msg(strstr(line, " OP ") && strstr(line, "TOTAL*") && strstr(line, "COUNT"), "%s",
+                  line);
+    /* By total: the two 1 ms launches under fc1's MatMul, then the 0.7 ms one under "MatMul". */
+    canvas_line(&c, 2, line, sizeof line);
+    ck_assert_msg(strstr(line, "volta_sgemm_128x64_nn") && strstr(line, "Default/fc1/MatMul-op1") &&
+                      strstr(line, " 2 ") && strstr(line, "2.00 ms"),
+                  "%s", line);
+    ck_assert_int_eq(canvas_role_at(&c, 2, 1), ROLE_SELECTED);
+    canvas_line(&c, 3, line, sizeof line);
+    ck_assert_msg(strstr(line, "volta_sgemm_128x64_nn") && strstr(line, " MatMul ") &&
+                      strstr(line, " 1 ") && strstr(line, "700 us"),
+                  "%s", line);
+    /* By count: the same order; the search matches op names too. */
+    view_key(&v, 'o', &r.p);
+    view_key(&v, 'o', &r.p);
+    draw_panel(&r, &v, &c, PANEL_OPS, 10, 120, 0, &glyphs_ascii);
+    ck_assert_int_eq(line_with(&c, "COUNT*", line, sizeof line), 1);
+    view_key(&v, '/', &r.p);
+    for (const char *k = "FC1"; *k; k++)
+        view_key(&v, *k, &r.p);
+    view_key(&v, VK_ENTER, &r.p);
+    draw_panel(&r, &v, &c, PANEL_OPS, 10, 120, 0, &glyphs_ascii);
+    ck_assert_canvas_has(&c, "Default/fc1/MatMul-op1");
+    ck_assert_canvas_lacks(&c, " MatMul ");
+    view_key(&v, '/', &r.p);
+    view_key(&v, 'z', &r.p);
+    view_key(&v, VK_ENTER, &r.p);
+    draw_panel(&r, &v, &c, PANEL_OPS, 10, 120, 0, &glyphs_ascii);
+    ck_assert_canvas_has(&c, "no kernel matches the search");
+    /* 't' returns to the op types. */
+    ck_assert_int_eq(view_key(&v, VK_ESC, &r.p), VA_REDRAW);
+    ck_assert_int_eq(view_key(&v, 't', &r.p), VA_REDRAW);
+    ck_assert(!v.ops_kernels);
+    ck_assert(v.ops_by_type);
+    draw_panel(&r, &v, &c, PANEL_OPS, 10, 120, 0, &glyphs_ascii);
+    ck_assert_int_eq(line_with(&c, "TYPE", line, sizeof line), 1);
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
 START_TEST(test_hostile_names)
 {
     run r;
@@ -891,6 +954,7 @@ int main(void)
     tcase_add_test(tc, test_ops_types);
     tcase_add_test(tc, test_ops_choose_type_and_back);
     tcase_add_test(tc, test_ops_search);
+    tcase_add_test(tc, test_ops_kernels);
     tcase_add_test(tc, test_hostile_names);
     tcase_add_test(tc, test_queues_heatmap);
     tcase_add_test(tc, test_cpu_gauges);
