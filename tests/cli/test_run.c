@@ -8,6 +8,7 @@
 
 #define TESTUTIL_TAG "run"
 #include "testutil.h"
+#include "eventlist.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -73,62 +74,6 @@ static void run(const char *tmp, const char *const *argv, run_result *r)
     }
     free(err_path);
     free(out_dir);
-}
-
-typedef struct event_list {
-    ts_event *ev;
-    size_t n;
-    recording_reader *reader; /* kept open for names */
-} event_list;
-
-static void read_all(const char *folder, event_list *l)
-{
-    char *why = NULL;
-    ck_assert_msg(recording_reader_open(folder, &l->reader, &why) == 0, "open %s: %s", folder,
-                  why ? why : "?");
-    l->ev = NULL;
-    l->n = 0;
-    const ts_event *ev;
-    size_t n;
-    int rc;
-    while ((rc = recording_reader_next(l->reader, &ev, &n, &why)) == 1) {
-        l->ev = realloc(l->ev, (l->n + n) * sizeof *l->ev);
-        ck_assert_ptr_nonnull(l->ev);
-        memcpy(l->ev + l->n, ev, n * sizeof *ev);
-        l->n += n;
-    }
-    ck_assert_msg(rc == 0, "read: %s", why ? why : "?");
-    ck_assert_uint_eq(recording_reader_bad_chunks(l->reader), 0);
-}
-
-static void list_free(event_list *l)
-{
-    free(l->ev);
-    recording_reader_close(l->reader);
-}
-
-static const char *name_of(const event_list *l, uint32_t id)
-{
-    uint32_t len;
-    const char *s = recording_reader_string(l->reader, id, &len);
-    return s ? s : "";
-}
-
-static size_t count(const event_list *l, uint16_t kind, const char *name)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < l->n; i++)
-        if (l->ev[i].kind == kind && (!name || !strcmp(name_of(l, l->ev[i].name), name)))
-            c++;
-    return c;
-}
-
-static const ts_event *find(const event_list *l, uint16_t kind, const char *name)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->ev[i].kind == kind && !strcmp(name_of(l, l->ev[i].name), name))
-            return &l->ev[i];
-    return NULL;
 }
 
 static int segment_exists(pid_t pid)
