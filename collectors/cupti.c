@@ -236,6 +236,20 @@ static uint32_t api_name(const cupti_api *api, const cupti_sink *sink, CUpti_Cal
     return intern(sink, name, NULL);
 }
 
+/* The fields every device-side record shares: where it ran, when, and the operator it was
+ * launched under (through its correlation id). */
+static void device_fields(ts_event *ev, const cupti_corrmap *map, uint16_t kind, uint32_t stream,
+                          uint32_t device, uint32_t corr, uint64_t start, uint64_t end)
+{
+    ev->kind = kind;
+    ev->tid = stream;
+    ev->device = device;
+    ev->corr = corr;
+    ev->type = cupti_corrmap_get(map, corr);
+    ev->begin_ns = start;
+    ev->end_ns = end;
+}
+
 static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_corrmap *map,
                          const cupti_sink *sink, ts_event *ev)
 {
@@ -245,56 +259,36 @@ static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)rec;
-        ev->kind = TS_KIND_KERNEL;
+        device_fields(ev, map, TS_KIND_KERNEL, k->streamId, k->deviceId, k->correlationId, k->start,
+                      k->end);
         ev->name = intern(sink, k->name, &trunc);
         ev->flags =
             (uint16_t)((trunc ? TS_EF_TRUNCATED : 0) | (cupti_is_nccl(k->name) ? TS_EF_COMM : 0));
-        ev->tid = k->streamId;
-        ev->device = k->deviceId;
         ev->aux = k->contextId;
-        ev->corr = k->correlationId;
-        ev->type = cupti_corrmap_get(map, k->correlationId);
-        ev->begin_ns = k->start;
-        ev->end_ns = k->end;
         return 1;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *c = (const void *)rec;
-        ev->kind = TS_KIND_MEMCPY;
-        ev->tid = c->streamId;
-        ev->device = c->deviceId;
+        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->correlationId, c->start,
+                      c->end);
         ev->aux = c->copyKind;
-        ev->corr = c->correlationId;
-        ev->type = cupti_corrmap_get(map, c->correlationId);
-        ev->begin_ns = c->start;
-        ev->end_ns = c->end;
         ev->v0 = c->bytes;
         return 1;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *c = (const void *)rec;
-        ev->kind = TS_KIND_MEMCPY;
-        ev->tid = c->streamId;
-        ev->device = c->deviceId;
+        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->correlationId, c->start,
+                      c->end);
         ev->aux = c->copyKind;
-        ev->corr = c->correlationId;
-        ev->type = cupti_corrmap_get(map, c->correlationId);
-        ev->begin_ns = c->start;
-        ev->end_ns = c->end;
         ev->v0 = c->bytes;
         ev->v1 = (uint64_t)c->srcDeviceId << 32 | c->dstDeviceId; /* peer copy: src, dst */
         return 1;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)rec;
-        ev->kind = TS_KIND_MEMSET;
-        ev->tid = m->streamId;
-        ev->device = m->deviceId;
+        device_fields(ev, map, TS_KIND_MEMSET, m->streamId, m->deviceId, m->correlationId, m->start,
+                      m->end);
         ev->aux = m->memoryKind;
-        ev->corr = m->correlationId;
-        ev->type = cupti_corrmap_get(map, m->correlationId);
-        ev->begin_ns = m->start;
-        ev->end_ns = m->end;
         ev->v0 = m->bytes;
         ev->v1 = m->value;
         return 1;
