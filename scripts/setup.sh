@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # What the build needs, and what only some tests and tools need (the TUI tests drive tmux, the
 # CPU checks compare with pidstat, the fuzz targets need clang, formatting needs clang-format).
-required=(build-essential cmake pkg-config libncurses-dev libcjson-dev check zlib1g-dev)
+required=(build-essential cmake pkg-config libncurses-dev libcjson-dev check zlib1g-dev python3)
 optional=(tmux sysstat clang clang-format)
 
 log() { printf 'setup: %s\n' "$*"; }

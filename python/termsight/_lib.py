@@ -1,0 +1,179 @@
+"""Finding and loading libtermsight.so and the termsight command, and the ctypes prototypes.
+
+Nothing here runs at import time: the library is loaded on first use, so `import termsight`
+never fails; constructing a Profiler when the library cannot be found raises RuntimeError
+naming every place that was tried.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import threading
+
+LIB_NAME = "libtermsight.so"
+BIN_NAME = "termsight"
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# <repo>/python/termsight -> <repo>
+_REPO_DIR = os.path.dirname(os.path.dirname(_PACKAGE_DIR))
+
+# termsight_error codes (include/termsight/termsight.h)
+OK = 0
+E_INVALID = -1
+E_NO_SESSION = -2
+E_SESSION_EXISTS = -3
+E_ALREADY_COLLECTING = -4
+E_NOT_COLLECTING = -5
+E_SYSTEM = -6
+E_RECORDING = -7
+E_TIMEOUT = -8
+
+QUEUE_ROLES = {"pipeline": 0, "host": 1, "device": 2}
+
+
+class Options(ctypes.Structure):
+    """struct termsight_options, field for field."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("output_path", ctypes.c_char_p),
+        ("start_collecting", ctypes.c_int),
+        ("lane_events", ctypes.c_uint32),
+        ("max_threads", ctypes.c_uint32),
+        ("sample_interval_ms", ctypes.c_uint32),
+        ("timeline_limit_mb", ctypes.c_uint32),
+        ("fp_start_op", ctypes.c_char_p),
+        ("bp_end_op", ctypes.c_char_p),
+        ("process_name", ctypes.c_char_p),
+    ]
+
+
+_P = ctypes.c_void_p
+_S = ctypes.c_char_p
+_U32 = ctypes.c_uint32
+_U64 = ctypes.c_uint64
+_PROTOTYPES = {
+    # name: (restype, argtypes)
+    "termsight_strerror": (_S, [ctypes.c_int]),
+    "termsight_last_error": (_S, []),
+    "termsight_options_init": (None, [ctypes.POINTER(Options)]),
+    "termsight_session_create": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.POINTER(_P)]),
+    "termsight_start": (ctypes.c_int, [_P]),
+    "termsight_stop": (ctypes.c_int, [_P]),
+    "termsight_flush": (ctypes.c_int, [_P]),
+    "termsight_session_destroy": (ctypes.c_int, [_P]),
+    "termsight_session_current": (_P, []),
+    "termsight_state": (_S, [_P]),
+    "termsight_run_folder": (_S, [_P]),
+    "termsight_events_recorded": (_U64, [_P]),
+    "termsight_events_dropped": (_U64, [_P]),
+    "termsight_now_ns": (_U64, []),
+    "termsight_name": (_U32, [_S]),
+    "termsight_name_n": (_U32, [_S, ctypes.c_size_t]),
+    "termsight_range_begin": (None, [_S, _S]),
+    "termsight_range_begin_id": (None, [_U32, _U32]),
+    "termsight_range_end": (None, []),
+    "termsight_range_flops": (None, [_U64]),
+    "termsight_range_complete": (None, [_U32, _U32, _U64, _U64, _U64]),
+    "termsight_step_begin": (_U64, []),
+    "termsight_step_end": (None, []),
+    "termsight_phase_mark": (None, [ctypes.c_int]),
+    "termsight_queue_register": (_U32, [_S, _U64, ctypes.c_int, _S, _S]),
+    "termsight_queue_size": (None, [_U32, _U64]),
+    "termsight_counter": (None, [_S, ctypes.c_double]),
+    "termsight_counter_id": (None, [_U32, ctypes.c_double]),
+    "termsight_mark": (None, [_S]),
+    "termsight_memory_alloc": (None, [_S, _U64, _U64, ctypes.c_int]),
+    "termsight_memory_free": (None, [_U64, _U64, ctypes.c_int]),
+    "termsight_thread_name": (None, [_S]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def _candidates():
+    """(description, path or name) in the order they are tried."""
+    env = os.environ.get("TERMSIGHT_LIB")
+    if env:
+        # An explicit choice is the only one tried: a wrong TERMSIGHT_LIB is an error, not a
+        # reason to load some other build.
+        return [("TERMSIGHT_LIB", env)]
+    out = [
+        ("next to the package", os.path.join(_PACKAGE_DIR, LIB_NAME)),
+        ("the build tree", os.path.join(_REPO_DIR, "build", "collectors", LIB_NAME)),
+    ]
+    found = ctypes.util.find_library("termsight")
+    out.append(("ctypes.util.find_library('termsight')", found))
+    return out
+
+
+def load():
+    """The loaded library (a ctypes.CDLL); RuntimeError naming where it looked if none loads."""
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for what, path in _candidates():
+            if not path:
+                tried.append("%s: nothing found" % what)
+                continue
+            if os.sep in path and not os.path.exists(path):
+                tried.append("%s: %s does not exist" % (what, path))
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append("%s: %s (%s)" % (what, path, e))
+                continue
+            missing = [n for n in _PROTOTYPES if not hasattr(lib, n)]
+            if missing:
+                tried.append("%s: %s lacks %s" % (what, path, ", ".join(missing[:3])))
+                continue
+            for name, (res, args) in _PROTOTYPES.items():
+                fn = getattr(lib, name)
+                fn.restype = res
+                fn.argtypes = args
+            _lib, _lib_path = lib, os.path.abspath(path) if os.sep in path else path
+            return lib
+        raise RuntimeError(
+            "termsight: cannot load %s; looked at: %s. Build it (cmake --build build) or set "
+            "TERMSIGHT_LIB to its path." % (LIB_NAME, "; ".join(tried))
+        )
+
+
+def loaded_path():
+    """The path (or name) the library was loaded from, None before it is loaded."""
+    return _lib_path
+
+
+def find_cli():
+    """The termsight command: TERMSIGHT_BIN, then beside the library's build tree
+    (<build>/collectors/libtermsight.so -> <build>/cli/termsight) or beside the library itself,
+    then <repo>/build/cli/termsight, then PATH. RuntimeError naming where it looked."""
+    env = os.environ.get("TERMSIGHT_BIN")
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise RuntimeError("termsight: TERMSIGHT_BIN=%s is not an executable file" % env)
+    places = []
+    lib = _lib_path
+    if lib and os.sep in lib:
+        libdir = os.path.dirname(os.path.realpath(lib))
+        places.append(os.path.join(os.path.dirname(libdir), "cli", BIN_NAME))
+        places.append(os.path.join(libdir, BIN_NAME))
+    places.append(os.path.join(_PACKAGE_DIR, BIN_NAME))
+    places.append(os.path.join(_REPO_DIR, "build", "cli", BIN_NAME))
+    for p in places:
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    which = shutil.which(BIN_NAME)
+    if which:
+        return which
+    raise RuntimeError(
+        "termsight: cannot find the termsight command; looked at TERMSIGHT_BIN (unset), %s and "
+        "PATH" % ", ".join(places)
+    )

@@ -1,0 +1,566 @@
+"""The Profiler (the seeds' mindspore.Profiler, for CUDA and CPU) and the event calls."""
+
+import ctypes
+import functools
+import os
+import re
+import subprocess
+
+from . import _lib
+
+__all__ = [
+    "Profiler",
+    "TermsightError",
+    "TermsightOptionError",
+    "Queue",
+    "step",
+    "range",
+    "queue",
+    "mark",
+    "counter",
+    "thread_name",
+    "analyse",
+    "op_analyse",
+]
+
+_builtin_range = range
+
+
+class TermsightError(RuntimeError):
+    """A failing library call or termsight command; .code is the termsight_error (negative),
+    or None for the command."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class TermsightOptionError(TermsightError, ValueError):
+    """The library refused an option (TERMSIGHT_E_INVALID): both a RuntimeError and a
+    ValueError."""
+
+
+# The seeds' keywords that only mean something on Ascend; refused with a message.
+ASCEND_ONLY = ("aicore_metrics", "l2_cache", "parallel_strategy", "hbm_ddr", "pcie")
+
+_DEFAULTS = {
+    "output_path": "./data",
+    "start_profile": True,
+    "op_time": True,
+    "profile_memory": False,
+    "profile_communication": False,
+    "data_process": True,
+    "timeline_limit": 500,
+    "profile_framework": "all",
+    "sync_enable": True,
+    "sample_ms": None,
+    "lane_events": None,
+    "max_threads": None,
+    "fp_start_op": None,
+    "bp_end_op": None,
+    "process_name": None,
+}
+_BOOLS = ("start_profile", "op_time", "profile_memory", "profile_communication",
+          "data_process", "sync_enable")
+_FRAMEWORK = ("all", "time", "memory", None)
+
+
+def _raise(code, what):
+    """Turns a failing control call into an exception with the library's message."""
+    lib = _lib.load()
+    msg = lib.termsight_last_error()
+    msg = msg.decode("utf-8", "replace") if msg else ""
+    if not msg:
+        s = lib.termsight_strerror(code)
+        msg = "%s: %s" % (what, s.decode("utf-8", "replace") if s else "error %d" % code)
+    cls = TermsightOptionError if code == _lib.E_INVALID else TermsightError
+    raise cls(msg, code)
+
+
+def _bytes(value, what, nul_ok=False):
+    """str (UTF-8, lone surrogates kept as their bytes) or bytes -> bytes."""
+    if isinstance(value, bytes):
+        b = value
+    elif isinstance(value, str):
+        b = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, os.PathLike):
+        b = os.fsencode(value)
+    else:
+        raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
+    if not nul_ok and b"\0" in b:
+        raise ValueError("%s must not contain a NUL byte" % what)
+    return b
+
+
+def _name_id(lib, value, what):
+    b = _bytes(value, what, nul_ok=True)
+    return lib.termsight_name_n(b, len(b))
+
+
+def _uint(value, what, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    if not lo <= value <= hi:
+        raise ValueError("%s=%d is out of range: %d to %d" % (what, value, lo, hi))
+    return value
+
+
+# ---- event calls (process-wide: the library has one session per process) -------------------
+
+
+class _Step:
+    """termsight_step_begin/end around a block (`with step() as n:`) or a function (@step())."""
+
+    __slots__ = ("_lib", "number")
+
+    def __init__(self, lib):
+        self._lib = lib
+        self.number = None
+
+    def __enter__(self):
+        self.number = self._lib.termsight_step_begin()
+        return self.number
+
+    def __exit__(self, *exc):
+        self._lib.termsight_step_end()
+        return False
+
+    def __call__(self, func):
+        lib = self._lib
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            lib.termsight_step_begin()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                lib.termsight_step_end()
+
+        return wrapper
+
+
+class _Range:
+    """termsight_range_begin/end around a block or a function."""
+
+    __slots__ = ("_lib", "_name", "_type", "_enabled")
+
+    def __init__(self, lib, name, type_, enabled=True):
+        self._lib = lib
+        self._name = _bytes(name, "name", nul_ok=True) if name is not None else None
+        self._type = _bytes(type_, "type", nul_ok=True) if type_ is not None else None
+        self._enabled = enabled
+
+    def _begin(self, name):
+        lib = self._lib
+        n = lib.termsight_name_n(name, len(name))
+        t = lib.termsight_name_n(self._type, len(self._type)) if self._type is not None else 0
+        lib.termsight_range_begin_id(n, t)
+
+    def __enter__(self):
+        if self._name is None:
+            raise TypeError("range() as a context manager needs a name")
+        if self._enabled:
+            self._begin(self._name)
+        return self
+
+    def __exit__(self, *exc):
+        if self._enabled:
+            self._lib.termsight_range_end()
+        return False
+
+    def __call__(self, func):
+        name = self._name
+        if name is None:
+            name = getattr(func, "__qualname__", getattr(func, "__name__", "function"))
+            name = name.encode("utf-8", "surrogateescape")
+        lib, enabled, begin = self._lib, self._enabled, self._begin
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if not enabled:
+                return func(*args, **kwargs)
+            begin(name)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                lib.termsight_range_end()
+
+        return wrapper
+
+
+class Queue:
+    """A registered bounded queue; size(n) records its current length."""
+
+    __slots__ = ("_lib", "handle", "name", "capacity", "_enabled")
+
+    def __init__(self, lib, handle, name, capacity, enabled=True):
+        self._lib = lib
+        self.handle = handle
+        self.name = name
+        self.capacity = capacity
+        self._enabled = enabled
+
+    def size(self, n):
+        if self._enabled:
+            self._lib.termsight_queue_size(self.handle, _uint(n, "size", 0, 2**64 - 1))
+
+    def __repr__(self):
+        return "<termsight.Queue %r capacity=%d>" % (self.name, self.capacity)
+
+
+def step():
+    """A step: `with termsight.step() as n:` (n is the step's number) or `@termsight.step()`."""
+    return _Step(_lib.load())
+
+
+def range(name=None, type=None):  # noqa: A001 (the seeds' and the issue's name)
+    """An operator range: `with termsight.range("MatMul-op1", "MatMul"):` or
+    `@termsight.range()` (the function's qualified name). type None: derived from the name
+    by the analysis (`Default/net/Conv2D-op11` is `Conv2D`)."""
+    return _Range(_lib.load(), name, type)
+
+
+def queue(name, capacity, role="pipeline", producer=None, consumer=None, _enabled=True):
+    """Registers a bounded queue (role "pipeline", "host" or "device"; producer and consumer
+    name the stages that fill and drain it) and returns a Queue; RuntimeError when no session
+    exists or 256 queues are registered already."""
+    lib = _lib.load()
+    nb = _bytes(name, "name")
+    cap = _uint(capacity, "capacity", 1, 2**64 - 1)
+    if role not in _lib.QUEUE_ROLES:
+        raise ValueError("role must be one of %s, not %r" % (", ".join(_lib.QUEUE_ROLES), role))
+    pb = _bytes(producer, "producer") if producer is not None else None
+    cb = _bytes(consumer, "consumer") if consumer is not None else None
+    h = lib.termsight_queue_register(nb, cap, _lib.QUEUE_ROLES[role], pb, cb)
+    if not h:
+        if not lib.termsight_session_current():
+            raise TermsightError("queue %r: no profiler session" % (name,), _lib.E_NO_SESSION)
+        raise TermsightError("queue %r: the queue table is full (256 queues)" % (name,))
+    return Queue(lib, h, name, cap, _enabled)
+
+
+def mark(text):
+    """An instant with a text, shown on the timeline."""
+    _lib.load().termsight_mark(_bytes(text, "text"))
+
+
+def counter(name, value):
+    """A counter sample (a number over time: loss, learning rate, ...)."""
+    lib = _lib.load()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("counter value must be a number, not %s" % type(value).__name__)
+    lib.termsight_counter_id(_name_id(lib, name, "name"), float(value))
+
+
+def thread_name(name):
+    """Names the calling thread in every view."""
+    _lib.load().termsight_thread_name(_bytes(name, "name"))
+
+
+# ---- analysis through the termsight command ---------------------------------------------
+
+
+def _run_cli(args):
+    cli = _lib.find_cli()
+    p = subprocess.run([cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace").strip()
+    if p.returncode != 0:
+        raise TermsightError(err or "termsight %s: exit status %d" % (args[0], p.returncode))
+    return out, err
+
+
+def _path(value, what):
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError("%s must be a path (str), not %s" % (what, type(value).__name__))
+    return os.fsdecode(value)
+
+
+def analyse(path, pretty=False):
+    """Runs `termsight analyse [--pretty] PATH` (a run folder, its recording/ folder or the
+    events.tsr file) and returns the report folder's path. RuntimeError (TermsightError) with the
+    command's message when it fails."""
+    path = _path(path, "path")
+    if not isinstance(pretty, bool):
+        raise TypeError("pretty must be a bool, not %s" % type(pretty).__name__)
+    out, _ = _run_cli(["analyse"] + (["--pretty"] if pretty else []) + ["--", path])
+    for line in out.splitlines():
+        if line.startswith("report:"):
+            return line[len("report:"):].strip()
+    return os.path.join(path, "report")
+
+
+_NUM = r"([0-9.]+)"
+_TYPE_LINE = re.compile(
+    r"count (\d+), total %s ms, average %s ms, min %s ms, max %s ms, %s %% of all ops"
+    % (_NUM, _NUM, _NUM, _NUM, _NUM)
+)
+
+
+def _parse_op(text):
+    lines = text.splitlines()
+    result = {"type": None, "ops": []}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("op type: "):
+            result["type"] = line[len("op type: "):]
+        else:
+            m = _TYPE_LINE.match(line)
+            if m:
+                result.update(count=int(m.group(1)), total_ms=float(m.group(2)),
+                              avg_ms=float(m.group(3)), min_ms=float(m.group(4)),
+                              max_ms=float(m.group(5)), share_pct=float(m.group(6)))
+            elif line.split()[:2] == ["count", "total_ms"]:
+                for row in lines[i + 1:]:
+                    f = row.split(None, 6)
+                    if len(f) < 6:
+                        continue
+                    result["ops"].append({
+                        "op": f[6] if len(f) > 6 else "", "count": int(f[0]),
+                        "total_ms": float(f[1]), "avg_ms": float(f[2]),
+                        "min_ms": float(f[3]), "max_ms": float(f[4]),
+                        "share_pct": float(f[5]),
+                    })
+                break
+        i += 1
+    return result
+
+
+def op_analyse(path, op_name):
+    """`termsight analyse --op NAME PATH`, parsed: a dict with the op type's `type`, `count`,
+    `total_ms`, `avg_ms`, `min_ms`, `max_ms`, `share_pct` (of all ops' self time) and `ops`, a
+    list of dicts with the same figures per op (`op` its name). op_name is a type name
+    (case-insensitive; a unique substring will do) or a list of them: then a dict from each name
+    to its dict. RuntimeError (TermsightError) with the command's message for an unknown type."""
+    path = _path(path, "path")
+    if isinstance(op_name, (list, tuple)):
+        if not all(isinstance(n, str) for n in op_name):
+            raise TypeError("op_name must be a str or a list of str")
+        return {n: op_analyse(path, n) for n in op_name}
+    if not isinstance(op_name, str):
+        raise TypeError("op_name must be a str or a list of str, not %s" % type(op_name).__name__)
+    out, _ = _run_cli(["analyse", "--op=" + op_name, "--", path])
+    return _parse_op(out)
+
+
+# ---- the Profiler ---------------------------------------------------------------------------
+
+
+class Profiler:
+    """The profiler session of this process (one at a time), after the seeds' mindspore.Profiler.
+
+    Keyword arguments (all optional):
+
+    output_path="./data"  parent of the run folders (TERMSIGHT_OUTPUT when not given and set).
+    start_profile=True    collect from construction; False: wait for start() (or `termsight top`).
+    op_time=True          record range() operator ranges; False makes range() a no-op.
+    profile_memory=False  accepted; host memory is sampled and device allocations are traced
+                          (CUDA) whatever its value. Needs op_time=True, as in the seeds.
+    profile_communication=False  accepted; NCCL-like kernels are recognized whatever its value.
+                          Needs op_time=True, as in the seeds.
+    data_process=True     record queue sizes; False makes Queue.size() a no-op.
+    timeline_limit=500    the timeline's size limit in MiB (options.timeline_limit_mb).
+    profile_framework="all"  "all", "time", "memory" or None; accepted, checked, no effect: the
+                          host's time and memory are always recorded.
+    sync_enable=True      GPU-only in the seeds; accepted, no effect (CUPTI gives device times).
+    sample_ms=None        CPU and memory sampling interval (options.sample_interval_ms).
+    lane_events=None      events per thread ring, a power of two (options.lane_events).
+    max_threads, fp_start_op, bp_end_op, process_name: the options of the same name.
+
+    The Ascend-only keywords (aicore_metrics, l2_cache, parallel_strategy, hbm_ddr, pcie) raise
+    ValueError; any other keyword raises TypeError. Arguments not given keep the library's
+    defaults and the TERMSIGHT_* environment variables.
+    """
+
+    def __init__(self, **kwargs):
+        unknown = [k for k in kwargs if k not in _DEFAULTS]
+        ascend = [k for k in unknown if k in ASCEND_ONLY]
+        if ascend:
+            raise ValueError(
+                "Profiler: %s %s Ascend-only (MindSpore on Ascend NPUs); termsight profiles "
+                "CUDA and CPU and does not take %s" % (
+                    ", ".join(ascend), "is" if len(ascend) == 1 else "are",
+                    "it" if len(ascend) == 1 else "them"))
+        if unknown:
+            raise TypeError("Profiler() got an unexpected keyword argument %r" % unknown[0])
+        a = dict(_DEFAULTS)
+        a.update(kwargs)
+        for k in _BOOLS:
+            if not isinstance(a[k], bool):
+                raise TypeError("%s must be a bool, not %s" % (k, type(a[k]).__name__))
+        if a["profile_framework"] not in _FRAMEWORK:
+            raise ValueError("profile_framework must be one of 'all', 'time', 'memory' or None, "
+                             "not %r" % (a["profile_framework"],))
+        for k in ("profile_memory", "profile_communication"):
+            if a[k] and not a["op_time"]:
+                raise ValueError("%s=True needs op_time=True" % k)
+
+        self._session = None
+        self._run_folder = None
+        self._closed = False
+        self._op_time = a["op_time"]
+        self._data_process = a["data_process"]
+
+        keep = []  # the bytes objects the options point to, alive until create returns
+        lib = _lib.load()
+        opts = _lib.Options()
+        lib.termsight_options_init(ctypes.byref(opts))
+        if "output_path" in kwargs or not os.environ.get("TERMSIGHT_OUTPUT"):
+            keep.append(_bytes(_path(a["output_path"], "output_path"), "output_path"))
+            opts.output_path = keep[-1]
+        if "start_profile" in kwargs:
+            opts.start_collecting = 1 if a["start_profile"] else 0
+        if "timeline_limit" in kwargs:
+            opts.timeline_limit_mb = _uint(a["timeline_limit"], "timeline_limit", 1, 2**32 - 1)
+        for key, field in (("sample_ms", "sample_interval_ms"), ("lane_events", "lane_events"),
+                           ("max_threads", "max_threads")):
+            if a[key] is not None:
+                setattr(opts, field, _uint(a[key], key, 0, 2**32 - 1))
+        for key in ("fp_start_op", "bp_end_op", "process_name"):
+            if a[key] is not None:
+                keep.append(_bytes(a[key], key))
+                setattr(opts, key, keep[-1])
+
+        handle = ctypes.c_void_p()
+        rc = lib.termsight_session_create(ctypes.byref(opts), ctypes.byref(handle))
+        if rc != _lib.OK:
+            _raise(rc, "Profiler")
+        self._lib = lib
+        self._session = handle.value
+        self._remember_folder()
+
+    # -- state --
+
+    def _remember_folder(self):
+        if self._session:
+            f = self._lib.termsight_run_folder(self._session)
+            if f:
+                self._run_folder = os.fsdecode(f)
+
+    def _handle(self, what):
+        if self._session is None:
+            raise TermsightError("%s: this Profiler is closed" % what, _lib.E_NO_SESSION)
+        return self._session
+
+    @property
+    def run_folder(self):
+        """The run folder (recording/ and, after analyse, report/); kept after close()."""
+        self._remember_folder()
+        return self._run_folder
+
+    @property
+    def state(self):
+        """"idle", "collecting", "stopped", or "closed" after close()."""
+        if self._session is None:
+            return "closed"
+        return self._lib.termsight_state(self._session).decode()
+
+    @property
+    def events_recorded(self):
+        return self._lib.termsight_events_recorded(self._handle("events_recorded"))
+
+    @property
+    def events_dropped(self):
+        return self._lib.termsight_events_dropped(self._handle("events_dropped"))
+
+    # -- control --
+
+    def start(self):
+        """Opens a collection window; RuntimeError while collecting."""
+        rc = self._lib.termsight_start(self._handle("start"))
+        if rc != _lib.OK:
+            _raise(rc, "start")
+        self._remember_folder()
+
+    def stop(self):
+        """Closes the window (what was emitted before is recorded); RuntimeError when not
+        collecting."""
+        rc = self._lib.termsight_stop(self._handle("stop"))
+        if rc != _lib.OK:
+            _raise(rc, "stop")
+
+    def flush(self):
+        """Writes everything emitted so far to the recording and syncs it."""
+        rc = self._lib.termsight_flush(self._handle("flush"))
+        if rc != _lib.OK:
+            _raise(rc, "flush")
+
+    def close(self):
+        """Stops collecting if needed, flushes and ends the session; a second call does
+        nothing. The run folder stays readable (run_folder, analyse())."""
+        if self._session is None:
+            return
+        self._remember_folder()
+        s, self._session = self._session, None
+        rc = self._lib.termsight_session_destroy(s)
+        if rc != _lib.OK:
+            _raise(rc, "close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "<termsight.Profiler %s %s>" % (self.state, self._run_folder)
+
+    # -- analysis --
+
+    def _folder_for_analysis(self, what):
+        if self._session is not None and self.state == "collecting":
+            self.flush()
+        folder = self.run_folder
+        if not folder or not os.path.isdir(os.path.join(folder, "recording")):
+            raise TermsightError("%s: nothing recorded yet (the run folder is made when the first "
+                                 "collection window opens)" % what)
+        return folder
+
+    def analyse(self, offline_path=None, pretty=False):
+        """Writes the report folder and returns its path: of this session's run (flushed first
+        when collecting; collection goes on), or of offline_path (a run folder, recording/ or
+        events.tsr, e.g. of a run that crashed)."""
+        if offline_path is None:
+            if not isinstance(pretty, bool):
+                raise TypeError("pretty must be a bool, not %s" % type(pretty).__name__)
+            offline_path = self._folder_for_analysis("analyse")
+        return analyse(offline_path, pretty)
+
+    def op_analyse(self, op_name, device_id=None):
+        """One op type's statistics (see termsight.op_analyse) for this session's run.
+        device_id: None or an int, accepted for the seeds and not used (host operators)."""
+        if device_id is not None and (isinstance(device_id, bool)
+                                      or not isinstance(device_id, int)):
+            raise TypeError("device_id must be an int, not %s" % type(device_id).__name__)
+        if not isinstance(op_name, (str, list, tuple)):
+            raise TypeError("op_name must be a str or a list of str, not %s"
+                            % type(op_name).__name__)
+        return op_analyse(self._folder_for_analysis("op_analyse"), op_name)
+
+    # -- events (process-wide; methods for convenience) --
+
+    def step(self):
+        """See termsight.step()."""
+        return _Step(self._lib)
+
+    def range(self, name=None, type=None):  # noqa: A003
+        """See termsight.range(); a no-op with op_time=False."""
+        return _Range(self._lib, name, type, self._op_time)
+
+    def queue(self, name, capacity, role="pipeline", producer=None, consumer=None):
+        """See termsight.queue(); sizes are not recorded with data_process=False."""
+        return queue(name, capacity, role, producer, consumer, _enabled=self._data_process)
+
+    def mark(self, text):
+        mark(text)
+
+    def counter(self, name, value):
+        counter(name, value)
+
+    def thread_name(self, name):
+        thread_name(name)
+
+
+del _builtin_range
