@@ -1,0 +1,803 @@
+/*
+ * demo_train: the demo trainer of `termsight demo`, a real CPU training program.
+ *
+ * A multi-layer perceptron (2 -> H -> H -> 3, ReLU) learns with plain SGD to tell apart the three
+ * arms of a spiral. Every operator (matmul, bias add, ReLU, softmax cross-entropy, their
+ * gradients, the SGD updates) is a termsight range with its type; steps, the forward start and
+ * the backward end are marked.
+ *
+ * The data arrives through a real pipeline of threads joined by bounded queues (mutex and
+ * condition variables) whose sizes termsight samples:
+ *
+ *   generator --raw_queue--> map x N --map_queue--> batch --prefetch_queue--> train
+ *
+ * The generator draws spiral points in shards of SHARD samples; the map workers augment them
+ * (Gaussian noise, a small random rotation and scaling); the batcher packs shards into batches;
+ * the training loop takes them from the prefetch queue. raw_queue and map_queue are pipeline
+ * queues, prefetch_queue holds batches ready on the host. With --slow-map each map worker also
+ * applies an elastic distortion to every point, real work that makes the map stage the bottleneck:
+ * the queue before it fills, the ones after it run empty.
+ *
+ * SIGTERM and SIGINT end the training after the current step: the pipeline is closed, the test
+ * accuracy printed and the session destroyed, so the recording is complete.
+ */
+#include <termsight/termsight.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_IN           2
+#define N_CLASSES      3
+#define N_LAYERS       3  /* fc1 and fc2 (hidden, ReLU), fc3 (logits) */
+#define SHARD          32 /* samples per shard, the unit the first two queues carry */
+#define RAW_CAPACITY   16 /* shards */
+#define MAP_CAPACITY   16 /* shards */
+#define PREFETCH_DEPTH 4  /* batches */
+#define MAX_WORKERS    64
+#define TEST_POINTS    1500
+#define LEARNING_RATE  0.2f
+#define NAME_LEN       112
+#define TRAIN_SEED     0x5eed0001u
+#define TEST_SEED      0x5eed0002u
+#define INIT_SEED      0x5eed0003u
+#define MAP_SEED       0x5eed0100u
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p) {
+        fputs("demo_train: out of memory\n", stderr);
+        exit(1);
+    }
+    return p;
+}
+
+/* Set by SIGTERM and SIGINT; the training loop ends after the current step. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* ---- Data: points on three spiral arms, from a seeded generator ------------------------- */
+
+typedef struct rng {
+    uint64_t state;
+} rng;
+
+static uint64_t rng_next(rng *r) /* splitmix64 */
+{
+    uint64_t z = (r->state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(rng *r) /* [0, 1) */
+{
+    return (float)(rng_next(r) >> 40) * 0x1.0p-24f;
+}
+
+static float rng_gauss(rng *r) /* Box-Muller */
+{
+    float u = rng_uniform(r) + 0x1.0p-25f, v = rng_uniform(r);
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+/* A random point of a random class; x gets its two coordinates, the class is returned. */
+static int spiral_point(rng *r, float *x)
+{
+    int c = (int)(rng_next(r) % N_CLASSES);
+    float t = rng_uniform(r);
+    float angle = 4.0f * ((float)c + t) + 0.2f * rng_gauss(r);
+    x[0] = 2.0f * t * sinf(angle);
+    x[1] = 2.0f * t * cosf(angle);
+    return c;
+}
+
+typedef struct shard {
+    int y[SHARD];
+    float x[SHARD * N_IN];
+} shard;
+
+typedef struct batch {
+    int n;
+    int *y;   /* n labels */
+    float *x; /* n x N_IN coordinates */
+} batch;
+
+/* One allocation, freed with free(). */
+static batch *batch_alloc(int n)
+{
+    batch *b = xcalloc(1, sizeof(*b) + (size_t)n * (sizeof(int) + N_IN * sizeof(float)));
+    b->n = n;
+    b->y = (int *)(b + 1);
+    b->x = (float *)(b->y + n);
+    return b;
+}
+
+/* ---- Bounded queues --------------------------------------------------------------------- */
+
+/* A ring of fixed-size items. Closing it wakes every waiter: push then fails, and pop fails once
+ * the queue is empty. Each change of size goes to termsight. */
+typedef struct bqueue {
+    pthread_mutex_t lock;
+    pthread_cond_t not_empty, not_full;
+    unsigned char *items;
+    size_t item_size;
+    int capacity, head, count;
+    bool closed;
+    uint32_t handle; /* termsight's; 0 (ignored) when nothing is profiling */
+} bqueue;
+
+static void bqueue_init(bqueue *q, const char *name, int capacity, size_t item_size,
+                        termsight_queue_role role, const char *producer, const char *consumer)
+{
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->not_empty, NULL);
+    pthread_cond_init(&q->not_full, NULL);
+    q->items = xcalloc((size_t)capacity, item_size);
+    q->item_size = item_size;
+    q->capacity = capacity;
+    q->handle = termsight_queue_register(name, (uint64_t)capacity, role, producer, consumer);
+}
+
+static void bqueue_destroy(bqueue *q)
+{
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->not_empty);
+    pthread_cond_destroy(&q->not_full);
+    free(q->items);
+}
+
+static bool bqueue_push(bqueue *q, const void *item)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == q->capacity && !q->closed)
+        pthread_cond_wait(&q->not_full, &q->lock);
+    bool ok = !q->closed;
+    if (ok) {
+        int slot = (q->head + q->count) % q->capacity;
+        memcpy(q->items + (size_t)slot * q->item_size, item, q->item_size);
+        q->count++;
+        termsight_queue_size(q->handle, (uint64_t)q->count);
+        pthread_cond_signal(&q->not_empty);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return ok;
+}
+
+static bool bqueue_pop(bqueue *q, void *item)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == 0 && !q->closed)
+        pthread_cond_wait(&q->not_empty, &q->lock);
+    bool ok = q->count > 0;
+    if (ok) {
+        memcpy(item, q->items + (size_t)q->head * q->item_size, q->item_size);
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
+        termsight_queue_size(q->handle, (uint64_t)q->count);
+        pthread_cond_signal(&q->not_full);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return ok;
+}
+
+static void bqueue_close(bqueue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->closed = true;
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_cond_broadcast(&q->not_full);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- The pipeline's stages -------------------------------------------------------------- */
+
+typedef struct pipeline {
+    bqueue raw, mapped, prefetch; /* shards, shards, batch pointers */
+    int workers, batch_size;
+    bool slow_map;
+} pipeline;
+
+typedef struct worker {
+    pipeline *p;
+    int index;
+    pthread_t thread;
+} worker;
+
+/* The stage's name in termsight's views and in the OS's (top -H, /proc/PID/task/TID/comm). */
+static void name_thread(const char *name)
+{
+    termsight_thread_name(name);
+    pthread_setname_np(pthread_self(), name);
+}
+
+static void *generator_main(void *arg)
+{
+    pipeline *p = arg;
+    rng r = {TRAIN_SEED};
+    name_thread("generator");
+    shard s;
+    do {
+        for (int i = 0; i < SHARD; i++)
+            s.y[i] = spiral_point(&r, s.x + i * N_IN);
+    } while (bqueue_push(&p->raw, &s));
+    return NULL;
+}
+
+/* Elastic distortion (Simard et al., 2003) of one point: a random displacement field on an
+ * ELASTIC_GRID x ELASTIC_GRID grid around it, smoothed by ELASTIC_PASSES passes of a 3x3 box
+ * filter, read at the grid's centre. Costly per sample, as such transforms are, and plain loops
+ * over arrays like the training's own operators, so that the two slow down alike under a
+ * sanitizer. */
+#define ELASTIC_GRID   24
+#define ELASTIC_PASSES 40
+#define ELASTIC_ALPHA  0.05f
+
+static void elastic(rng *r, float *x)
+{
+    enum { G = ELASTIC_GRID };
+    static _Thread_local float field[2][2][G][G]; /* [buffer][dx, dy][row][column] */
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < G; i++)
+            for (int j = 0; j < G; j++)
+                field[0][c][i][j] = 2.0f * rng_uniform(r) - 1.0f;
+    int cur = 0;
+    for (int pass = 0; pass < ELASTIC_PASSES; pass++, cur ^= 1)
+        for (int c = 0; c < 2; c++)
+            for (int i = 0; i < G; i++)
+                for (int j = 0; j < G; j++) {
+                    float sum = 0.0f;
+                    for (int di = -1; di <= 1; di++)
+                        for (int dj = -1; dj <= 1; dj++) {
+                            int ii = (i + di + G) % G, jj = (j + dj + G) % G;
+                            sum += field[cur][c][ii][jj];
+                        }
+                    field[cur ^ 1][c][i][j] = sum / 9.0f;
+                }
+    /* Smoothing shrinks the field: normalise it back before reading it. */
+    float norm = 0.0f;
+    for (int i = 0; i < G; i++)
+        for (int j = 0; j < G; j++)
+            norm += fabsf(field[cur][0][i][j]) + fabsf(field[cur][1][i][j]);
+    norm = norm > 0.0f ? 2.0f * G * G / norm : 0.0f;
+    x[0] += ELASTIC_ALPHA * norm * field[cur][0][G / 2][G / 2];
+    x[1] += ELASTIC_ALPHA * norm * field[cur][1][G / 2][G / 2];
+}
+
+/* Augmentation: Gaussian noise, a rotation of up to about 0.1 radian and a scaling of about 5%,
+ * small enough to keep each point on its arm; with slow, an elastic distortion too. */
+static void augment(rng *r, float *x, bool slow)
+{
+    float angle = 0.05f * rng_gauss(r), scale = 1.0f + 0.03f * rng_gauss(r);
+    float c = cosf(angle) * scale, s = sinf(angle) * scale;
+    float x0 = c * x[0] - s * x[1] + 0.02f * rng_gauss(r);
+    float x1 = s * x[0] + c * x[1] + 0.02f * rng_gauss(r);
+    x[0] = x0;
+    x[1] = x1;
+    if (slow)
+        elastic(r, x);
+}
+
+static void *map_main(void *arg)
+{
+    worker *w = arg;
+    rng r = {MAP_SEED + (uint64_t)w->index};
+    char name[16];
+    snprintf(name, sizeof name, "map-%d", w->index + 1);
+    name_thread(name);
+    shard s;
+    while (bqueue_pop(&w->p->raw, &s)) {
+        for (int i = 0; i < SHARD; i++)
+            augment(&r, s.x + i * N_IN, w->p->slow_map);
+        if (!bqueue_push(&w->p->mapped, &s))
+            break;
+    }
+    return NULL;
+}
+
+static void *batch_main(void *arg)
+{
+    pipeline *p = arg;
+    name_thread("batch");
+    shard s;
+    int used = SHARD; /* samples of s already packed */
+    for (;;) {
+        batch *b = batch_alloc(p->batch_size);
+        for (int n = 0; n < b->n; n++, used++) {
+            if (used == SHARD) {
+                if (!bqueue_pop(&p->mapped, &s)) {
+                    free(b);
+                    return NULL;
+                }
+                used = 0;
+            }
+            b->y[n] = s.y[used];
+            memcpy(b->x + n * N_IN, s.x + used * N_IN, N_IN * sizeof(float));
+        }
+        if (!bqueue_push(&p->prefetch, &b)) {
+            free(b);
+            return NULL;
+        }
+    }
+}
+
+/* ---- The model -------------------------------------------------------------------------- */
+
+typedef struct layer {
+    int in, out;
+    bool relu;
+    float *w, *b, *dw, *db; /* w is in x out, row-major */
+    float *a, *da;          /* output (batch x out; ReLU applied in place) and its gradient */
+    char op_matmul[NAME_LEN], op_bias_add[NAME_LEN], op_relu[NAME_LEN];
+    char op_grad_relu[NAME_LEN], op_grad_bias[NAME_LEN], op_grad_w[NAME_LEN], op_grad_x[NAME_LEN];
+    char op_sgd_w[NAME_LEN], op_sgd_b[NAME_LEN];
+} layer;
+
+typedef struct mlp {
+    layer layers[N_LAYERS];
+    float *probs; /* softmax output, batch x N_CLASSES */
+    char op_loss[NAME_LEN], op_grad_loss[NAME_LEN];
+} mlp;
+
+/* The formatted scope and op, then "-op<N>", N counting ops in execution order as MindSpore
+ * numbers the nodes of its graph. */
+static void __attribute__((format(printf, 3, 4))) op_name(char *out, int *seq, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, NAME_LEN, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && n < NAME_LEN)
+        snprintf(out + n, NAME_LEN - (size_t)n, "-op%d", ++*seq);
+}
+
+static void mlp_name_ops(mlp *m)
+{
+    int seq = 0;
+    for (int l = 0; l < N_LAYERS; l++) {
+        layer *L = &m->layers[l];
+        op_name(L->op_matmul, &seq, "Default/fc%d/MatMul", l + 1);
+        op_name(L->op_bias_add, &seq, "Default/fc%d/BiasAdd", l + 1);
+        if (L->relu)
+            op_name(L->op_relu, &seq, "Default/relu%d/ReLU", l + 1);
+    }
+    op_name(m->op_loss, &seq, "Default/loss/SoftmaxCrossEntropyWithLogits");
+    op_name(m->op_grad_loss, &seq,
+            "Gradients/Default/loss/gradSoftmaxCrossEntropyWithLogits/"
+            "SoftmaxCrossEntropyWithLogitsGrad");
+    for (int l = N_LAYERS - 1; l >= 0; l--) {
+        layer *L = &m->layers[l];
+        op_name(L->op_grad_bias, &seq, "Gradients/Default/fc%d/gradBiasAdd/BiasAddGrad", l + 1);
+        op_name(L->op_grad_w, &seq, "Gradients/Default/fc%d/gradMatMul/MatMul", l + 1);
+        if (l == 0) /* the input needs no gradient */
+            break;
+        op_name(L->op_grad_x, &seq, "Gradients/Default/fc%d/gradMatMul/MatMul", l + 1);
+        op_name(m->layers[l - 1].op_grad_relu, &seq, "Gradients/Default/relu%d/gradReLU/ReluGrad",
+                l);
+    }
+    for (int l = 0; l < N_LAYERS; l++) {
+        op_name(m->layers[l].op_sgd_w, &seq, "Default/optimizer-SGD/SGD");
+        op_name(m->layers[l].op_sgd_b, &seq, "Default/optimizer-SGD/SGD");
+    }
+}
+
+static void mlp_init(mlp *m, int hidden, int batch_size)
+{
+    rng r = {INIT_SEED};
+    for (int l = 0; l < N_LAYERS; l++) {
+        layer *L = &m->layers[l];
+        L->in = l == 0 ? N_IN : hidden;
+        L->out = l == N_LAYERS - 1 ? N_CLASSES : hidden;
+        L->relu = l < N_LAYERS - 1;
+        size_t nw = (size_t)L->in * L->out, na = (size_t)batch_size * L->out;
+        L->w = xcalloc(nw, sizeof(float));
+        L->dw = xcalloc(nw, sizeof(float));
+        L->b = xcalloc(L->out, sizeof(float));
+        L->db = xcalloc(L->out, sizeof(float));
+        L->a = xcalloc(na, sizeof(float));
+        L->da = xcalloc(na, sizeof(float));
+        float scale = sqrtf(2.0f / (float)L->in); /* He initialization, for ReLU */
+        for (size_t i = 0; i < nw; i++)
+            L->w[i] = scale * rng_gauss(&r);
+    }
+    m->probs = xcalloc((size_t)batch_size * N_CLASSES, sizeof(float));
+    mlp_name_ops(m);
+}
+
+static void mlp_free(mlp *m)
+{
+    for (layer *L = m->layers; L < m->layers + N_LAYERS; L++) {
+        free(L->w), free(L->dw), free(L->b), free(L->db), free(L->a), free(L->da);
+    }
+    free(m->probs);
+}
+
+/* ---- Operators -------------------------------------------------------------------------- */
+
+/* c[n x k] = A . B with A = a[n x m] (stored m x n when ta) and B = b[m x k] (stored k x m when
+ * tb): the forward product and both gradient products. */
+static void matmul(const float *a, const float *b, float *c, int n, int m, int k, bool ta, bool tb)
+{
+    memset(c, 0, (size_t)n * k * sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < m; p++) {
+            float av = ta ? a[(size_t)p * n + i] : a[(size_t)i * m + p];
+            for (int j = 0; j < k; j++)
+                c[(size_t)i * k + j] += av * (tb ? b[(size_t)j * m + p] : b[(size_t)p * k + j]);
+        }
+}
+
+/* Mean cross-entropy of softmax(logits) against the labels; keeps the probabilities. */
+static float softmax_cross_entropy(const float *logits, const int *y, float *probs, int n)
+{
+    float loss = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * N_CLASSES;
+        float *p = probs + (size_t)i * N_CLASSES, max = z[0], sum = 0.0f;
+        for (int c = 1; c < N_CLASSES; c++)
+            max = fmaxf(max, z[c]);
+        for (int c = 0; c < N_CLASSES; c++)
+            sum += p[c] = expf(z[c] - max);
+        for (int c = 0; c < N_CLASSES; c++)
+            p[c] /= sum;
+        loss -= logf(fmaxf(p[y[i]], 1e-12f));
+    }
+    return loss / (float)n;
+}
+
+static float mlp_forward(mlp *m, const float *x, const int *y, int n)
+{
+    const float *in = x;
+    for (layer *L = m->layers; L < m->layers + N_LAYERS; in = L->a, L++) {
+        size_t na = (size_t)n * L->out;
+        termsight_range_begin(L->op_matmul, "MatMul");
+        termsight_range_flops(2ull * na * L->in);
+        matmul(in, L->w, L->a, n, L->in, L->out, false, false);
+        termsight_range_end();
+
+        termsight_range_begin(L->op_bias_add, "BiasAdd");
+        for (size_t i = 0; i < na; i++)
+            L->a[i] += L->b[i % L->out];
+        termsight_range_end();
+
+        if (L->relu) {
+            termsight_range_begin(L->op_relu, "ReLU");
+            for (size_t i = 0; i < na; i++)
+                L->a[i] = fmaxf(L->a[i], 0.0f);
+            termsight_range_end();
+        }
+    }
+    termsight_range_begin(m->op_loss, "SoftmaxCrossEntropyWithLogits");
+    float loss = softmax_cross_entropy(m->layers[N_LAYERS - 1].a, y, m->probs, n);
+    termsight_range_end();
+    return loss;
+}
+
+static void mlp_backward(mlp *m, const float *x, const int *y, int n)
+{
+    float *dlogits = m->layers[N_LAYERS - 1].da;
+    termsight_range_begin(m->op_grad_loss, "SoftmaxCrossEntropyWithLogitsGrad");
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < N_CLASSES; c++) {
+            size_t k = (size_t)i * N_CLASSES + c;
+            dlogits[k] = (m->probs[k] - (c == y[i] ? 1.0f : 0.0f)) / (float)n;
+        }
+    termsight_range_end();
+
+    for (int l = N_LAYERS - 1; l >= 0; l--) {
+        layer *L = &m->layers[l], *prev = l > 0 ? &m->layers[l - 1] : NULL;
+        termsight_range_begin(L->op_grad_bias, "BiasAddGrad");
+        memset(L->db, 0, (size_t)L->out * sizeof(float));
+        for (size_t i = 0; i < (size_t)n * L->out; i++)
+            L->db[i % L->out] += L->da[i];
+        termsight_range_end();
+
+        termsight_range_begin(L->op_grad_w, "MatMul");
+        termsight_range_flops(2ull * n * L->in * L->out);
+        matmul(prev ? prev->a : x, L->da, L->dw, L->in, n, L->out, true, false);
+        termsight_range_end();
+        if (!prev)
+            break;
+
+        termsight_range_begin(L->op_grad_x, "MatMul");
+        termsight_range_flops(2ull * n * L->in * L->out);
+        matmul(L->da, L->w, prev->da, n, L->out, L->in, false, true);
+        termsight_range_end();
+
+        termsight_range_begin(prev->op_grad_relu, "ReluGrad");
+        for (size_t i = 0; i < (size_t)n * prev->out; i++)
+            prev->da[i] = prev->a[i] > 0.0f ? prev->da[i] : 0.0f;
+        termsight_range_end();
+    }
+}
+
+static void sgd_update(const char *op, float *param, const float *grad, size_t len)
+{
+    termsight_range_begin(op, "SGD");
+    for (size_t i = 0; i < len; i++)
+        param[i] -= LEARNING_RATE * grad[i];
+    termsight_range_end();
+}
+
+/* Share of correct predictions on a fresh test set (not augmented), batch by batch. */
+static double mlp_accuracy(mlp *m, int batch_size)
+{
+    rng r = {TEST_SEED};
+    batch *b = batch_alloc(batch_size);
+    int correct = 0;
+    for (int done = 0; done < TEST_POINTS; done += batch_size) {
+        int n = TEST_POINTS - done < batch_size ? TEST_POINTS - done : batch_size;
+        for (int i = 0; i < n; i++)
+            b->y[i] = spiral_point(&r, b->x + i * N_IN);
+        mlp_forward(m, b->x, b->y, n);
+        for (int i = 0; i < n; i++) {
+            const float *p = m->probs + (size_t)i * N_CLASSES;
+            int best = 0;
+            for (int c = 1; c < N_CLASSES; c++)
+                best = p[c] > p[best] ? c : best;
+            correct += best == b->y[i];
+        }
+    }
+    free(b);
+    return (double)correct / TEST_POINTS;
+}
+
+/* ---- Command line ----------------------------------------------------------------------- */
+
+typedef struct config {
+    int steps, seconds, batch_size, hidden, workers;
+    const char *output;
+    bool no_start, slow_map;
+} config;
+
+static void usage(FILE *out)
+{
+    fputs("usage: demo_train [--steps N] [--seconds S] [--workers N] [--slow-map] [--batch N]\n"
+          "                  [--hidden N] [--output DIR] [--no-start]\n"
+          "\n"
+          "Trains a small MLP with SGD on generated spirals fed by a threaded data pipeline\n"
+          "(generator -> map x N -> batch -> prefetch -> train), recorded by termsight.\n"
+          "  --steps N     stop after N steps (default 1000 when --seconds is not given)\n"
+          "  --seconds S   stop once S seconds of training have passed\n"
+          "  --workers N   map (augmentation) threads (default 2)\n"
+          "  --slow-map    the map stage does much more work per sample: it becomes the\n"
+          "                pipeline's bottleneck\n"
+          "  --batch N     points per batch (default 128)\n"
+          "  --hidden N    units in each of the two hidden layers (default 128)\n"
+          "  --output DIR  parent of the run folder (default: TERMSIGHT_OUTPUT or\n"
+          "                ./termsight-data)\n"
+          "  --no-start    create the session but wait for a start command to collect\n"
+          "\n"
+          "SIGTERM or SIGINT ends the training after the current step; the recording is then\n"
+          "completed as after a normal end.\n",
+          out);
+}
+
+static bool parse_count(const char *s, int max, int *out)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || *end || end == s || v < 1 || v > max)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, config *cfg)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--no-start")) {
+            cfg->no_start = true;
+            continue;
+        } else if (!strcmp(a, "--slow-map")) {
+            cfg->slow_map = true;
+            continue;
+        } else if (!strcmp(a, "--steps")) {
+            ok = parse_count(value, 100000000, &cfg->steps);
+        } else if (!strcmp(a, "--seconds")) {
+            ok = parse_count(value, 31536000, &cfg->seconds);
+        } else if (!strcmp(a, "--workers")) {
+            ok = parse_count(value, MAX_WORKERS, &cfg->workers);
+        } else if (!strcmp(a, "--batch")) {
+            ok = parse_count(value, 65536, &cfg->batch_size);
+        } else if (!strcmp(a, "--hidden")) {
+            ok = parse_count(value, 8192, &cfg->hidden);
+        } else if (!strcmp(a, "--output")) {
+            ok = value && *value;
+            cfg->output = value;
+        } else {
+            fprintf(stderr, "demo_train: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "demo_train: %s: missing or bad value\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!cfg->steps && !cfg->seconds)
+        cfg->steps = 1000;
+    return -1;
+}
+
+/* Starts the pipeline's threads; false (with the started ones stopped) when one cannot start. */
+static bool pipeline_start(pipeline *p, worker *w, pthread_t *generator, pthread_t *batcher)
+{
+    if (pthread_create(generator, NULL, generator_main, p) != 0)
+        return false;
+    int started = 0;
+    bool ok = true;
+    for (; started < p->workers && ok; started++) {
+        w[started] = (worker){.p = p, .index = started};
+        ok = pthread_create(&w[started].thread, NULL, map_main, &w[started]) == 0;
+    }
+    if (!ok)
+        started--;
+    if (ok && pthread_create(batcher, NULL, batch_main, p) == 0)
+        return true;
+    bqueue_close(&p->raw);
+    bqueue_close(&p->mapped);
+    pthread_join(*generator, NULL);
+    for (int i = 0; i < started; i++)
+        pthread_join(w[i].thread, NULL);
+    return false;
+}
+
+/* Closes every queue (each stage then ends) and joins the threads. */
+static void pipeline_stop(pipeline *p, worker *w, pthread_t generator, pthread_t batcher)
+{
+    bqueue_close(&p->raw);
+    bqueue_close(&p->mapped);
+    bqueue_close(&p->prefetch);
+    pthread_join(generator, NULL);
+    for (int i = 0; i < p->workers; i++)
+        pthread_join(w[i].thread, NULL);
+    pthread_join(batcher, NULL);
+    batch *b;
+    while (bqueue_pop(&p->prefetch, &b)) /* batches made but not trained on */
+        free(b);
+}
+
+int main(int argc, char **argv)
+{
+    config cfg = {.batch_size = 128, .hidden = 128, .workers = 2};
+    int status = parse_args(argc, argv, &cfg);
+    if (status >= 0)
+        return status;
+
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    termsight_options opts;
+    termsight_options_init(&opts);
+    if (cfg.output)
+        opts.output_path = cfg.output;
+    if (cfg.no_start)
+        opts.start_collecting = 0;
+    termsight_session *session;
+    if (termsight_session_create(&opts, &session) != TERMSIGHT_OK) {
+        fprintf(stderr, "demo_train: cannot start termsight: %s\n", termsight_last_error());
+        return 1;
+    }
+    name_thread("train");
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines show at once, also through a pipe */
+
+    mlp m = {0};
+    mlp_init(&m, cfg.hidden, cfg.batch_size);
+    pipeline p = {.workers = cfg.workers, .batch_size = cfg.batch_size, .slow_map = cfg.slow_map};
+    bqueue_init(&p.raw, "raw_queue", RAW_CAPACITY, sizeof(shard), TERMSIGHT_QUEUE_PIPELINE,
+                "generator", "map");
+    bqueue_init(&p.mapped, "map_queue", MAP_CAPACITY, sizeof(shard), TERMSIGHT_QUEUE_PIPELINE,
+                "map", "batch");
+    bqueue_init(&p.prefetch, "prefetch_queue", PREFETCH_DEPTH, sizeof(batch *),
+                TERMSIGHT_QUEUE_HOST, "batch", "train");
+    worker workers[MAX_WORKERS];
+    pthread_t generator, batcher;
+    if (!pipeline_start(&p, workers, &generator, &batcher)) {
+        fputs("demo_train: cannot start the data pipeline's threads\n", stderr);
+        termsight_session_destroy(session);
+        return 1;
+    }
+
+    printf("demo_train: 3 spiral arms, MLP 2-%d-%d-3, batch %d, %d map worker%s%s; ", cfg.hidden,
+           cfg.hidden, cfg.batch_size, cfg.workers, cfg.workers == 1 ? "" : "s",
+           cfg.slow_map ? " (slow map)" : "");
+    if (cfg.steps && cfg.seconds)
+        printf("%d steps or %d s, ", cfg.steps, cfg.seconds);
+    else if (cfg.steps)
+        printf("%d steps, ", cfg.steps);
+    else
+        printf("%d s, ", cfg.seconds);
+    printf("%s\n", cfg.no_start ? "waiting for a start command" : "recording");
+
+    double loss_sum = 0.0, first_loss = -1.0, last_loss = 0.0;
+    int in_sum = 0, step = 0;
+    uint64_t t0 = termsight_now_ns(), last_report = t0;
+    uint64_t deadline = cfg.seconds ? t0 + (uint64_t)cfg.seconds * 1000000000ull : UINT64_MAX;
+    while (!stop_requested && (!cfg.steps || step < cfg.steps) && termsight_now_ns() < deadline) {
+        termsight_step_begin();
+        batch *b;
+        if (!bqueue_pop(&p.prefetch, &b)) /* waiting here is the step interval */
+            break;
+        step++;
+
+        termsight_phase_mark(TERMSIGHT_FORWARD_START);
+        loss_sum += mlp_forward(&m, b->x, b->y, b->n);
+        in_sum++;
+        mlp_backward(&m, b->x, b->y, b->n);
+        termsight_phase_mark(TERMSIGHT_BACKWARD_END);
+
+        for (int l = 0; l < N_LAYERS; l++) {
+            layer *L = &m.layers[l];
+            sgd_update(L->op_sgd_w, L->w, L->dw, (size_t)L->in * L->out);
+            sgd_update(L->op_sgd_b, L->b, L->db, (size_t)L->out);
+        }
+        termsight_step_end();
+        free(b);
+
+        /* A progress line at the first step, then about every second. */
+        uint64_t now = termsight_now_ns();
+        if (step == 1 || now - last_report >= 1000000000ull) {
+            last_loss = loss_sum / in_sum;
+            if (first_loss < 0)
+                first_loss = last_loss;
+            printf("step %6d  loss %.4f\n", step, last_loss);
+            loss_sum = 0.0;
+            in_sum = 0;
+            last_report = now;
+        }
+    }
+    double elapsed = (double)(termsight_now_ns() - t0) * 1e-9;
+    pipeline_stop(&p, workers, generator, batcher);
+    if (in_sum)
+        last_loss = loss_sum / in_sum;
+
+    printf("steps trained: %d in %.2f s (%.1f steps/s)%s\n", step, elapsed,
+           elapsed > 0 ? step / elapsed : 0.0, stop_requested ? ", stopped by a signal" : "");
+    printf("loss: %.4f at the start, %.4f at the end; test accuracy %.1f%% (chance %.1f%%)\n",
+           first_loss < 0 ? 0.0 : first_loss, last_loss, 100.0 * mlp_accuracy(&m, cfg.batch_size),
+           100.0 / N_CLASSES);
+    mlp_free(&m);
+    bqueue_destroy(&p.raw);
+    bqueue_destroy(&p.mapped);
+    bqueue_destroy(&p.prefetch);
+
+    /* Flush first so that the counts include every event emitted above. */
+    if (termsight_flush(session) != TERMSIGHT_OK)
+        fprintf(stderr, "demo_train: flush: %s\n", termsight_last_error());
+    char folder[4096];
+    snprintf(folder, sizeof(folder), "%s", termsight_run_folder(session));
+    uint64_t recorded = termsight_events_recorded(session);
+    uint64_t dropped = termsight_events_dropped(session);
+    if (termsight_session_destroy(session) != TERMSIGHT_OK) {
+        fprintf(stderr, "demo_train: closing the session: %s\n", termsight_last_error());
+        return 1;
+    }
+    printf("run folder: %s%s\n", folder,
+           access(folder, F_OK) == 0 ? "" : " (not created: nothing was collected)");
+    printf("events: %llu recorded, %llu dropped\n", (unsigned long long)recorded,
+           (unsigned long long)dropped);
+    return 0;
+}
