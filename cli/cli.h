@@ -23,4 +23,11 @@ extern const cli_command cli_cmd_demo;
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A file the command needs beside itself (the library, the demo trainer): the path in the
+ * environment variable env when set, else the first of rel (paths relative to the directory of
+ * the termsight binary) that exists with access mode. 0 and the absolute path in out, or -1 with
+ * a message printed naming cmd, what was looked for and hint. */
+int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
+                    const char *hint, char *out, size_t cap);
+
 #endif

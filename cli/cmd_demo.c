@@ -65,35 +65,11 @@ static int demo_bad_usage(const char *fmt, const char *arg)
 /* The trainer's path: 0 and its absolute path in out, or -1 with a message printed. */
 static int find_trainer(char out[static PATH_MAX])
 {
-    const char *env = getenv("TERMSIGHT_DEMO");
-    if (env && *env) {
-        if (!realpath(env, out) || access(out, X_OK) != 0) {
-            cli_error("demo: TERMSIGHT_DEMO=%s: %s", env, strerror(errno ? errno : ENOENT));
-            return -1;
-        }
-        return 0;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        cli_error("demo: cannot read /proc/self/exe: %s", strerror(errno));
-        return -1;
-    }
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    const char *rel[] = {"../examples/demo_train", "../libexec/termsight/demo_train"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-        if (realpath(cand, out) && access(out, X_OK) == 0)
-            return 0;
-    }
-    cli_error("demo: demo_train not found next to %s (../examples or ../libexec/termsight); "
-              "build it (cmake --build) or set TERMSIGHT_DEMO to its path",
-              exe);
-    return -1;
+    static const char *const rel[] = {"../examples/demo_train", "../libexec/termsight/demo_train"};
+    return cli_find_beside("demo", "TERMSIGHT_DEMO", rel, sizeof rel / sizeof rel[0], X_OK,
+                           "demo_train not found next to termsight (../examples or "
+                           "../libexec/termsight); build it (cmake --build)",
+                           out, PATH_MAX);
 }
 
 /* A whole number from 1 to max, or -1. */

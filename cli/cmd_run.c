@@ -53,35 +53,10 @@ static void run_usage(FILE *out)
 /* The library to preload: 0 and its absolute path in out, or -1. */
 static int find_library(char out[static PATH_MAX])
 {
-    const char *env = getenv("TERMSIGHT_LIB");
-    if (env && *env) {
-        if (!realpath(env, out) || access(out, R_OK) != 0) {
-            cli_error("run: TERMSIGHT_LIB=%s: %s", env, strerror(errno ? errno : ENOENT));
-            return -1;
-        }
-        return 0;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        cli_error("run: cannot read /proc/self/exe: %s", strerror(errno));
-        return -1;
-    }
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    const char *rel[] = {"../collectors/libtermsight.so", "../lib/libtermsight.so"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
-        if (realpath(cand, out) && access(out, R_OK) == 0)
-            return 0;
-    }
-    cli_error("run: libtermsight.so not found next to %s (../collectors or ../lib); set "
-              "TERMSIGHT_LIB to its path",
-              exe);
-    return -1;
+    static const char *const rel[] = {"../collectors/libtermsight.so", "../lib/libtermsight.so"};
+    return cli_find_beside("run", "TERMSIGHT_LIB", rel, sizeof rel / sizeof rel[0], R_OK,
+                           "libtermsight.so not found next to termsight (../collectors or ../lib)",
+                           out, PATH_MAX);
 }
 
 static int check_seconds(const char *opt, const char *v)

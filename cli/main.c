@@ -1,8 +1,12 @@
 /* termsight: the command's entry point and subcommand table. */
 #include "cli.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const cli_command *const commands[] = {
     &cli_cmd_demo, &cli_cmd_ls, &cli_cmd_dump, &cli_cmd_analyse, &cli_cmd_top, &cli_cmd_run,
@@ -18,6 +22,41 @@ void cli_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
+                    const char *hint, char *out, size_t cap)
+{
+    char buf[PATH_MAX];
+    const char *v = getenv(env);
+    if (v && *v) {
+        if (!realpath(v, buf) || access(buf, mode) != 0) {
+            cli_error("%s: %s=%s: %s", cmd, env, v, strerror(errno ? errno : ENOENT));
+            return -1;
+        }
+        snprintf(out, cap, "%s", buf);
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        cli_error("%s: cannot read /proc/self/exe: %s", cmd, strerror(errno));
+        return -1;
+    }
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    for (size_t i = 0; i < nrel; i++) {
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        if (realpath(cand, buf) && access(buf, mode) == 0) {
+            snprintf(out, cap, "%s", buf);
+            return 0;
+        }
+    }
+    cli_error("%s: %s; set %s to its path", cmd, hint, env);
+    return -1;
 }
 
 static void usage(FILE *out)
