@@ -128,8 +128,9 @@ static uint32_t derive_type(const char *s, uint32_t len, uint32_t *off)
     return n;
 }
 
-/* The bytes of id, stable while local names are added: analysis_local_name may move the table
- * holding the bytes of local ids, so those are copied to buf (TS_NAME_MAX bytes) first. */
+/* The bytes of id, stable while several local names are added: each analysis_local_name call
+ * keeps its own input valid, but may move the table holding the bytes of local ids, so a caller
+ * that interns more than once from the same bytes (names_scopes) copies them to buf first. */
 static const char *stable_bytes(const analysis *a, uint32_t id, uint32_t *len, char *buf)
 {
     const char *s = analysis_raw_name(a, id, len);
@@ -145,8 +146,7 @@ static const char *stable_bytes(const analysis *a, uint32_t id, uint32_t *len, c
 uint32_t names_op_key(analysis *a, uint32_t name)
 {
     uint32_t len;
-    char buf[TS_NAME_MAX];
-    const char *s = stable_bytes(a, name, &len, buf);
+    const char *s = analysis_raw_name(a, name, &len);
     if (!s)
         return name;
     uint32_t k = key_length(s, len);
@@ -161,8 +161,7 @@ uint32_t names_op_type(analysis *a, uint32_t name, uint32_t type)
     if (type != TS_STR_NONE)
         return type;
     uint32_t len;
-    char buf[TS_NAME_MAX];
-    const char *s = stable_bytes(a, name, &len, buf);
+    const char *s = analysis_raw_name(a, name, &len);
     if (!s)
         return name;
     uint32_t off, n = derive_type(s, key_length(s, len), &off);
