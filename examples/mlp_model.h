@@ -72,6 +72,17 @@ static int spiral_point(rng *r, float *x)
     return c;
 }
 
+/* A command-line count from 1 to max. */
+static bool parse_count(const char *s, int max, int *out)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || *end || end == s || v < 1 || v > max)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
 /* ---- The model -------------------------------------------------------------------------- */
 
 typedef struct layer {

@@ -109,16 +109,6 @@ static void usage(FILE *out)
           out);
 }
 
-static bool parse_count(const char *s, int max, int *out)
-{
-    char *end;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || *end || end == s || v < 1 || v > max)
-        return false;
-    *out = (int)v;
-    return true;
-}
-
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, config *cfg)
 {
