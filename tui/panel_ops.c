@@ -168,6 +168,30 @@ static void kernel_cell(const analysis *a, const kernel_stat *k, enum kcol col, 
     }
 }
 
+/* A table row: the selection bar and the name column; returns where the next column starts.
+ * keep_end keeps a cut name's end (scoped op names differ at the end). */
+static int row_start(canvas *c, rect body, int y, int sel, int role, const analysis *a,
+                     uint32_t name, int namew, int keep_end)
+{
+    if (sel)
+        canvas_fill(c, (rect){body.y + y, body.x, 1, body.w}, ' ', ROLE_SELECTED);
+    uint32_t len = 0;
+    const char *text = analysis_name(a, name, &len);
+    canvas_text_fit(c, body, y, 1, namew, role, text, len, keep_end);
+    return 1 + namew + 1;
+}
+
+/* One cell: text fitted to the left, numbers right-aligned; returns the next column's start. */
+static int row_cell(canvas *c, rect body, int y, int x, int width, int role, const char *t,
+                    int is_text, int keep_end)
+{
+    if (is_text)
+        canvas_text_fit(c, body, y, x, width, role, t, strlen(t), keep_end);
+    else
+        canvas_str(c, body, y, x + width - (int)strlen(t), role, t);
+    return x + width + 1;
+}
+
 /* The kernels table: analysis_kernels' rows (by total time), re-sorted by average or count and
  * filtered by the search over kernel and op names. */
 static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
@@ -236,25 +260,14 @@ static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int ful
         const kernel_stat *k = &rows[v->ops_top + y];
         int sel = v->ops_top + y == v->ops_sel;
         int role = sel ? ROLE_SELECTED : k->comm ? ROLE_WARN : ROLE_NORMAL;
-        if (sel)
-            canvas_fill(c, (rect){body.y + y, body.x, 1, body.w}, ' ', ROLE_SELECTED);
-        uint32_t len = 0;
-        const char *name = analysis_name(p->a, k->name, &len);
-        canvas_text_fit(c, body, y, 1, namew, role, name, len, 0);
-        x = 1 + namew + 1;
+        x = row_start(c, body, y, sel, role, p->a, k->name, namew, 0);
         for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++) {
             enum kcol col = korder[i];
             if (!show[col])
                 continue;
             char t[128];
             kernel_cell(p->a, k, col, t, sizeof t);
-            if (col == KCOL_OP) {
-                canvas_text_fit(c, body, y, x, kcols[col].width, role, t, strlen(t), 1);
-            } else {
-                int tw = (int)strlen(t);
-                canvas_str(c, body, y, x + kcols[col].width - tw, role, t);
-            }
-            x += kcols[col].width + 1;
+            x = row_cell(c, body, y, x, kcols[col].width, role, t, col == KCOL_OP, 1);
         }
     }
     free(rows);
@@ -346,25 +359,14 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         const op_stat *s = &rows[v->ops_top + y];
         int sel = v->ops_top + y == v->ops_sel;
         int role = sel ? ROLE_SELECTED : ROLE_NORMAL;
-        if (sel)
-            canvas_fill(c, (rect){body.y + y, body.x, 1, body.w}, ' ', ROLE_SELECTED);
-        uint32_t len = 0;
-        const char *name = analysis_name(p->a, s->name, &len);
-        canvas_text_fit(c, body, y, 1, namew, role, name, len, 1);
-        x = 1 + namew + 1;
+        x = row_start(c, body, y, sel, role, p->a, s->name, namew, 1);
         for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
             enum col k = order[i];
             if (!show[k])
                 continue;
             char t[64];
             cell_text(p->a, s, k, t, sizeof t);
-            if (k == COL_TYPE) {
-                canvas_text_fit(c, body, y, x, cols[k].width, role, t, strlen(t), 0);
-            } else {
-                int tw = (int)strlen(t);
-                canvas_str(c, body, y, x + cols[k].width - tw, role, t);
-            }
-            x += cols[k].width + 1;
+            x = row_cell(c, body, y, x, cols[k].width, role, t, k == COL_TYPE, 0);
         }
     }
     free(rows);
