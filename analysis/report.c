@@ -1389,7 +1389,7 @@ void report_print(const report *r, FILE *out, int brief)
             clean_text(qf[i].suggestion, strnlen(qf[i].suggestion, sizeof qf[i].suggestion), sug,
                        1);
             fprintf(out, "  - %s: %s%s%s\n", report_verdict_name(qf[i].verdict), text,
-                    sug[0] ? " " : "", sug);
+                    sug[0] ? "; " : "", sug);
         }
 
         cpu_summary cs = analysis_cpu(a);

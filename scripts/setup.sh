@@ -16,6 +16,11 @@ BUILD_DIR=${BUILD_DIR:-build}
 # CPU checks compare with pidstat, the fuzz targets need clang, formatting needs clang-format).
 required=(build-essential cmake pkg-config libncurses-dev libcjson-dev check zlib1g-dev python3)
 optional=(tmux sysstat clang clang-format)
+# TERMSIGHT_SETUP_TESTS=1 (scripts/test.sh sets it): what the tests need beyond the build, a
+# real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB).
+if [ "${TERMSIGHT_SETUP_TESTS:-0}" = 1 ]; then
+    required+=(python3-torch)
+fi
 
 log() { printf 'setup: %s\n' "$*"; }
 

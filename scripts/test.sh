@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up and builds termsight (scripts/setup.sh), then runs every test with ctest.
+# Sets up and builds termsight (scripts/setup.sh, with the tests' packages: a real PyTorch for
+# termsight.torch), then runs every test with ctest.
 #
 #   bash scripts/test.sh [EXTRA CMAKE ARGS...]
 #
@@ -9,5 +10,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-bash scripts/setup.sh "$@"
+TERMSIGHT_SETUP_TESTS=1 bash scripts/setup.sh "$@"
 ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --timeout 900 -j2

@@ -1,0 +1,360 @@
+"""termsight.torch: PyTorch runs in termsight with three lines.
+
+    import termsight, termsight.torch
+    prof = termsight.Profiler(output_path="./data")
+    for images, labels in termsight.torch.steps(loader):
+        ...                                   # forward, loss, backward, optimizer step
+
+steps() wraps any iterable of batches (a torch.utils.data.DataLoader above all) and records:
+
+- a step per batch: the step begins when the loop asks for a batch (from the second batch on,
+  when the batch has arrived: the analysis opens a step's window at the previous step's end, so
+  the wait still falls inside it) and ends when the loop asks for the next one;
+- the time spent waiting for the loader, as an operator range "DataLoader.__next__" (type
+  "DataLoader"): the step trace counts it as the step interval, and forward starts at the first
+  operator after it;
+- the loader's prefetch depth, where it can be read (a multi-worker DataLoader): a host queue
+  "DataLoader prefetch" of capacity num_workers * prefetch_factor holding the batches that have
+  arrived and wait to be taken, sampled every queue_ms milliseconds (default 10) by a thread of
+  its own while the loop runs. Samples in time, not per batch: workers that finish together
+  fill the queue in bursts, so sampling only when the loop asks would miss most of the time it
+  spends empty. The queue report then says whether the input pipeline kept up;
+- with ops=True (the default), an operator range for every aten operator the step runs, named
+  by the module it runs in ("features.0/aten::convolution") and typed by the operator
+  ("aten::convolution"): on CPU through a TorchDispatchMode; where CUDA is available through
+  torch.autograd.profiler.emit_nvtx, whose NVTX ranges reach termsight through its NVTX
+  injection (NVTX_INJECTION64_PATH, set here if the program has not set it).
+
+Without a Profiler (no session), steps() just yields the batches. ops() alone is a context
+manager for code outside steps() (an evaluation loop, say).
+"""
+
+import os
+import threading
+
+from . import _lib
+
+__all__ = ["steps", "ops", "prefetch_depth", "DATA_WAIT_NAME", "QUEUE_NAME"]
+
+DATA_WAIT_NAME = "DataLoader.__next__"
+DATA_WAIT_TYPE = "DataLoader"
+QUEUE_NAME = "DataLoader prefetch"
+
+
+def _import_torch():
+    try:
+        import torch  # noqa: F401 (the real PyTorch: absolute import)
+    except ImportError as e:
+        raise RuntimeError("termsight.torch needs PyTorch (import torch failed: %s)" % e) from e
+    return torch
+
+
+# ---- the prefetch depth of a DataLoader iterator --------------------------------------------
+
+
+def _prefetch_capacity(loader):
+    workers = getattr(loader, "num_workers", 0) or 0
+    if workers <= 0:
+        return 0
+    factor = getattr(loader, "prefetch_factor", None) or 2
+    return int(workers) * int(factor)
+
+
+def prefetch_depth(it):
+    """Batches a multi-worker DataLoader iterator holds ready for the loop: those in its result
+    queue plus those received ahead, in order from the one the loop takes next (a batch that
+    arrived early behind a missing one cannot be taken yet: the loop waits all the same). None
+    where the iterator does not expose them (single-process loading, another loader, a PyTorch
+    whose internals differ)."""
+    data_queue = getattr(it, "_data_queue", None)
+    task_info = getattr(it, "_task_info", None)
+    rcvd = getattr(it, "_rcvd_idx", None)
+    if data_queue is None or not isinstance(task_info, dict) or not isinstance(rcvd, int):
+        return None
+    try:
+        waiting = data_queue.qsize()
+    except (NotImplementedError, OSError):
+        return None
+    # An entry (worker, data) is a batch received; (worker,) one still being made.
+    ready = 0
+    while True:
+        info = task_info.get(rcvd + ready)
+        if info is None or len(info) != 2:
+            break
+        ready += 1
+    return waiting + ready
+
+
+# ---- aten operators as ranges ---------------------------------------------------------------
+
+
+class _Scopes(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_scopes = _Scopes()
+_hooks_lock = threading.Lock()
+_hooks = []  # the global module hooks, installed once
+
+
+def _install_module_hooks(torch):
+    """Global forward hooks that keep the calling thread's module path (from the root module's
+    children down: "features.0"), so that an operator is named after the layer it runs in."""
+    with _hooks_lock:
+        if _hooks:
+            return
+        names = {}
+
+        def pre(module, _inputs):
+            n = names.get(id(module))
+            if n is None:
+                n = type(module).__name__
+            _scopes.stack.append(n)
+
+        def post(module, _inputs, _output):
+            if _scopes.stack:
+                _scopes.stack.pop()
+
+        reg = torch.nn.modules.module
+        _hooks.append(reg.register_module_forward_pre_hook(pre))
+        _hooks.append(reg.register_module_forward_hook(post))
+        _hooks.append(names)
+
+
+def _name_modules(model):
+    """Gives the modules of model their qualified names for the operator names."""
+    if model is None:
+        return
+    names = _hooks[2]
+    for qual, module in model.named_modules():
+        names[id(module)] = qual or type(module).__name__
+
+
+class _OpNames:
+    """Interned (name, type) ids per (scope, operator), for the session they were made in."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        self._ids = {}
+        self._session = None
+
+    def get(self, scope, op):
+        session = self._lib.termsight_session_current()
+        if session != self._session:
+            self._ids.clear()
+            self._session = session
+        key = (scope, op)
+        ids = self._ids.get(key)
+        if ids is None:
+            name = (scope + "/" + op if scope else op).encode("utf-8", "surrogateescape")
+            tb = op.encode("utf-8", "surrogateescape")
+            ids = (self._lib.termsight_name_n(name, len(name)),
+                   self._lib.termsight_name_n(tb, len(tb)))
+            self._ids[key] = ids
+        return ids
+
+
+_mode_class = []
+
+
+def _dispatch_mode_class(torch):
+    """The TorchDispatchMode subclass, made on first use (importing torch is the caller's)."""
+    if _mode_class:
+        return _mode_class[0]
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class AtenRanges(TorchDispatchMode):
+        """A range around every aten operator dispatched while the mode is active."""
+
+        def __init__(self, lib):
+            super().__init__()
+            self._lib = lib
+            self._names = _OpNames(lib)
+            self._op_names = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            op = self._op_names.get(func)
+            if op is None:
+                schema = getattr(func, "_schema", None)
+                op = schema.name if schema is not None else str(func)
+                self._op_names[func] = op
+            # The innermost module below the root ("features.0"): qualified names already hold
+            # the path; outside every module (backward, the optimizer) no scope.
+            stack = _scopes.stack
+            scope = stack[-1] if len(stack) > 1 else ""
+            n, t = self._names.get(scope, op)
+            lib = self._lib
+            lib.termsight_range_begin_id(n, t)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                lib.termsight_range_end()
+
+    _mode_class.append(AtenRanges)
+    return AtenRanges
+
+
+def _nvtx_injection(lib_path):
+    """Points NVTX at libtermsight.so unless the program chose an injection already; NVTX reads
+    the variable at its first call."""
+    if lib_path and os.sep in lib_path:
+        os.environ.setdefault("NVTX_INJECTION64_PATH", lib_path)
+
+
+class ops:
+    """Operator ranges for every aten operator run inside the block (see the module's doc).
+
+    model: optional root module, whose named_modules() give the operators' scope names.
+    cuda: None decides by torch.cuda.is_available(); True uses emit_nvtx, False the dispatch
+    mode. Re-entrant: an inner ops() inside an active one does nothing."""
+
+    _active = threading.local()
+
+    def __init__(self, model=None, cuda=None):
+        self._torch = _import_torch()
+        self._lib = _lib.load()
+        self._model = model
+        self._cuda = self._torch.cuda.is_available() if cuda is None else bool(cuda)
+        self._ctx = None
+        self._mode = None
+        _install_module_hooks(self._torch)
+        _name_modules(model)
+
+    def __enter__(self):
+        if getattr(ops._active, "on", False):
+            return self
+        torch = self._torch
+        if self._cuda:
+            if not torch.cuda.is_available():
+                raise RuntimeError("termsight.torch.ops(cuda=True): this PyTorch cannot use CUDA "
+                                   "(torch.version.cuda is %s); use cuda=False or None"
+                                   % (torch.version.cuda,))
+            _nvtx_injection(_lib.loaded_path())
+            self._ctx = torch.autograd.profiler.emit_nvtx(record_shapes=False)
+        else:
+            # One mode per ops(): its interned names serve every step that re-enters it.
+            if self._mode is None:
+                self._mode = _dispatch_mode_class(torch)(self._lib)
+            self._ctx = self._mode
+        self._ctx.__enter__()
+        ops._active.on = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is None:
+            return False
+        ctx, self._ctx = self._ctx, None
+        ops._active.on = False
+        return bool(ctx.__exit__(*exc))
+
+
+# ---- steps ----------------------------------------------------------------------------------
+
+
+class _DepthSampler(threading.Thread):
+    """Samples a DataLoader iterator's prefetch depth into a registered queue every interval
+    seconds until stopped. Reading the iterator's tables under the GIL is safe beside the loop."""
+
+    def __init__(self, lib, queue_handle, it, interval):
+        super().__init__(name="termsight DataLoader sampler", daemon=True)
+        self._lib = lib
+        self._q = queue_handle
+        self._it = it
+        self._interval = interval
+        self._done = threading.Event()
+
+    def run(self):
+        lib, q, it = self._lib, self._q, self._it
+        while True:
+            depth = prefetch_depth(it)
+            if depth is None:
+                return
+            lib.termsight_queue_size(q, depth)
+            if self._done.wait(self._interval):
+                return
+
+    def stop(self):
+        self._done.set()
+        self.join()
+
+
+def _depth_sampler(lib, loader, it, queue_ms):
+    """A started _DepthSampler for it, or None where the depth cannot be read or no session
+    records it."""
+    if not queue_ms or not lib.termsight_session_current():
+        return None
+    capacity = _prefetch_capacity(loader)
+    if not capacity or prefetch_depth(it) is None:
+        return None
+    q = lib.termsight_queue_register(QUEUE_NAME.encode(), capacity, _lib.QUEUE_ROLES["host"],
+                                     b"DataLoader workers", b"training loop")
+    if not q:
+        return None
+    sampler = _DepthSampler(lib, q, it, queue_ms / 1000.0)
+    sampler.start()
+    return sampler
+
+
+def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
+    """Yields loader's batches, one termsight step each (see the module's doc).
+
+    ops: record aten operators as ranges (True), or not (False). model: the root module, for
+    operator scope names. queue_ms: the prefetch depth's sampling interval in milliseconds, 0
+    for none. cuda: as for ops()."""
+    if isinstance(queue_ms, bool) or not isinstance(queue_ms, (int, float)) or queue_ms < 0:
+        raise ValueError("queue_ms must be a number of milliseconds >= 0, not %r" % (queue_ms,))
+    lib = _lib.load()
+    mode = _make_ops(ops, model, cuda)
+    wait_name = DATA_WAIT_NAME.encode()
+    wait_type = DATA_WAIT_TYPE.encode()
+    # The first step opens before its batch is asked for (no earlier step end opens its window)
+    # when the loader has batches to give; an unsized one may have none, and a step opened for
+    # nothing would count a step that did not train.
+    try:
+        begin_first_early = len(loader) > 0
+        if not begin_first_early:
+            return
+    except TypeError:
+        begin_first_early = False
+
+    it = iter(loader)
+    sampler = _depth_sampler(lib, loader, it, queue_ms)
+    first = True
+    try:
+        while True:
+            early = first and begin_first_early
+            if early:
+                lib.termsight_step_begin()
+            t0 = lib.termsight_now_ns()
+            try:
+                batch = next(it)
+            except StopIteration:
+                if early:  # len() promised a batch that did not come
+                    lib.termsight_step_end()
+                return
+            t1 = lib.termsight_now_ns()
+            # Interned per batch: a session started or replaced between batches gets its ids.
+            lib.termsight_range_complete(lib.termsight_name_n(wait_name, len(wait_name)),
+                                         lib.termsight_name_n(wait_type, len(wait_type)), t0, t1,
+                                         0)
+            if not early:
+                lib.termsight_step_begin()
+            first = False
+            if mode is not None:
+                mode.__enter__()
+            try:
+                yield batch
+            finally:
+                if mode is not None:
+                    mode.__exit__(None, None, None)
+                lib.termsight_step_end()
+    finally:
+        if sampler is not None:
+            sampler.stop()
+
+
+def _make_ops(enabled, model, cuda):
+    if not enabled:
+        return None
+    return ops(model=model, cuda=cuda)

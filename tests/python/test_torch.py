@@ -1,0 +1,180 @@
+"""termsight.torch against a real PyTorch (Debian's python3-torch for /usr/bin/python3).
+
+Runs examples/torch_cnn.py under the profiler and checks its steps, aten operators, queue and
+report, then the helpers one by one in fresh interpreters. Skips when torch cannot be imported,
+except in CI (CI set), where scripts/test.sh installs it and a skip would hide a failure.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import unittest
+
+from test_binding import REPO, Base, dump
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError as e:  # pragma: no cover (depends on the machine)
+    HAVE_TORCH = False
+    WHY = "PyTorch is not importable by %s (%s): apt-get install python3-torch" % (
+        sys.executable, e)
+
+if not HAVE_TORCH and os.environ.get("CI"):
+    raise RuntimeError("CI must test termsight.torch, but " + WHY)
+
+EXAMPLE = os.path.join(REPO, "examples", "torch_cnn.py")
+TRAINED = re.compile(r"trained (\d+) steps in [0-9.]+ s: loss ([0-9.]+) -> ([0-9.]+), "
+                     r"held-out accuracy ([0-9.]+)%")
+
+
+def summary(run_folder):
+    with open(os.path.join(run_folder, "report", "summary.json")) as f:
+        return json.load(f)
+
+
+@unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
+class Example(Base):
+    """The example CNN, trained under the profiler and analysed."""
+
+    def train(self, *args):
+        out = os.path.join(self.tmp, "data")
+        p = subprocess.run([sys.executable, EXAMPLE, "--output", out, "--analyse"] + list(args),
+                           cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300)
+        text = p.stdout.decode("utf-8", "replace")
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, "stdout:\n%s\nstderr:\n%s" % (text, err))
+        m = TRAINED.search(text)
+        self.assertIsNotNone(m, text)
+        run = re.search(r"^run folder: (.+)$", text, re.M).group(1)
+        return int(m.group(1)), float(m.group(2)), float(m.group(3)), run
+
+    def test_steps_ops_queue_and_report(self):
+        trained, first, last, run = self.train("--steps", "40", "--workers", "2")
+        self.assertEqual(trained, 40)
+        self.assertLess(last, first, "the CNN learns")
+        s = summary(run)
+        self.assertEqual(s["steps"]["count"], 40, "one step per batch trained")
+        self.assertEqual(s["steps"]["source"], "auto")
+        self.assertGreater(s["steps"]["avg_interval_us"], 0, "the DataLoader wait is the interval")
+        types = {t["type"] for t in s["ops"]["top_types"]}
+        for want in ("DataLoader", "aten::convolution", "aten::convolution_backward",
+                     "aten::max_pool2d_with_indices", "aten::addmm"):
+            self.assertIn(want, types)
+        events = dump(run)
+        ops = [e for e in events if e["kind"] == "op"]
+        names = {e["name"] for e in ops}
+        # Forward operators carry the layer they ran in; backward ones run outside every module.
+        self.assertIn("features.0/aten::convolution", names)
+        self.assertIn("features.3/aten::convolution", names)
+        self.assertIn("classifier/aten::addmm", names)
+        self.assertIn("aten::convolution_backward", names)
+        waits = [e for e in ops if e["name"] == "DataLoader.__next__"]
+        self.assertEqual(len(waits), 40)
+        self.assertTrue(all(e["type"] == "DataLoader" for e in waits))
+        q = [x for x in s["queues"] if x["queue"] == "DataLoader prefetch"]
+        self.assertEqual(len(q), 1, s["queues"])
+        self.assertEqual(q[0]["role"], "host")
+        self.assertGreaterEqual(q[0]["samples"], 10)
+        self.assertNotEqual(q[0]["verdict"], "data_processing",
+                            "two workers outpace this CNN: %s" % q[0])
+        for f in ("report.txt", "op_statistics.csv", "step_trace.csv", "data_queues.csv",
+                  "timeline.json"):
+            self.assertTrue(os.path.getsize(os.path.join(run, "report", f)) > 0, f)
+
+    def test_slow_data_is_the_bottleneck(self):
+        trained, _, _, run = self.train("--steps", "20", "--workers", "2", "--slow-data")
+        self.assertEqual(trained, 20)
+        s = summary(run)
+        self.assertEqual(s["steps"]["count"], 20)
+        q = [x for x in s["queues"] if x["queue"] == "DataLoader prefetch"]
+        self.assertEqual(q[0]["verdict"], "data_processing", q)
+        findings = [f for f in s["queue_findings"] if f["verdict"] == "data_processing"]
+        self.assertEqual(findings[0]["bottleneck_op"], "DataLoader workers")
+        self.assertIn("step_interval", [a["kind"] for a in s["advice"]])
+
+
+@unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
+class Helpers(Base):
+    """steps() and ops() one at a time, each in a fresh interpreter with its own session."""
+
+    def events(self, code):
+        r = self.child("import termsight.torch\n" + textwrap.dedent(code))
+        return r, dump(r["folder"])
+
+    def test_break_ends_the_step_and_lists_work(self):
+        r, ev = self.events("""
+            p = termsight.Profiler(output_path=out)
+            seen = []
+            for b in termsight.torch.steps([1, 2, 3, 4, 5], ops=False):
+                seen.append(b)
+                if b == 3:
+                    break
+            for b in termsight.torch.steps(iter([]), ops=False):
+                seen.append(b)
+            for b in termsight.torch.steps([], ops=False):
+                seen.append(b)
+            folder = p.run_folder
+            p.close()
+            emit({"seen": seen, "folder": folder})
+            """)
+        self.assertEqual(r["seen"], [1, 2, 3])
+        kinds = [e["kind"] for e in ev]
+        self.assertEqual(kinds.count("step_begin"), 3)
+        self.assertEqual(kinds.count("step_end"), 3)
+        self.assertEqual(sum(1 for e in ev if e["name"] == "DataLoader.__next__"), 3)
+        self.assertNotIn("queue_info", kinds, "a list has no prefetch depth")
+
+    def test_ops_names_scopes_and_backward(self):
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+            x = torch.ones(2, 4, requires_grad=True)
+            with termsight.torch.ops(model=model):
+                with termsight.torch.ops():          # inner: does nothing
+                    y = model(x).sum()
+                y.backward()
+            z = model(x)                              # outside: not recorded
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder})
+            """)
+        ops = [e for e in ev if e["kind"] == "op"]
+        names = [e["name"] for e in ops]
+        self.assertIn("0/aten::addmm", names)
+        self.assertIn("1/aten::relu", names)
+        self.assertIn("aten::threshold_backward", names)
+        self.assertEqual(names.count("0/aten::addmm"), 1, "the second forward ran outside ops()")
+        for e in ops:
+            self.assertEqual(e["type"], e["name"].rsplit("/", 1)[-1], e)
+
+    def test_without_profiler_and_errors(self):
+        r = self.child("""
+            import termsight.torch
+            got = list(termsight.torch.steps(range(4), ops=False))
+            errors = []
+            for bad in (-1, "10", True):
+                try:
+                    list(termsight.torch.steps([1], queue_ms=bad))
+                except ValueError as e:
+                    errors.append(str(e))
+            try:
+                with termsight.torch.ops(cuda=True):
+                    pass
+            except RuntimeError as e:
+                errors.append(str(e))
+            emit({"got": got, "errors": errors})
+            """)
+        self.assertEqual(r["got"], [0, 1, 2, 3])
+        self.assertEqual(len(r["errors"]), 4, r["errors"])
+        self.assertIn("queue_ms", r["errors"][0])
+        self.assertIn("cannot use CUDA", r["errors"][3])
+
+
+if __name__ == "__main__":
+    unittest.main()
