@@ -706,21 +706,24 @@ static int make_tmp(report *r, char **cause)
     if (make_parents(r->target, cause) < 0)
         return -1;
     for (int tries = 0; tries < 100; tries++) {
-        free(r->tmp);
         unsigned n = atomic_fetch_add(&tmp_seq, 1);
         if (asprintf(&r->tmp, "%s.tmp-%ld-%u", r->target, (long)getpid(), n) < 0) {
             r->tmp = NULL;
             return cause_set(cause, "out of memory");
         }
-        if (mkdir(r->tmp, 0777) == 0)
+        /* 0755: the report is for reading; never writable by others, whatever the umask. */
+        if (mkdir(r->tmp, 0755) == 0)
             break;
-        if (errno != EEXIST) {
-            int e = errno;
-            free(r->tmp);
-            r->tmp = NULL;
+        int e = errno;
+        free(r->tmp);
+        r->tmp = NULL;
+        if (e != EEXIST)
             return cause_set(cause, "cannot create a folder beside %s: %s", r->target, strerror(e));
-        }
     }
+    /* Every name tried is taken: someone else's, never to be written into. */
+    if (!r->tmp)
+        return cause_set(cause, "cannot create a temporary folder beside %s: 100 names taken",
+                         r->target);
     r->dirfd = open(r->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (r->dirfd < 0) {
         int e = errno;
@@ -1748,6 +1751,15 @@ int report_run(const char *path, const report_options *opt, report **out, char *
     analysis_finish(r->a);
     r->info.skipped_bytes = recording_reader_skipped_bytes(r->rd);
     r->info.bad_chunks = recording_reader_bad_chunks(r->rd);
+    /* Damage and not one whole chunk (no description, no event): an empty report would pass
+     * for a run that recorded nothing. */
+    if (r->info.bad_chunks && !r->info.events && !recording_reader_meta(r->rd)) {
+        cause_set(cause,
+                  "%s: no whole chunk could be read (%" PRIu64 " bytes damaged): nothing to "
+                  "analyse",
+                  r->info.recording, r->info.skipped_bytes);
+        goto fail;
+    }
 
     if (r->opt.write) {
         if (finish_files(r, existed, cause) < 0)

@@ -301,8 +301,8 @@ static int analyse_run(int argc, char **argv)
     }
     if (info->skipped_bytes || info->bad_chunks)
         cli_error("warning: %s: %" PRIu64 " bytes skipped in %" PRIu64
-                  " damaged chunks; the rest was analysed",
-                  path, info->skipped_bytes, info->bad_chunks);
+                  " damaged chunks; the rest was analysed (%" PRIu64 " events recovered)",
+                  path, info->skipped_bytes, info->bad_chunks, info->events);
     report_free(r);
     return rc;
 }

@@ -553,7 +553,8 @@ typedef struct recording_meta {
 typedef struct recording_writer recording_writer;
 
 /* Creates dir (and parents) mode 0700 and appends to dir/events.tsr (created 0600, never through a
- * symbolic link), starting with a META chunk. */
+ * symbolic link), starting with a META chunk. dir, and its parent when dir is a run folder's
+ * recording/ folder, must be folders of this user and not symbolic links: else -1. */
 int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
                           char **cause);
 

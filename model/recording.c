@@ -188,13 +188,53 @@ static int writer_mkdirs(const char *dir, char **cause)
     return 0;
 }
 
+/* A folder the writer names itself must be a real folder of this user: a symbolic link or
+ * another user's folder found there was put by someone else, and is never written into. */
+static int writer_own_dir(const char *dir, char **cause)
+{
+    struct stat st;
+    if (writer_mkdirs(dir, cause) < 0)
+        return -1;
+    if (lstat(dir, &st) < 0)
+        return cause_set(cause, "cannot use folder %s: %s", dir, strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        return cause_set(
+            cause, "cannot write into %s: it is a symbolic link, which is never followed", dir);
+    if (st.st_uid != geteuid())
+        return cause_set(cause, "cannot write into %s: it belongs to uid %u, not to you (uid %u)",
+                         dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    return 0;
+}
+
+/* dir, and the run folder above it when dir is its recording/ folder, created or checked. */
+static int writer_dirs(const char *dir, char **cause)
+{
+    char *d = strdup(dir);
+    if (!d)
+        return cause_set(cause, "out of memory");
+    size_t len = strlen(d);
+    while (len > 1 && d[len - 1] == '/')
+        d[--len] = '\0';
+    char *slash = strrchr(d, '/');
+    int rc = 0;
+    if (slash && slash > d && !strcmp(slash + 1, TS_RECORDING_DIR)) {
+        *slash = '\0';
+        rc = writer_own_dir(d, cause);
+        *slash = '/';
+    }
+    if (rc == 0)
+        rc = writer_own_dir(d, cause);
+    free(d);
+    return rc;
+}
+
 int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
                           char **cause)
 {
     *out = NULL;
     if (!dir || !*dir)
         return cause_set(cause, "no recording folder given");
-    if (writer_mkdirs(dir, cause) < 0)
+    if (writer_dirs(dir, cause) < 0)
         return -1;
 
     recording_writer *w = calloc(1, sizeof(*w));

@@ -101,18 +101,17 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0 && errno == EEXIST) {
         /* A leftover with our pid in its name: ours means the previous owner of this pid died
-         * without cleaning up; another user's we must not touch. */
-        int old = shm_open(s->name, O_RDONLY, 0);
+         * without cleaning up; another user's we must not touch. lstat, not open: whatever is
+         * there (a link, a FIFO) is judged by its own owner, never followed or opened. */
+        char path[80];
+        snprintf(path, sizeof path, "/dev/shm%s", s->name);
         struct stat st;
-        if (old >= 0 && fstat(old, &st) == 0 && st.st_uid != geteuid()) {
-            close(old);
+        if (lstat(path, &st) == 0 && st.st_uid != geteuid()) {
             int r = cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
                               (unsigned)st.st_uid);
             free(s);
             return r;
         }
-        if (old >= 0)
-            close(old);
         shm_unlink(s->name);
         fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     }
@@ -263,7 +262,8 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
 int segment_attach_name(const char *name, int writable, segment **out, char **cause)
 {
     *out = NULL;
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
+    /* O_NONBLOCK: a FIFO planted at the name fails the checks below instead of hanging. */
+    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     /* "/termsight-123" is a shm name; anything with another slash is a file path. */
     int is_shm = name[0] == '/' && !strchr(name + 1, '/');
     int fd = is_shm ? shm_open(name, flags, 0) : open(name, flags);
@@ -465,7 +465,7 @@ int segment_remove_stale(pid_t pid, char **cause)
 {
     char name[64];
     shm_name_of(pid, name, sizeof name);
-    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW, 0);
+    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (fd < 0)
         return cause_set(cause, "%s: %s", name, strerror(errno));
     struct stat st;

@@ -60,4 +60,14 @@ static inline void file_write(const char *path, const void *bytes, size_t len)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* Runs a suite in the default (forking) mode; the exit status for main. */
+static inline int tests_run(Suite *suite)
+{
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 #endif

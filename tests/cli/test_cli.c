@@ -3,6 +3,7 @@
 
 #define TESTUTIL_TAG "cli"
 #include "testutil.h"
+#include "cliutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -18,85 +19,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
-
-static char *file_slurp(int fd, size_t *len)
-{
-    ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    ck_assert_ptr_nonnull(buf);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            ck_assert_ptr_nonnull(buf);
-        }
-        ssize_t got = read(fd, buf + n, cap - n);
-        ck_assert_int_ge(got, 0);
-        if (!got)
-            break;
-        n += (size_t)got;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-/* What one run of the command did. */
-typedef struct cli_result {
-    int status; /* exit status */
-    char *out, *err;
-    size_t out_len, err_len;
-} cli_result;
-
-static void cli_result_free(cli_result *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs "$TERMSIGHT_BIN args..." (args NULL-terminated) with stdout and stderr captured. */
-static void cli_run(const char *tmp, const char *const *args, cli_result *res)
-{
-    const char *bin = getenv("TERMSIGHT_BIN");
-    ck_assert_msg(bin && *bin, "TERMSIGHT_BIN is not set");
-    char *out_path = path_join(tmp, "stdout-XXXXXX");
-    char *err_path = path_join(tmp, "stderr-XXXXXX");
-    int out = mkstemp(out_path), err = mkstemp(err_path);
-    ck_assert_int_ge(out, 0);
-    ck_assert_int_ge(err, 0);
-    size_t n = 0;
-    while (args[n])
-        n++;
-    const char **argv = calloc(n + 2, sizeof(*argv));
-    ck_assert_ptr_nonnull(argv);
-    argv[0] = bin;
-    memcpy(argv + 1, args, n * sizeof(*argv));
-
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
-            _exit(126);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "termsight did not exit normally (status %d)", st);
-    ck_assert_msg(WEXITSTATUS(st) != 127, "cannot run %s", bin);
-    res->status = WEXITSTATUS(st);
-    res->out = file_slurp(out, &res->out_len);
-    res->err = file_slurp(err, &res->err_len);
-    close(out);
-    close(err);
-    unlink(out_path);
-    unlink(err_path);
-    free(out_path);
-    free(err_path);
-    free(argv);
-}
 
 static size_t lines_count(const char *s, size_t len)
 {
@@ -119,11 +41,6 @@ static void lines_expect(const cli_result *res, const char *const *want, size_t 
     }
     ck_assert_msg(*p == '\0', "extra output: %s", p);
     ck_assert_uint_eq(strlen(res->out), res->out_len); /* no stray NUL byte */
-}
-
-static void err_expect(const cli_result *res, const char *part)
-{
-    ck_assert_msg(strstr(res->err, part), "stderr lacks '%s':\n%s", part, res->err);
 }
 
 /* The recording every dump test reads: odd names, each event kind's printing path. */

@@ -1,0 +1,549 @@
+/* Access rules (issue 8, part 2): segments and run folders belong to the user who owns the
+ * process, mode 0600 / 0700 whatever the umask, created without following symbolic links or
+ * reusing another user's objects; `termsight top` and the mailbox refuse a segment of another
+ * user; report files are written under a temporary name beside the target and renamed, and no
+ * link at a report path or at a temporary name is followed.
+ *
+ * Sessions are made through the public API in the test's own (forked) process. Cases that need
+ * another uid chown to 65534 and need root: without it they say so and the binary exits 77. */
+#include "termsight/termsight.h"
+#include "model.h"
+
+#define TESTUTIL_TAG "hostile-acc"
+#include "testutil.h"
+#include "cliutil.h"
+#include "report.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OTHER_UID 65534
+#define PROCESS   "hostile"
+
+static int need_root(const char *what)
+{
+    if (geteuid() == 0)
+        return 0;
+    fprintf(stderr, "skipped: %s needs root (to chown to uid %d)\n", what, OTHER_UID);
+    return 1;
+}
+
+static void mode_expect(const char *path, mode_t type, mode_t mode)
+{
+    struct stat st;
+    ck_assert_msg(lstat(path, &st) == 0, "%s: %s", path, strerror(errno));
+    ck_assert_msg((st.st_mode & S_IFMT) == type, "%s: type 0%o", path, st.st_mode & S_IFMT);
+    ck_assert_msg((st.st_mode & 07777) == mode, "%s: mode 0%03o, want 0%03o", path,
+                  st.st_mode & 07777, mode);
+    ck_assert_msg(st.st_uid == geteuid(), "%s: owner %u", path, (unsigned)st.st_uid);
+}
+
+static void shm_path(pid_t pid, char *out, size_t cap)
+{
+    snprintf(out, cap, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)pid);
+}
+
+static char *slurp_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+    size_t len;
+    char *s = file_slurp(fd, &len);
+    close(fd);
+    return s;
+}
+
+/* A victim file the collector or the report writer must never touch. */
+static char *victim_make(const char *dir, const char *name)
+{
+    char *v = path_join(dir, name);
+    file_write(v, "victim\n", 7);
+    return v;
+}
+
+static void victim_expect(const char *victim)
+{
+    char *s = slurp_path(victim);
+    ck_assert_msg(!strcmp(s, "victim\n"), "%s was written to: %s", victim, s);
+    free(s);
+    mode_expect(victim, S_IFREG, 0644);
+}
+
+static void folder_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        ck_assert_msg(de->d_name[0] == '.', "%s holds %s", dir, de->d_name);
+    closedir(d);
+}
+
+static termsight_options options_for(const char *out)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = out;
+    o.process_name = PROCESS;
+    o.sample_interval_ms = 1000;
+    return o;
+}
+
+/* A short session in this process (a step with an op), ended; returns its run folder. */
+static char *session_run(const char *out)
+{
+    termsight_options o = options_for(out);
+    termsight_session *s = NULL;
+    int rc = termsight_session_create(&o, &s);
+    ck_assert_msg(rc == TERMSIGHT_OK, "create: %s", termsight_last_error());
+    termsight_step_begin();
+    termsight_range_begin("Default/fc1/MatMul-op1", "MatMul");
+    termsight_range_end();
+    termsight_step_end();
+    char *run = strdup(termsight_run_folder(s));
+    ck_assert_ptr_nonnull(run);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    return run;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Modes                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+START_TEST(test_modes)
+{
+    umask(0); /* the modes must not depend on it */
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    termsight_options o = options_for(out);
+    termsight_session *s = NULL;
+    ck_assert_msg(termsight_session_create(&o, &s) == TERMSIGHT_OK, "%s", termsight_last_error());
+    char shm[80];
+    shm_path(getpid(), shm, sizeof shm);
+    mode_expect(shm, S_IFREG, 0600);
+    termsight_mark("m");
+    ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
+    char *run = strdup(termsight_run_folder(s));
+    char *rec = path_join(run, TS_RECORDING_DIR);
+    char *file = path_join(rec, TS_RECORDING_FILE);
+    mode_expect(out, S_IFDIR, 0700);
+    mode_expect(run, S_IFDIR, 0700);
+    mode_expect(rec, S_IFDIR, 0700);
+    mode_expect(file, S_IFREG, 0600);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+
+    /* The report: not writable by others, whatever the umask (the CLI inherits 0). */
+    char *rep = path_join(tmp, "rep");
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"analyse", run, "-o", rep, NULL}, &r);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cli_result_free(&r);
+    mode_expect(rep, S_IFDIR, 0755);
+    DIR *d = opendir(rep);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    unsigned files = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char *p = path_join(rep, de->d_name);
+        mode_expect(p, S_IFREG, 0644);
+        free(p);
+        files++;
+    }
+    closedir(d);
+    ck_assert_uint_ge(files, 10);
+    free(rep);
+    free(file);
+    free(rec);
+    free(run);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Links and other users' objects where the collector writes                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+enum plant { P_FILE_LINK, P_RECDIR_LINK, P_RUN_LINK, P_RUN_FOREIGN, P_RECDIR_FOREIGN, P__COUNT };
+
+static const struct {
+    const char *label, *says;
+    int root;
+} plants[P__COUNT] = {
+    {"a link at recording/events.tsr", "symbolic link", 0},
+    {"a link at recording/", "symbolic link", 0},
+    {"a link at the run folder", "symbolic link", 0},
+    {"a run folder of another user", "belongs to uid", 1},
+    {"a recording/ folder of another user", "belongs to uid", 1},
+};
+
+/* Plants at the run folder this process would get in the next seconds (its name holds the pid
+ * and the time, to the second). */
+START_TEST(test_planted)
+{
+    if (plants[_i].root && need_root(plants[_i].label))
+        return;
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    char *victims = path_join(tmp, "victims");
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    ck_assert_int_eq(mkdir(victims, 0755), 0);
+    char *victim = victim_make(tmp, "victim-file");
+    time_t now = time(NULL);
+    for (int k = 0; k < 4; k++) {
+        time_t t = now + k;
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32], *run;
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        ck_assert_int_ge(asprintf(&run, "%s/" PROCESS "-%d-%s", out, (int)getpid(), stamp), 0);
+        char *rec = path_join(run, TS_RECORDING_DIR);
+        char *file = path_join(rec, TS_RECORDING_FILE);
+        switch (_i) {
+        case P_FILE_LINK:
+            ck_assert_int_eq(mkdir(run, 0700), 0);
+            ck_assert_int_eq(mkdir(rec, 0700), 0);
+            ck_assert_int_eq(symlink(victim, file), 0);
+            break;
+        case P_RECDIR_LINK:
+            ck_assert_int_eq(mkdir(run, 0700), 0);
+            ck_assert_int_eq(symlink(victims, rec), 0);
+            break;
+        case P_RUN_LINK:
+            ck_assert_int_eq(symlink(victims, run), 0);
+            break;
+        case P_RUN_FOREIGN:
+            ck_assert_int_eq(mkdir(run, 0777), 0);
+            ck_assert_int_eq(chown(run, OTHER_UID, OTHER_UID), 0);
+            break;
+        default:
+            ck_assert_int_eq(mkdir(run, 0700), 0);
+            ck_assert_int_eq(mkdir(rec, 0777), 0);
+            ck_assert_int_eq(chown(rec, OTHER_UID, OTHER_UID), 0);
+            break;
+        }
+        free(file);
+        free(rec);
+        free(run);
+    }
+    termsight_options o = options_for(out);
+    termsight_session *s = NULL;
+    int rc = termsight_session_create(&o, &s);
+    ck_assert_msg(rc != TERMSIGHT_OK, "%s: the session started", plants[_i].label);
+    ck_assert_msg(strstr(termsight_last_error(), plants[_i].says), "%s: %s", plants[_i].label,
+                  termsight_last_error());
+    victim_expect(victim);
+    folder_empty(victims);
+    char shm[80];
+    shm_path(getpid(), shm, sizeof shm);
+    ck_assert_msg(access(shm, F_OK) != 0, "the segment was left behind");
+    free(victim);
+    free(victims);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Another user's object at the segment's name                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+enum squat { S_FILE, S_LINK, S_FIFO, S_OWN_LINK, S_OWN_FIFO, S__COUNT };
+
+static const char *const squats[S__COUNT] = {"another user's file", "another user's link",
+                                             "another user's FIFO", "a link of ours",
+                                             "a FIFO of ours"};
+
+START_TEST(test_shm_squatted)
+{
+    int foreign = _i < S_OWN_LINK;
+    if (foreign && need_root(squats[_i]))
+        return;
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    char *victim = victim_make(tmp, "victim");
+    char shm[80];
+    shm_path(getpid(), shm, sizeof shm);
+    switch (_i) {
+    case S_FILE:
+        file_write(shm, "victim\n", 7);
+        break;
+    case S_LINK:
+    case S_OWN_LINK:
+        ck_assert_int_eq(symlink(victim, shm), 0);
+        break;
+    default:
+        ck_assert_int_eq(mkfifo(shm, 0600), 0);
+        break;
+    }
+    if (foreign)
+        ck_assert_int_eq(lchown(shm, OTHER_UID, OTHER_UID), 0);
+    termsight_options o = options_for(out);
+    o.start_collecting = 0;
+    termsight_session *s = NULL;
+    int rc = termsight_session_create(&o, &s);
+    struct stat st;
+    if (foreign) {
+        ck_assert_msg(rc == TERMSIGHT_E_SYSTEM, "%s: %d", squats[_i], rc);
+        ck_assert_msg(strstr(termsight_last_error(), "belongs to uid 65534"), "%s: %s", squats[_i],
+                      termsight_last_error());
+        ck_assert_int_eq(lstat(shm, &st), 0); /* left alone */
+        ck_assert_uint_eq(st.st_uid, OTHER_UID);
+        remove(shm);
+    } else {
+        /* Ours: a leftover, replaced by a real segment; a link's target is not touched. */
+        ck_assert_msg(rc == TERMSIGHT_OK, "%s: %s", squats[_i], termsight_last_error());
+        mode_expect(shm, S_IFREG, 0600);
+        ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    }
+    victim_expect(victim);
+    free(victim);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* top and the mailbox on another user's segment                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+START_TEST(test_top_foreign_owner)
+{
+    if (need_root("top on another user's segment"))
+        return;
+    char *tmp = tmp_make();
+    segment_config cfg = {.process = PROCESS,
+                          .run_folder = "/nonexistent",
+                          .clock = "monotonic",
+                          .lane_count = 1,
+                          .lane_events = 64,
+                          .string_max = 16,
+                          .string_arena = 4096};
+    segment *s = NULL;
+    char *cause = NULL;
+    ck_assert_msg(segment_create(&cfg, &s, &cause) == 0, "%s", cause);
+    char shm[80];
+    shm_path(getpid(), shm, sizeof shm);
+    ck_assert_int_eq(chown(shm, OTHER_UID, OTHER_UID), 0);
+
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"top", pid, "--once", "--json", NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    err_expect(&r, "belongs to uid 65534, not to you (uid 0)");
+    ck_assert_msg(strchr(r.err, '\n') == r.err + r.err_len - 1, "not one line: %s", r.err);
+    ck_assert_uint_eq(r.out_len, 0);
+    cli_result_free(&r);
+
+    /* Commands go through a writable attach: refused too, so nothing reaches the mailbox. */
+    segment *w = NULL;
+    ck_assert_int_eq(segment_attach(getpid(), 1, &w, &cause), -1);
+    ck_assert_msg(strstr(cause, "belongs to uid 65534"), "%s", cause);
+    free(cause);
+    const ts_mailbox *mb = segment_at(s, segment_header(s)->mailbox_off, sizeof(ts_mailbox));
+    ck_assert_uint_eq(atomic_load(&mb->req_seq), 0);
+
+    /* ls does not list it, and --clean leaves it. */
+    cli_run(tmp, (const char *const[]){"ls", NULL}, &r);
+    ck_assert_msg(!strstr(r.out, pid), "ls lists another user's segment: %s", r.out);
+    cli_result_free(&r);
+    segment_close(s, 1);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Report paths                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A recording made by a session in a child (this process keeps no session), in tmp/out; its
+ * run folder. */
+static char *recording_make(const char *tmp)
+{
+    char *out = path_join(tmp, "out");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        free(session_run(out));
+        _exit(0);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    DIR *d = opendir(out);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    char *run = NULL;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.')
+            run = path_join(out, de->d_name);
+    closedir(d);
+    ck_assert_ptr_nonnull(run);
+    free(out);
+    return run;
+}
+
+/* What the report tests start from: a scratch folder, a run folder, an empty folder that
+ * planted links point to. */
+typedef struct report_case {
+    char *tmp, *run, *victims;
+} report_case;
+
+static void report_case_open(report_case *c)
+{
+    c->tmp = tmp_make();
+    c->run = recording_make(c->tmp);
+    c->victims = path_join(c->tmp, "victims");
+    ck_assert_int_eq(mkdir(c->victims, 0755), 0);
+}
+
+static void report_case_close(report_case *c)
+{
+    folder_empty(c->victims);
+    free(c->victims);
+    free(c->run);
+    tmp_remove(c->tmp);
+}
+
+START_TEST(test_report_links)
+{
+    report_case c;
+    report_case_open(&c);
+    char *tmp = c.tmp, *run = c.run, *victims = c.victims;
+    char *victim = victim_make(tmp, "victim");
+
+    /* The default target, <run>/report, and a -o target: a link to a folder, and to a file. */
+    char *def = path_join(run, REPORT_DIR), *o = path_join(tmp, "o");
+    const struct {
+        const char *link, *to;
+        int dash_o;
+    } cases[] = {{def, victims, 0}, {o, victims, 1}, {def, victim, 0}, {o, victim, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_int_eq(symlink(cases[i].to, cases[i].link), 0);
+        cli_result r;
+        if (cases[i].dash_o)
+            cli_run(tmp, (const char *const[]){"analyse", run, "-o", cases[i].link, NULL}, &r);
+        else
+            cli_run(tmp, (const char *const[]){"analyse", run, NULL}, &r);
+        ck_assert_msg(r.status == 1, "case %zu: exit %d", i, r.status);
+        err_expect(&r, "is a symbolic link: not writing a report through it");
+        cli_result_free(&r);
+        struct stat st;
+        ck_assert_int_eq(lstat(cases[i].link, &st), 0);
+        ck_assert(S_ISLNK(st.st_mode));
+        ck_assert_int_eq(unlink(cases[i].link), 0);
+        folder_empty(victims);
+        victim_expect(victim);
+    }
+    free(def);
+    free(o);
+    free(victim);
+    report_case_close(&c);
+}
+END_TEST
+
+/* Names "<target>.tmp-<pid>-<n>" taken before the command starts (in its child, before the
+ * exec, so the pid is the command's). */
+typedef struct squat_ctx {
+    const char *target, *to;
+    int count, dirs;
+} squat_ctx;
+
+static void squat_tmp_names(void *p)
+{
+    const squat_ctx *c = p;
+    for (int n = 0; n < c->count; n++) {
+        char name[4096];
+        snprintf(name, sizeof name, "%s.tmp-%ld-%d", c->target, (long)getpid(), n);
+        if (c->dirs) {
+            if (mkdir(name, 0755) != 0)
+                _exit(125);
+            char keep[4200];
+            snprintf(keep, sizeof keep, "%s/keep", name);
+            FILE *f = fopen(keep, "w");
+            if (!f)
+                _exit(125);
+            fclose(f);
+        } else if (symlink(c->to, name) != 0) {
+            _exit(125);
+        }
+    }
+}
+
+static unsigned entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    unsigned n = 0;
+    while ((de = readdir(d)))
+        n += !strncmp(de->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_report_tmp_names)
+{
+    report_case c;
+    report_case_open(&c);
+    char *tmp = c.tmp, *run = c.run, *victims = c.victims;
+    char *target = path_join(tmp, "rep");
+    cli_result r;
+
+    /* A few links: the next free name is used, the links and their target are left alone. */
+    squat_ctx links = {.target = target, .to = victims, .count = 5};
+    cli_run_with(tmp, (const char *const[]){"analyse", run, "-o", target, NULL}, &r,
+                 squat_tmp_names, &links);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    folder_empty(victims);
+    ck_assert_uint_eq(entries(tmp, "rep.tmp-"), 5);
+    mode_expect(target, S_IFDIR, 0755);
+
+    /* Every name it would try taken by folders that are not its own: refused, none used. */
+    char *cmd;
+    ck_assert_int_ge(asprintf(&cmd, "rm -rf '%s' '%s'.tmp-*", target, target), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    squat_ctx dirs = {.target = target, .count = 100, .dirs = 1};
+    cli_run_with(tmp, (const char *const[]){"analyse", run, "-o", target, NULL}, &r,
+                 squat_tmp_names, &dirs);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    err_expect(&r, "temporary");
+    cli_result_free(&r);
+    struct stat st;
+    ck_assert_msg(lstat(target, &st) != 0, "a report was written");
+    ck_assert_uint_eq(entries(tmp, "rep.tmp-"), 100);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    free(target);
+    report_case_close(&c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("hostile access");
+    TCase *tc = tcase_create("access");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_modes);
+    tcase_add_loop_test(tc, test_planted, 0, P__COUNT);
+    tcase_add_loop_test(tc, test_shm_squatted, 0, S__COUNT);
+    tcase_add_test(tc, test_top_foreign_owner);
+    tcase_add_test(tc, test_report_links);
+    tcase_add_test(tc, test_report_tmp_names);
+    suite_add_tcase(s, tc);
+    if (tests_run(s) != EXIT_SUCCESS)
+        return EXIT_FAILURE;
+    return geteuid() != 0 ? 77 : EXIT_SUCCESS; /* the cases for another uid did not run */
+}
