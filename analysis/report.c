@@ -1286,6 +1286,12 @@ void report_print(const report *r, FILE *out, int brief)
         fprintf(out,
                 "lost:       %" PRIu64 " events were lost by the profiler: results are partial\n",
                 t->lost);
+    if (t->by_kind[TS_KIND_COLLECT_START] > t->by_kind[TS_KIND_COLLECT_STOP])
+        fprintf(out,
+                "unfinished: collection window %" PRIu32
+                " has no stop: the process was still collecting or ended without stopping "
+                "(killed?); what it emitted after the recorder's last drain is not here\n",
+                t->windows);
     if (r->info.skipped_bytes || r->info.bad_chunks)
         fprintf(out,
                 "damaged:    %" PRIu64 " bytes skipped in %" PRIu64

@@ -158,7 +158,8 @@ int recorder_start(termsight_session *s);
 void recorder_stop(termsight_session *s);
 
 /* Drains every lane into the recording (or discards, when recording failed). Takes the drain
- * lock. Returns the number of events taken. */
+ * lock. Returns the number of events taken plus the loss notices it left in the collector's lane:
+ * 0 when there was nothing to do. */
 size_t recorder_drain(termsight_session *s);
 
 /* Under the drain lock: appends events of the collector itself (markers, metadata) to its own

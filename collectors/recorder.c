@@ -70,10 +70,14 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
         return;
     }
     char *why = NULL;
+    uint64_t before = recording_events(s->writer);
     if (recording_append_events(s->writer, a, na, b, nb, &why) != 0) {
+        /* The chunks written whole before the failure are in the file: recorded, not lost. */
+        uint64_t written = recording_events(s->writer) - before;
+        atomic_fetch_add_explicit(&h->events_recorded, written, memory_order_relaxed);
+        s->write_drops += na + nb - written;
         record_failed(s, why ? why : "cannot write events");
         free(why);
-        s->write_drops += na + nb;
         return;
     }
     atomic_fetch_add_explicit(&h->events_recorded, na + nb, memory_order_relaxed);
@@ -100,8 +104,10 @@ void recorder_commit_locked(termsight_session *s)
     drain_locked(s);
 }
 
-/* Inside a drain: pushed without draining again; lost when the collector's lane is full. */
-static void lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason)
+/* Inside a drain: pushed without draining again. Returns 0 when the collector's lane is full:
+ * the caller keeps the count pending for the next drain, so no loss goes unreported (a storm on
+ * more lanes than the collector's lane holds would otherwise lose its notices). */
+static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason)
 {
     uint64_t now = tsclock_now(&ts_clock);
     ts_event ev = {.kind = TS_KIND_LOST,
@@ -111,7 +117,7 @@ static void lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint
                    .begin_ns = now,
                    .end_ns = now,
                    .v0 = count};
-    lane_push(&s->own, &ev);
+    return lane_push(&s->own, &ev);
 }
 
 size_t recorder_drain(termsight_session *s)
@@ -137,30 +143,35 @@ static size_t drain_locked(termsight_session *s)
     }
     write_strings(s);
     uint64_t drops = 0;
+    size_t notices = 0;
     for (uint32_t i = 0; i < used; i++) {
         if (runs[i].na + runs[i].nb) {
             write_events(s, runs[i].a, runs[i].na, runs[i].b, runs[i].nb);
             lane_consume(s->seg, i, runs[i].na + runs[i].nb);
         }
         ts_lane *l = segment_lane(s->seg, i);
+        /* The collector's own lane loses nothing (a full one is drained, a notice that does
+         * not fit waits for the next drain): its drops are no loss. */
+        if (l == s->own.lane)
+            continue;
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
-        /* The collector's own lane counts in the total but writes no notice about itself:
-         * a notice into a full lane would only drop again. */
-        if (d != s->lane_drops_seen[i] && l != s->own.lane) {
+        if (d != s->lane_drops_seen[i] &&
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
-                        d - s->lane_drops_seen[i], TS_LOST_LANE_FULL);
+                        d - s->lane_drops_seen[i], TS_LOST_LANE_FULL)) {
             s->lane_drops_seen[i] = d;
+            notices++;
         }
         drops += d;
         lane_reclaim(s->seg, i);
     }
     uint64_t nl = atomic_load_explicit(&s->no_lane_drops, memory_order_relaxed);
-    if (nl != s->no_lane_drops_seen) {
-        lost_notice(s, 0, nl - s->no_lane_drops_seen, TS_LOST_NO_LANE);
+    if (nl != s->no_lane_drops_seen &&
+        lost_notice(s, 0, nl - s->no_lane_drops_seen, TS_LOST_NO_LANE)) {
         s->no_lane_drops_seen = nl;
+        notices++;
     }
     atomic_store_explicit(&h->drops, drops + nl + s->write_drops, memory_order_relaxed);
-    return total;
+    return total + notices;
 }
 
 static void *recorder_main(void *arg)

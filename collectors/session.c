@@ -353,8 +353,10 @@ int termsight_session_destroy(termsight_session *s)
     cupti_stop(s); /* the forced flush at exit: device records still in CUPTI's buffers */
     atomic_store(&ts_session, NULL);
     atomic_fetch_add(&ts_generation, 1);
-    /* A drain can leave loss notices in the collector's lane for the next one. */
-    for (int i = 0; i < 3 && recorder_drain(s); i++)
+    /* A drain leaves loss notices in the collector's lane for the next one, and keeps some
+     * pending while that lane is full: drain until one has nothing to do (the producers have
+     * stopped, so that comes). */
+    while (recorder_drain(s))
         ;
     int rc = TERMSIGHT_OK;
     if (s->writer) {
@@ -573,6 +575,11 @@ static int with_session(termsight_session *s, uint32_t cmd)
 {
     if (!s)
         return session_fail(TERMSIGHT_E_NO_SESSION, "no profiler session");
+    /* A forked child keeps the pointer but not the session (fork_child): the fork may have
+     * copied its locks held by threads the child lacks, and its lanes are the parent's. */
+    if (s != atomic_load(&ts_session))
+        return session_fail(TERMSIGHT_E_NO_SESSION,
+                            "not this process's session (a forked child has none)");
     return session_command(s, cmd, NULL);
 }
 

@@ -570,6 +570,11 @@ int recording_append_events(recording_writer *w, const ts_event *a, size_t na, c
 int recording_sync(recording_writer *w, char **cause);
 
 uint64_t recording_bytes(const recording_writer *w);
+
+/* Events appended so far. A recording_append_events that fails has still written the events of
+ * the chunks it finished before the failure: they count here, and are in the file. */
+uint64_t recording_events(const recording_writer *w);
+
 int recording_writer_close(recording_writer *w, char **cause);
 
 typedef struct recording_reader recording_reader;

@@ -86,6 +86,7 @@ struct recording_writer {
     char *path;
     uint64_t seq;
     uint64_t bytes;
+    uint64_t events; /* in EVENTS chunks written whole */
 };
 
 static int writer_fail(const recording_writer *w, int err, char **cause)
@@ -357,9 +358,13 @@ int recording_append_events(recording_writer *w, const ts_event *a, size_t na, c
         };
         if (writer_chunk(w, TS_CHUNK_EVENTS, parts, 2, cause) < 0)
             return -1;
-        a += take_a;
+        w->events += take_a + take_b;
+        /* A run may be NULL when empty (nb 0): NULL + 0 is undefined in C, so only step on. */
+        if (take_a)
+            a += take_a;
         na -= take_a;
-        b += take_b;
+        if (take_b)
+            b += take_b;
         nb -= take_b;
     }
     return 0;
@@ -377,6 +382,11 @@ int recording_sync(recording_writer *w, char **cause)
 uint64_t recording_bytes(const recording_writer *w)
 {
     return w->bytes;
+}
+
+uint64_t recording_events(const recording_writer *w)
+{
+    return w->events;
 }
 
 int recording_writer_close(recording_writer *w, char **cause)

@@ -106,7 +106,10 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
              2;
     }
     if (st->record_error) {
-        x += canvas_str(c, r, 1, x, ROLE_ERROR, "recording stopped: ");
+        /* The reason first: the notice starts with a path that a narrow header cuts short. */
+        char why[96];
+        snprintf(why, sizeof why, "recording stopped (%s): ", strerror((int)st->record_error));
+        x += canvas_str(c, r, 1, x, ROLE_ERROR, why);
         canvas_text_fit(c, r, 1, x, r.w - x - 1, ROLE_ERROR, st->record_notice,
                         strlen(st->record_notice), 0);
     } else if (r.w - x > 10) {

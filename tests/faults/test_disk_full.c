@@ -1,0 +1,150 @@
+/* A full disk: the run folder on a 2 MiB tmpfs, mounted in a private mount namespace (the test
+ * re-executes itself under `unshare -m` as root, `unshare -rm` otherwise; exit 77 when neither
+ * works). Recording stops with its notice in the segment header, in `termsight top --once` (the
+ * monitor's header line) and its JSON; the training goes on; what was written stays readable, and
+ * every event emitted is in it or counted as dropped, exactly once. */
+#define TESTUTIL_TAG "diskfull"
+#include "testutil.h"
+
+#include "cliutil.h"
+#include "faults.h"
+
+#include <errno.h>
+#include <sys/mount.h>
+
+#define IN_NAMESPACE "FAULTS_PRIVATE_MOUNTS"
+
+static int record_failed(void *ctx)
+{
+    return atomic_load(&((ts_segment_header *)ctx)->record_error) != 0;
+}
+
+START_TEST(disk_full)
+{
+    char *base = tmp_make();
+    char *out = path_join(base, "tmpfs");
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    ck_assert_msg(mount("faults", out, "tmpfs", 0, "size=2m,mode=0700") == 0, "mount: %s",
+                  strerror(errno));
+    emitter e;
+    /* Full speed into big lanes: drains of several chunks, the disk fills within one. */
+    const char *big[] = {"--lane-events", "65536", NULL};
+    emitter_start(&e, out, 2, big);
+    segment *seg;
+    char *why = NULL;
+    ck_assert_msg(segment_attach(e.pid, 0, &seg, &why) == 0, "attach: %s", why);
+    ts_segment_header *h = segment_header(seg);
+    ck_assert_msg(wait_for(record_failed, h, 60), "2 MiB never filled");
+    char notice[sizeof h->record_notice];
+    snprintf(notice, sizeof notice, "%s", h->record_notice);
+    ck_assert_msg(strstr(notice, "No space left on device"), "notice: %s", notice);
+    ck_assert_uint_eq(atomic_load(&h->record_error), ENOSPC);
+    ck_assert_uint_eq(atomic_load(&h->state), TS_STATE_COLLECTING);
+    ck_assert(emitter_advances(&e, 10)); /* the training goes on */
+
+    /* The monitor says so, in its header line and in its JSON. */
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)e.pid);
+    const char *text[] = {"top", pid, "--once", "--refresh-ms", "50", NULL};
+    const char *json[] = {"top", pid, "--once", "--json", "--refresh-ms", "50", NULL};
+    cli_result res;
+    cli_run(base, text, &res);
+    ck_assert_msg(res.status == 0, "top --once: %s", res.err);
+    ck_assert_msg(strstr(res.out, "No space left on device"), "top --once:\n%s", res.out);
+    cli_result_free(&res);
+    cli_run(base, json, &res);
+    ck_assert_msg(res.status == 0, "top --once --json: %s", res.err);
+    ck_assert_msg(strstr(res.out, "\"recording_stopped\"") &&
+                      strstr(res.out, "No space left on device"),
+                  "top --once --json:\n%s", res.out);
+    cli_result_free(&res);
+
+    ck_assert(emitter_advances(&e, 10));
+    emitter_result r;
+    emitter_finish(&e, &r);
+    ck_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+    ck_assert_int_eq(r.stop_rc, 0);
+    /* Every event pushed into a lane (the mapping outlives the session): the emitter's, the
+     * sampler's, the collector's own. Drops of the collector's own lane are retried, no loss. */
+    uint64_t pushed = 0, lane_drops = 0;
+    for (uint32_t i = 0; i < atomic_load(&h->lanes_used); i++) {
+        ts_lane *l = segment_lane(seg, i);
+        pushed += atomic_load(&l->head);
+        if (atomic_load(&l->tid) != (uint32_t)e.pid)
+            lane_drops += atomic_load(&l->drops);
+    }
+    segment_close(seg, 0);
+
+    /* What was written reads back: whole chunks, at most the one cut by the full disk lost. */
+    counter_tally t;
+    tally_counters(e.run, &t);
+    ck_assert_uint_le(t.bad_chunks, 1);
+    ck_assert_int_eq(t.ordered, 1);
+    ck_assert_uint_gt(t.total, 0);
+    ck_assert_uint_eq(t.events, r.recorded);
+    /* Each pushed event is in the recording or counted as dropped for the write; the others were
+     * dropped by their full lane. */
+    ck_assert_msg(t.events + r.dropped == pushed + lane_drops,
+                  "in the recording %" PRIu64 " + dropped %" PRIu64 " != pushed %" PRIu64
+                  " + dropped by full lanes %" PRIu64,
+                  t.events, r.dropped, pushed, lane_drops);
+    ck_assert_uint_le(t.total, r.emitted);
+    printf("disk full: 2 MiB tmpfs; emitted %" PRIu64 ", %" PRIu64 " counters readable (%" PRIu64
+           " events, %" PRIu64 " bad chunk, %" PRIu64 " bytes skipped), dropped %" PRIu64
+           "; notice: %s\n",
+           r.emitted, t.total, t.events, t.bad_chunks, t.skipped_bytes, r.dropped, notice);
+    ck_assert_int_eq(umount(out), 0);
+    free(out);
+    tmp_remove(base);
+}
+END_TEST
+
+/* Runs this program again in a private mount namespace; returns its exit status, or 77. */
+static int rerun_in_namespace(void)
+{
+    const char *how = geteuid() == 0 ? "-m" : "-rm";
+    char probe[64];
+    snprintf(probe, sizeof probe, "unshare %s -- true 2>/dev/null", how);
+    if (system(probe) != 0) {
+        printf("skip: cannot make a private mount namespace (unshare %s fails)\n", how);
+        return 77;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = 0;
+    setenv(IN_NAMESPACE, "1", 1);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        execlp("unshare", "unshare", how, "--", self, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st))
+        return 1;
+    return WEXITSTATUS(st);
+}
+
+int main(void)
+{
+    if (!getenv(IN_NAMESPACE))
+        return rerun_in_namespace();
+    /* unshare -rm maps us to root in a user namespace, which may still not allow tmpfs. */
+    char probe[] = "/tmp/faults-probe-XXXXXX";
+    if (!mkdtemp(probe))
+        return 1;
+    int can = mount("faults", probe, "tmpfs", 0, "size=64k") == 0;
+    int err = errno;
+    if (can)
+        umount(probe);
+    rmdir(probe);
+    if (!can) {
+        printf("skip: cannot mount a tmpfs in a private mount namespace: %s\n", strerror(err));
+        return 77;
+    }
+
+    const TTest *tests[] = {disk_full, NULL};
+    return faults_main("disk_full", 120, tests);
+}

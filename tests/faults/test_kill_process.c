@@ -1,0 +1,132 @@
+/* The profiled process killed with SIGKILL while it collects at full speed: its recording keeps
+ * every event the recorder had drained before the kill, `termsight analyse` reads it and says
+ * that the window never ended, and what was lost is exactly what the lanes still held.
+ *
+ * The bound: the recorder drains every lane at once when they are busy, 0.1 ms after a drain that
+ * found a few events and 1 ms after one that found none, and writes straight to the file (no
+ * buffer in the process: the page cache outlives a SIGKILL). So the events lost are those pushed
+ * since the recorder's last drain began: head - tail of each lane at the kill, at most one lane
+ * (lane_events) per thread, about the last drain period. */
+#define TESTUTIL_TAG "kill"
+#include "testutil.h"
+
+#include "cliutil.h"
+#include "faults.h"
+
+#define THREADS 2
+
+static int recorded_enough(void *ctx)
+{
+    const ts_segment_header *h = ctx;
+    return atomic_load(&((ts_segment_header *)h)->events_recorded) >= 100000;
+}
+
+START_TEST(sigkill_while_collecting)
+{
+    char *out = tmp_make();
+    emitter e;
+    const char *extra[] = {"--lane-events", "65536", NULL};
+    emitter_start(&e, out, THREADS, extra);
+    segment *seg;
+    char *why = NULL;
+    ck_assert_msg(segment_attach(e.pid, 0, &seg, &why) == 0, "attach: %s", why);
+    ts_segment_header *h = segment_header(seg);
+    ck_assert_msg(wait_for(recorded_enough, h, 60), "the recorder did not record 100000 events");
+    ck_assert(emitter_advances(&e, 10)); /* still emitting at full speed */
+    uint64_t kill_ns = faults_now_ns();
+    emitter_kill(&e);
+
+    /* The dead process's segment stays until removed: it says what the lanes held. */
+    counter_tally t;
+    tally_counters(e.run, &t);
+    ck_assert_uint_le(t.bad_chunks, 1); /* at most the chunk being written at the kill */
+    ck_assert_int_eq(t.ordered, 1);
+    ck_assert_uint_ge(t.events, atomic_load(&h->events_recorded));
+    uint64_t emitted = 0, drained = 0, pushed = 0, lane_drops = 0, last_ns = 0;
+    uint32_t used = atomic_load(&h->lanes_used);
+    for (unsigned k = 0; k < THREADS; k++) {
+        uint64_t progress = atomic_load(&e.progress[k]);
+        emitted += progress;
+        ck_assert_uint_gt(t.counters[k], 0);
+        /* The lane of thread k: the one whose owner wrote its counters. */
+        uint32_t tid = 0;
+        recording_reader *r;
+        ck_assert_int_eq(recording_reader_open(e.run, &r, NULL), 0);
+        const ts_event *ev;
+        size_t n;
+        char name[16];
+        snprintf(name, sizeof name, "emit%u", k);
+        while (!tid && recording_reader_next(r, &ev, &n, NULL) == 1)
+            for (size_t i = 0; i < n && !tid; i++) {
+                uint32_t len;
+                const char *s = recording_reader_string(r, ev[i].name, &len);
+                if (ev[i].kind == TS_KIND_COUNTER && s && len == strlen(name) &&
+                    !memcmp(s, name, len))
+                    tid = ev[i].tid;
+            }
+        recording_reader_close(r);
+        ts_lane *lane = NULL;
+        for (uint32_t i = 0; i < used; i++)
+            if (atomic_load(&segment_lane(seg, i)->tid) == tid)
+                lane = segment_lane(seg, i);
+        ck_assert_ptr_nonnull(lane);
+        uint64_t head = atomic_load(&lane->head), tail = atomic_load(&lane->tail);
+        uint64_t d = atomic_load(&lane->drops);
+        /* Every emit pushed or dropped; the progress word follows the emit. */
+        ck_assert_msg(progress == head + d || progress + 1 == head + d,
+                      "thread %u: progress %" PRIu64 ", pushed %" PRIu64 " + dropped %" PRIu64, k,
+                      progress, head, d);
+        /* Everything drained is on disk; nothing that was not pushed is. */
+        ck_assert_uint_ge(t.counters[k], tail);
+        ck_assert_uint_le(t.counters[k], head);
+        if (!d) /* without drops, exactly the values 0 .. n-1 */
+            ck_assert_uint_eq(t.next[k], t.counters[k]);
+        drained += tail;
+        pushed += head;
+        lane_drops += d;
+    }
+    /* The newest event on disk against the kill: how much time the loss covers. */
+    recording_reader *r;
+    ck_assert_int_eq(recording_reader_open(e.run, &r, NULL), 0);
+    const ts_event *ev;
+    size_t n;
+    while (recording_reader_next(r, &ev, &n, NULL) == 1)
+        for (size_t i = 0; i < n; i++)
+            if (ev[i].kind == TS_KIND_COUNTER && ev[i].end_ns > last_ns)
+                last_ns = ev[i].end_ns;
+    recording_reader_close(r);
+    printf("sigkill: emitted %" PRIu64 ", pushed %" PRIu64 ", dropped %" PRIu64
+           " (lanes full), recovered %" PRIu64 " counters (%" PRIu64 " events, %" PRIu64
+           " bad chunk), lost at the kill %" PRIu64 " (written, lane not yet released: %" PRIu64
+           "), newest recovered event %.3f ms before the kill\n",
+           emitted, pushed, lane_drops, t.total, t.events, t.bad_chunks, pushed - t.total,
+           t.total - drained, kill_ns > last_ns ? (double)(kill_ns - last_ns) / 1e6 : 0.0);
+
+    /* analyse reads it, counts what it recovered, and says the window never ended. */
+    char *report = path_join(out, "report");
+    const char *args[] = {"analyse", e.run, "-o", report, NULL};
+    cli_result res;
+    cli_run(out, args, &res);
+    ck_assert_msg(res.status == 0, "analyse: %s", res.err);
+    char want[64];
+    snprintf(want, sizeof want, "events:     %" PRIu64 " ", t.events);
+    ck_assert_msg(strstr(res.out, want), "analyse does not count %" PRIu64 " events:\n%s", t.events,
+                  res.out);
+    ck_assert_msg(strstr(res.out, "unfinished:"), "analyse does not say the window is open:\n%s",
+                  res.out);
+    if (t.bad_chunks)
+        err_expect(&res, "damaged chunks");
+    cli_result_free(&res);
+    free(report);
+
+    ck_assert_int_eq(segment_remove_stale(e.pid, NULL), 0);
+    segment_close(seg, 0);
+    tmp_remove(out);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *tests[] = {sigkill_while_collecting, NULL};
+    return faults_main("kill_process", 120, tests);
+}
