@@ -145,6 +145,12 @@ def load():
         )
 
 
+def collecting_flag():
+    """The library's exported collecting flag (termsight_collecting_) as a ctypes c_int: its
+    .value is nonzero while a collection window is open; reading it costs no call."""
+    return ctypes.c_int.in_dll(load(), "termsight_collecting_")
+
+
 def loaded_path():
     """The path (or name) the library was loaded from, None before it is loaded."""
     return _lib_path

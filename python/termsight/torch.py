@@ -19,7 +19,8 @@ steps() wraps any iterable of batches (a torch.utils.data.DataLoader above all) 
   its own while the loop runs. Samples in time, not per batch: workers that finish together
   fill the queue in bursts, so sampling only when the loop asks would miss most of the time it
   spends empty. The queue report then says whether the input pipeline kept up;
-- with ops=True (the default), an operator range for every aten operator the step runs, named
+- with ops=True (the default), while collecting, an operator range for every aten operator the
+  step runs (a step that begins while not collecting runs without the dispatch mode), named
   by the module it runs in ("features.0/aten::convolution") and typed by the operator
   ("aten::convolution"): on CPU through a TorchDispatchMode; where CUDA is available through
   torch.autograd.profiler.emit_nvtx, whose NVTX ranges reach termsight through its NVTX
@@ -305,6 +306,7 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     if isinstance(queue_ms, bool) or not isinstance(queue_ms, (int, float)) or queue_ms < 0:
         raise ValueError("queue_ms must be a number of milliseconds >= 0, not %r" % (queue_ms,))
     lib = _lib.load()
+    collecting = _lib.collecting_flag()
     mode = _make_ops(ops, model, cuda)
     wait_name = DATA_WAIT_NAME.encode()
     wait_type = DATA_WAIT_TYPE.encode()
@@ -341,12 +343,15 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             if not early:
                 lib.termsight_step_begin()
             first = False
-            if mode is not None:
+            # Operators only while collecting: a dispatch mode costs every operator its trip
+            # through Python even when nothing is recorded.
+            traced = mode is not None and collecting.value
+            if traced:
                 mode.__enter__()
             try:
                 yield batch
             finally:
-                if mode is not None:
+                if traced:
                     mode.__exit__(None, None, None)
                 lib.termsight_step_end()
     finally:

@@ -153,6 +153,22 @@ class Helpers(Base):
         for e in ops:
             self.assertEqual(e["type"], e["name"].rsplit("/", 1)[-1], e)
 
+    def test_dispatch_mode_only_while_collecting(self):
+        r = self.child("""
+            import termsight.torch
+            from torch.utils._python_dispatch import _get_current_dispatch_mode as current
+            p = termsight.Profiler(output_path=out, start_profile=False)
+            idle = [current() is not None for _ in termsight.torch.steps([1, 2])]
+            p.start()
+            on = [current() is not None for _ in termsight.torch.steps([1, 2])]
+            after = current() is not None
+            p.close()
+            emit({"idle": idle, "on": on, "after": after})
+            """)
+        self.assertEqual(r["idle"], [False, False])
+        self.assertEqual(r["on"], [True, True])
+        self.assertFalse(r["after"], "the mode ends with the loop")
+
     def test_without_profiler_and_errors(self):
         r = self.child("""
             import termsight.torch

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""What termsight.torch costs a PyTorch training step (examples/torch_cnn.py's CNN, CPU).
+
+Four modes take turns, in rounds, inside one process so they share the machine's state:
+  plain     the training loop alone
+  steps     termsight.torch.steps(loader, ops=False): steps, the DataLoader wait, the queue
+  ops       steps(loader, model=net): the same plus every aten operator as a range
+  idle-ops  steps with ops while the session exists but does not collect
+  bare-mode a TorchDispatchMode that only forwards each operator: what any dispatch mode costs,
+            the floor under "ops"
+Each round trains ROUND_STEPS steps per mode over the same in-memory batches (no workers, so
+the loader costs nothing and only the instrumentation differs); the figure per mode is the
+median over rounds of the mean step time. Prints one line per mode and the ratios to plain.
+
+    /usr/bin/python3 bench/torch_overhead.py [--rounds 15] [--steps 40] [--threads 1]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import termsight  # noqa: E402
+import termsight.torch  # noqa: E402
+from torch_cnn import Bars, Net  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=40, help="steps per mode per round")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(a.threads)
+    data = Bars(a.steps * a.batch, seed=1)
+    batches = []
+    for i in range(a.steps):
+        xs, ys = zip(*(data[i * a.batch + j] for j in range(a.batch)))
+        batches.append((torch.stack(xs), torch.tensor(ys)))
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+
+    out = tempfile.mkdtemp(prefix="torch-overhead-")
+    prof = termsight.Profiler(output_path=out, start_profile=False)
+
+    def train(batch_iter):
+        t0 = time.perf_counter()
+        for x, y in batch_iter:
+            loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return (time.perf_counter() - t0) / a.steps
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Forward(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def bare_mode():
+        with Forward():
+            return train(batches)
+
+    modes = {
+        "plain": lambda: train(batches),
+        "steps": lambda: train(termsight.torch.steps(batches, ops=False)),
+        "ops": lambda: train(termsight.torch.steps(batches, model=net)),
+        "idle-ops": lambda: train(termsight.torch.steps(batches, model=net)),
+        "bare-mode": bare_mode,
+    }
+    times = {m: [] for m in modes}
+    train(batches)  # warm-up
+    for _ in range(a.rounds):
+        for m, run in modes.items():
+            collecting = m in ("steps", "ops")
+            if collecting:
+                prof.start()
+            times[m].append(run())
+            if collecting:
+                prof.stop()
+    dropped = prof.events_dropped
+    prof.close()
+    base = statistics.median(times["plain"])
+    print("torch %s, %d threads, batch %d, %d rounds x %d steps per mode; events dropped: %d"
+          % (torch.__version__, a.threads, a.batch, a.rounds, a.steps, dropped))
+    for m, t in times.items():
+        med = statistics.median(t)
+        print("%-9s median step %8.3f ms  (min %.3f, max %.3f)  ratio %.3f"
+              % (m, med * 1e3, min(t) * 1e3, max(t) * 1e3, med / base))
+
+
+if __name__ == "__main__":
+    main()
