@@ -79,7 +79,10 @@ static _Atomic uint32_t name_class[CLASS_CACHE];
 static unsigned classify(const termsight_session *s, uint32_t id, const char *text)
 {
     uint32_t tag = (s->generation & 0xffffffu) << 8;
-    if (id < CLASS_CACHE) {
+    /* Every name that found the table full shares TS_STR_OVERFLOW: its class is the text's,
+     * never cached under that id. */
+    int cached = id < CLASS_CACHE && id != TS_STR_OVERFLOW;
+    if (cached) {
         uint32_t v = atomic_load_explicit(&name_class[id], memory_order_relaxed);
         if ((v & ~0xffu) == tag && (v & CLS_KNOWN))
             return v & 0x7f;
@@ -91,7 +94,7 @@ static unsigned classify(const termsight_session *s, uint32_t id, const char *te
         c |= CLS_FP;
     if (s->bp_end_op && !strcmp(text, s->bp_end_op))
         c |= CLS_BP;
-    if (id < CLASS_CACHE)
+    if (cached)
         atomic_store_explicit(&name_class[id], tag | CLS_KNOWN | c, memory_order_relaxed);
     return c;
 }

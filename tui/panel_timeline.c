@@ -143,8 +143,12 @@ static void draw_axis(canvas *c, rect r, int y, int x0, int w, uint64_t start, u
     uint64_t first = latest >= start ? latest - (latest - start) / tick * tick
                                      : latest + (start - latest + tick - 1) / tick * tick;
     int free_from = x0;
-    for (uint64_t t = first; t <= end; t += tick) {
-        int x = x0 + (int)((double)(t - start) / (double)span * w + 0.5);
+    /* The times come from the segment: an empty span must not divide by zero, and a tick past
+     * UINT64_MAX must end the loop rather than wrap around to the start. */
+    int more = 1;
+    for (uint64_t t = first; more && t <= end; more = end - t >= tick, t += tick) {
+        double at = span ? (double)(t - start) / (double)span : 0;
+        int x = x0 + (int)(at * w + 0.5);
         x = x > x0 + w - 1 ? x0 + w - 1 : x;
         char lab[32], d[28];
         if (t == latest) {
