@@ -11,6 +11,9 @@ typedef struct cli_command {
     const char *summary;
     int (*run)(int argc, char **argv);
     void (*usage)(FILE *out);
+    /* Parses and checks argv as run does first, and does nothing else: 0 when run would go on,
+     * 2 with the message printed on bad usage (the option-parsing fuzz target calls it). */
+    int (*check)(int argc, char **argv);
 } cli_command;
 
 extern const cli_command cli_cmd_ls;

@@ -242,7 +242,15 @@ static int demo_live(char *const *argv)
     return tui_rc;
 }
 
-static int demo_run(int argc, char **argv)
+/* What demo_run acts on. */
+typedef struct demo_args {
+    const char *output, *workers;
+    long seconds; /* 0: the mode's default */
+    int headless, slow_map;
+} demo_args;
+
+/* Parses and checks argv into *args: 0, or 2 with the message printed. */
+static int demo_parse(int argc, char **argv, demo_args *args)
 {
     const char *output = DEMO_OUTPUT, *workers = NULL;
     long seconds = 0;
@@ -274,6 +282,29 @@ static int demo_run(int argc, char **argv)
         }
         i += has_value;
     }
+    *args = (demo_args){.output = output,
+                        .workers = workers,
+                        .seconds = seconds,
+                        .headless = headless,
+                        .slow_map = slow_map};
+    return 0;
+}
+
+/* cli_command.check: parses as run does and does nothing else. */
+static int demo_check(int argc, char **argv)
+{
+    demo_args args;
+    return demo_parse(argc, argv, &args);
+}
+
+static int demo_run(int argc, char **argv)
+{
+    demo_args args;
+    if (demo_parse(argc, argv, &args) != 0)
+        return 2;
+    const char *output = args.output, *workers = args.workers;
+    long seconds = args.seconds;
+    int headless = args.headless, slow_map = args.slow_map;
     if (!isatty(STDOUT_FILENO))
         headless = 1;
 
@@ -324,4 +355,5 @@ const cli_command cli_cmd_demo = {
     .summary = "train a small network under the live monitor (the main job)",
     .run = demo_run,
     .usage = demo_usage,
+    .check = demo_check,
 };

@@ -40,7 +40,8 @@ static int top_bad_usage(const char *fmt, const char *arg)
     return 2;
 }
 
-static int top_run(int argc, char **argv)
+/* Parses and checks argv into *out: 0, or 2 with the message printed. */
+static int top_parse(int argc, char **argv, tui_options *out)
 {
     tui_options o = {0};
     int positional_done = 0;
@@ -75,6 +76,22 @@ static int top_run(int argc, char **argv)
     }
     if (o.json && !o.once)
         return top_bad_usage("--json goes with --once%s", "");
+    *out = o;
+    return 0;
+}
+
+/* cli_command.check: parses as run does and does nothing else. */
+static int top_check(int argc, char **argv)
+{
+    tui_options o;
+    return top_parse(argc, argv, &o);
+}
+
+static int top_run(int argc, char **argv)
+{
+    tui_options o;
+    if (top_parse(argc, argv, &o) != 0)
+        return 2;
     char *cause = NULL;
     int rc = tui_main(&o, &cause);
     if (cause) {
@@ -89,4 +106,5 @@ const cli_command cli_cmd_top = {
     .summary = "watch a training process live (ncurses)",
     .run = top_run,
     .usage = top_usage,
+    .check = top_check,
 };

@@ -158,8 +158,7 @@ static int start_timer(void)
 
 /* ---- Step window ----------------------------------------------------------------------- */
 
-/* "A-B" with 1 <= A <= B. */
-static int parse_steps(const char *v, uint64_t *from, uint64_t *to)
+int autostart_parse_steps(const char *v, uint64_t *from, uint64_t *to)
 {
     char *end;
     errno = 0;
@@ -231,7 +230,7 @@ void autostart_ensure(void)
     termsight_options_init(&opts);
     uint64_t from = 0, to = 0;
     const char *steps = getenv("TERMSIGHT_STEPS");
-    if (steps && *steps && parse_steps(steps, &from, &to) != 0) {
+    if (steps && *steps && autostart_parse_steps(steps, &from, &to) != 0) {
         say_off("TERMSIGHT_STEPS=%s is not A-B with 1 <= A <= B", steps);
         pthread_mutex_unlock(&auto_lock);
         return;

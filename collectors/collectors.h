@@ -10,6 +10,7 @@
 #include "termsight/termsight.h"
 
 #include <pthread.h>
+#include <regex.h>
 #include <stdatomic.h>
 
 #define TS_MAX_QUEUES       256
@@ -112,6 +113,10 @@ struct termsight_session {
     _Atomic int steps_state;
 };
 
+/* Checks options as termsight_session_create does: TERMSIGHT_OK, or TERMSIGHT_E_INVALID with
+ * termsight_last_error() naming the option (or its environment variable when that is set). */
+int session_check_options(const termsight_options *o);
+
 /* The current session (NULL when none); set and cleared under the create lock. */
 extern termsight_session *_Atomic ts_session;
 
@@ -141,6 +146,8 @@ void api_thread_name_tid(uint32_t tid, uint32_t name);
  * installs the SIGINT/SIGTERM flush. Idempotent and thread-safe; prints one line on stderr only
  * when creation fails. */
 void autostart_ensure(void);
+/* Parses TERMSIGHT_STEPS' value "A-B" with 1 <= A <= B. Returns 0, or -1 when it is not that. */
+int autostart_parse_steps(const char *v, uint64_t *from, uint64_t *to);
 /* Step-window hooks for TERMSIGHT_STEPS (called by the step calls when s->steps_to is set). */
 void autostart_step_begin(termsight_session *s, uint64_t step);
 void autostart_step_end(termsight_session *s, uint64_t step);
@@ -150,6 +157,9 @@ void autostart_step_end(termsight_session *s, uint64_t step);
 /* Compiles the step pattern (TERMSIGHT_STEP_PATTERN, else the default) once. Returns 0, or -1
  * with a message in *why (static storage) when the pattern does not compile. */
 int nvtx_step_pattern_init(const char **why);
+/* Compiles pattern (NULL or empty: the default) into *re as the step pattern is compiled.
+ * Returns 0, or -1 with a message naming TERMSIGHT_STEP_PATTERN in why (cap bytes). */
+int nvtx_step_pattern_compile(const char *pattern, regex_t *re, char *why, size_t cap);
 
 /* ---- The recorder (recorder.c) --------------------------------------------------------- */
 

@@ -40,21 +40,27 @@ static int step_re_state; /* 0: not compiled yet, 1: compiled, -1: did not compi
 static char step_re_why[320];
 static pthread_once_t step_re_once = PTHREAD_ONCE_INIT;
 
+int nvtx_step_pattern_compile(const char *pattern, regex_t *re, char *why, size_t cap)
+{
+    if (!pattern || !*pattern)
+        pattern = STEP_PATTERN_DEFAULT;
+    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc == 0)
+        return 0;
+    char err[128];
+    regerror(rc, re, err, sizeof err);
+    snprintf(why, cap,
+             "TERMSIGHT_STEP_PATTERN=%.64s is not a POSIX extended regular expression: %s", pattern,
+             err);
+    return -1;
+}
+
 static void step_re_compile(void)
 {
-    const char *p = getenv("TERMSIGHT_STEP_PATTERN");
-    if (!p || !*p)
-        p = STEP_PATTERN_DEFAULT;
-    int rc = regcomp(&step_re, p, REG_EXTENDED | REG_NOSUB);
-    if (rc == 0) {
-        step_re_state = 1;
-        return;
-    }
-    char err[128];
-    regerror(rc, &step_re, err, sizeof err);
-    snprintf(step_re_why, sizeof step_re_why,
-             "TERMSIGHT_STEP_PATTERN=%.64s is not a POSIX extended regular expression: %s", p, err);
-    step_re_state = -1;
+    step_re_state = nvtx_step_pattern_compile(getenv("TERMSIGHT_STEP_PATTERN"), &step_re,
+                                              step_re_why, sizeof step_re_why) == 0
+                        ? 1
+                        : -1;
 }
 
 int nvtx_step_pattern_init(const char **why)

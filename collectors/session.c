@@ -119,7 +119,7 @@ static int bad_option(const char *field, const char *env, uint32_t value, const 
     return session_fail(TERMSIGHT_E_INVALID, "option %s=%u is invalid: %s", field, value, want);
 }
 
-static int check_options(const termsight_options *o)
+int session_check_options(const termsight_options *o)
 {
     if (o->struct_size < sizeof *o)
         return session_fail(TERMSIGHT_E_INVALID,
@@ -216,7 +216,7 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         termsight_options_init(&defaults);
         opts = &defaults;
     }
-    int rc = check_options(opts);
+    int rc = session_check_options(opts);
     if (rc)
         return rc;
 

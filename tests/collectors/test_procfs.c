@@ -244,6 +244,7 @@ static void *burn(void *arg)
             x += (uint64_t)i * i;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     } while (t.tv_sec * 1000000000L + t.tv_nsec < 300000000L);
+    (void)x;
     return NULL;
 }
 
