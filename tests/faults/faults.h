@@ -61,11 +61,7 @@ static inline int faults_main(const char *name, int timeout, const TTest *const 
     for (; *tests; tests++)
         tcase_add_test(tc, *tests);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tests_run(s);
 }
 
 /* ---- The fault_emitter child ($FAULT_EMITTER) ----------------------------------------------- */
