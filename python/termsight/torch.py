@@ -133,18 +133,23 @@ def _name_modules(model):
 
 
 class _OpNames:
-    """Interned (name, type) ids per (scope, operator), for the session they were made in."""
+    """Interned (name, type) ids per (scope, operator), for the session they were made in.
+    refresh() at the start of every block the mode covers: a session replaced in between gets
+    fresh ids (ids belong to one session); within a block get() makes no library call for a
+    pair it has seen."""
 
     def __init__(self, lib):
         self._lib = lib
         self._ids = {}
         self._session = None
 
-    def get(self, scope, op):
+    def refresh(self):
         session = self._lib.termsight_session_current()
         if session != self._session:
             self._ids.clear()
             self._session = session
+
+    def get(self, scope, op):
         key = (scope, op)
         ids = self._ids.get(key)
         if ids is None:
@@ -170,27 +175,37 @@ def _dispatch_mode_class(torch):
 
         def __init__(self, lib):
             super().__init__()
-            self._lib = lib
             self._names = _OpNames(lib)
             self._op_names = {}
+            self._ids = {}  # (scope, func) -> (name id, type id), cleared with the names
+            self._begin = lib.termsight_range_begin_id
+            self._end = lib.termsight_range_end
+
+        def __enter__(self):
+            before = self._names._session
+            self._names.refresh()
+            if self._names._session != before:
+                self._ids.clear()
+            return super().__enter__()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            op = self._op_names.get(func)
-            if op is None:
-                schema = getattr(func, "_schema", None)
-                op = schema.name if schema is not None else str(func)
-                self._op_names[func] = op
             # The innermost module below the root ("features.0"): qualified names already hold
             # the path; outside every module (backward, the optimizer) no scope.
             stack = _scopes.stack
             scope = stack[-1] if len(stack) > 1 else ""
-            n, t = self._names.get(scope, op)
-            lib = self._lib
-            lib.termsight_range_begin_id(n, t)
+            ids = self._ids.get((scope, func))
+            if ids is None:
+                op = self._op_names.get(func)
+                if op is None:
+                    schema = getattr(func, "_schema", None)
+                    op = schema.name if schema is not None else str(func)
+                    self._op_names[func] = op
+                ids = self._ids[(scope, func)] = self._names.get(scope, op)
+            self._begin(ids[0], ids[1])
             try:
                 return func(*args, **(kwargs or {}))
             finally:
-                lib.termsight_range_end()
+                self._end()
 
     _mode_class.append(AtenRanges)
     return AtenRanges
