@@ -18,6 +18,20 @@ JOBS=${FUZZ_JOBS:-2}
 
 log() { printf 'fuzz: %s\n' "$*"; }
 
+all_targets=(fuzz_recording fuzz_segment fuzz_nvtx fuzz_procfs fuzz_options fuzz_tui_canvas)
+for a in "$@"; do
+    case " ${all_targets[*]} " in
+    *" $a "*) ;;
+    *)
+        case $a in
+        -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        esac
+        log "error: unknown target '$a' (the targets: ${all_targets[*]})" >&2
+        exit 2
+        ;;
+    esac
+done
+
 if ! command -v clang >/dev/null; then
     log "error: the fuzz targets need clang (bash scripts/setup.sh installs it)" >&2
     exit 1
@@ -38,7 +52,7 @@ cmake --build "$BUILD_DIR" -j"$JOBS" --target fuzz_targets >/dev/null
 
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-    targets=(fuzz_recording fuzz_segment fuzz_nvtx fuzz_procfs fuzz_options fuzz_tui_canvas)
+    targets=("${all_targets[@]}")
 fi
 
 # Stats from libFuzzer's -print_final_stats lines.
