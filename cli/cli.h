@@ -5,15 +5,14 @@
 #include <stdio.h>
 
 /* One subcommand. run gets argv with argv[0] the subcommand's name, and returns the exit
- * status: 0 success, 1 failure (a message printed on stderr), 2 bad usage. */
+ * status: 0 success, 1 failure (a message printed on stderr), 2 bad usage. With check set it
+ * only parses and checks argv, and returns 0 where it would have gone on (the option-parsing
+ * fuzz target calls it so). */
 typedef struct cli_command {
     const char *name;
     const char *summary;
-    int (*run)(int argc, char **argv);
+    int (*run)(int argc, char **argv, int check);
     void (*usage)(FILE *out);
-    /* Parses and checks argv as run does first, and does nothing else: 0 when run would go on,
-     * 2 with the message printed on bad usage (the option-parsing fuzz target calls it). */
-    int (*check)(int argc, char **argv);
 } cli_command;
 
 extern const cli_command cli_cmd_ls;

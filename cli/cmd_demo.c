@@ -242,15 +242,7 @@ static int demo_live(char *const *argv)
     return tui_rc;
 }
 
-/* What demo_run acts on. */
-typedef struct demo_args {
-    const char *output, *workers;
-    long seconds; /* 0: the mode's default */
-    int headless, slow_map;
-} demo_args;
-
-/* Parses and checks argv into *args: 0, or 2 with the message printed. */
-static int demo_parse(int argc, char **argv, demo_args *args)
+static int demo_run(int argc, char **argv, int check)
 {
     const char *output = DEMO_OUTPUT, *workers = NULL;
     long seconds = 0;
@@ -282,29 +274,8 @@ static int demo_parse(int argc, char **argv, demo_args *args)
         }
         i += has_value;
     }
-    *args = (demo_args){.output = output,
-                        .workers = workers,
-                        .seconds = seconds,
-                        .headless = headless,
-                        .slow_map = slow_map};
-    return 0;
-}
-
-/* cli_command.check: parses as run does and does nothing else. */
-static int demo_check(int argc, char **argv)
-{
-    demo_args args;
-    return demo_parse(argc, argv, &args);
-}
-
-static int demo_run(int argc, char **argv)
-{
-    demo_args args;
-    if (demo_parse(argc, argv, &args) != 0)
-        return 2;
-    const char *output = args.output, *workers = args.workers;
-    long seconds = args.seconds;
-    int headless = args.headless, slow_map = args.slow_map;
+    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
+        return 0;
     if (!isatty(STDOUT_FILENO))
         headless = 1;
 
@@ -355,5 +326,4 @@ const cli_command cli_cmd_demo = {
     .summary = "train a small network under the live monitor (the main job)",
     .run = demo_run,
     .usage = demo_usage,
-    .check = demo_check,
 };

@@ -90,7 +90,7 @@ int main(int argc, char **argv)
                 return 0;
             }
         }
-        return commands[i]->run(argc - 1, argv + 1);
+        return commands[i]->run(argc - 1, argv + 1, 0);
     }
     cli_error("unknown command '%s'", argv[1]);
     usage(stderr);

@@ -1,5 +1,5 @@
 /* libFuzzer target for option parsing: the command line of every termsight command (their
- * cli_command.check, which parses as run does and acts on nothing) and the collector's
+ * cli_command.run with check set, which parses and acts on nothing) and the collector's
  * environment (termsight_options_init and session_check_options, TERMSIGHT_STEPS, the
  * TERMSIGHT_DELAY_S/DURATION_S seconds, the step pattern).
  *
@@ -66,7 +66,7 @@ static void command_line(const uint8_t *data, size_t size)
     int argc = 1 + (size > 1 ? split(text, size - 1, argv + 1, ARGS_MAX) : 0);
     argv[argc] = NULL;
     if (patterns_testable(argc, argv)) {
-        int rc = cmd->check(argc, argv);
+        int rc = cmd->run(argc, argv, 1);
         FUZZ_CHECK(rc == 0 || rc == 2);
     }
     free(text);
@@ -76,7 +76,7 @@ static void command_line(const uint8_t *data, size_t size)
 static int run_accepts(const char *opt, const char *value)
 {
     char *argv[] = {"run", (char *)opt, (char *)value, "--", "true", NULL};
-    return cli_cmd_run.check(5, argv) == 0;
+    return cli_cmd_run.run(5, argv, 1) == 0;
 }
 
 /* The collector's options from the environment as it is now. */
