@@ -97,6 +97,7 @@ class _Scopes(threading.local):
 _scopes = _Scopes()
 _hooks_lock = threading.Lock()
 _hooks = []  # the global module hooks, installed once
+_module_names = {}  # id(module) -> its qualified name, from the models given to ops()/steps()
 
 
 def _install_module_hooks(torch):
@@ -105,10 +106,9 @@ def _install_module_hooks(torch):
     with _hooks_lock:
         if _hooks:
             return
-        names = {}
 
         def pre(module, _inputs):
-            n = names.get(id(module))
+            n = _module_names.get(id(module))
             if n is None:
                 n = type(module).__name__
             _scopes.stack.append(n)
@@ -120,16 +120,14 @@ def _install_module_hooks(torch):
         reg = torch.nn.modules.module
         _hooks.append(reg.register_module_forward_pre_hook(pre))
         _hooks.append(reg.register_module_forward_hook(post))
-        _hooks.append(names)
 
 
 def _name_modules(model):
     """Gives the modules of model their qualified names for the operator names."""
     if model is None:
         return
-    names = _hooks[2]
     for qual, module in model.named_modules():
-        names[id(module)] = qual or type(module).__name__
+        _module_names[id(module)] = qual or type(module).__name__
 
 
 class _OpNames:
