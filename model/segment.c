@@ -70,6 +70,10 @@ static void copy_str(char *dst, size_t cap, const char *src)
     dst[n] = 0;
 }
 
+/* Where POSIX shared memory objects live as files on Linux: "/termsight-1" is SHM_DIR
+ * "/termsight-1". */
+#define SHM_DIR "/dev/shm"
+
 static void shm_name_of(pid_t pid, char *out, size_t cap)
 {
     snprintf(out, cap, "/" TS_SEGMENT_PREFIX "%d", (int)pid);
@@ -104,7 +108,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
          * without cleaning up; another user's we must not touch. lstat, not open: whatever is
          * there (a link, a FIFO) is judged by its own owner, never followed or opened. */
         char path[80];
-        snprintf(path, sizeof path, "/dev/shm%s", s->name);
+        snprintf(path, sizeof path, SHM_DIR "%s", s->name);
         struct stat st;
         if (lstat(path, &st) == 0 && st.st_uid != geteuid()) {
             int r = cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
@@ -120,7 +124,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         char name[64];
         copy_str(name, sizeof name, s->name);
         free(s);
-        return cause_set(cause, "cannot create shared memory /dev/shm%s: %s", name, strerror(e));
+        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
     }
     if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0) {
         int e = errno;
@@ -367,7 +371,7 @@ static int segment_alive(pid_t pid, const char *shm_name)
     if (!f)
         return 1; /* exists, cannot tell more */
     char want[80];
-    snprintf(want, sizeof want, "/dev/shm%s", shm_name);
+    snprintf(want, sizeof want, SHM_DIR "%s", shm_name);
     size_t wl = strlen(want);
     char line[4096];
     int found = 0;
@@ -409,9 +413,9 @@ static int by_pid(const void *a, const void *b)
 int segment_list(segment_info **out, char **cause)
 {
     *out = NULL;
-    DIR *d = opendir("/dev/shm");
+    DIR *d = opendir(SHM_DIR);
     if (!d)
-        return cause_set(cause, "cannot read /dev/shm: %s", strerror(errno));
+        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
     segment_info *list = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
