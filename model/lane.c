@@ -5,40 +5,40 @@
  * the producer never writes a slot the consumer has not released, so a full ring drops. The
  * observer (another process, read-only) copies slots and then re-reads head: a slot whose index
  * is at least cap below head may have been rewritten during the copy, and is counted as missed,
- * the way a sequence lock's reader retries. */
+ * the way a sequence lock's reader retries.
+ *
+ * In the segment's creator, producer and consumer go by control blocks in its own memory
+ * (segment_lane_ctl) and keep the segment's lane records as mirrors for observers: a monitor
+ * that rewrites a head or a tail there misleads only itself. */
 #include "model.h"
 
 #include <string.h>
 
-static uint32_t lanes_claimable(const segment *s)
-{
-    return segment_header(s)->lane_count;
-}
-
 int lane_claim(const segment *s, uint32_t tid, lane_writer *w)
 {
-    ts_segment_header *h = segment_header(s);
-    uint32_t n = lanes_claimable(s);
-    for (uint32_t i = 0; i < n; i++) {
-        ts_lane *l = segment_lane(s, i);
+    const segment_geometry *g = segment_geometry_of(s);
+    for (uint32_t i = 0; i < g->lane_count; i++) {
+        ts_lane *l = segment_lane_ctl(s, i);
         uint32_t expect = TS_LANE_FREE;
         if (atomic_load_explicit(&l->state, memory_order_relaxed) != TS_LANE_FREE ||
             !atomic_compare_exchange_strong_explicit(&l->state, &expect, TS_LANE_OWNED,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
         atomic_store_explicit(&l->tid, tid, memory_order_relaxed);
-        atomic_fetch_add_explicit(&l->generation, 1, memory_order_relaxed);
+        uint64_t gen = atomic_fetch_add_explicit(&l->generation, 1, memory_order_relaxed) + 1;
         w->lane = l;
+        w->mirror = segment_lane(s, i);
         w->ring = segment_ring(s, i);
-        w->mask = h->lane_events - 1;
+        w->mask = g->lane_events - 1;
         /* A reclaimed lane was drained: head == tail, and indexes go on from there. */
         w->head = atomic_load_explicit(&l->head, memory_order_relaxed);
         w->cached_tail = atomic_load_explicit(&l->tail, memory_order_acquire);
-        uint32_t used = atomic_load_explicit(&h->lanes_used, memory_order_relaxed);
-        while (used < i + 1 &&
-               !atomic_compare_exchange_weak_explicit(&h->lanes_used, &used, i + 1,
-                                                      memory_order_release, memory_order_relaxed))
-            ;
+        if (w->mirror != l) {
+            atomic_store_explicit(&w->mirror->tid, tid, memory_order_relaxed);
+            atomic_store_explicit(&w->mirror->generation, gen, memory_order_relaxed);
+            atomic_store_explicit(&w->mirror->state, TS_LANE_OWNED, memory_order_relaxed);
+        }
+        segment_lane_claimed(s, i);
         return 0;
     }
     return -1;
@@ -48,6 +48,9 @@ void lane_retire(lane_writer *w)
 {
     if (!w->lane)
         return;
+    /* The mirror first: once the control block says RETIRED the consumer may free the lane. */
+    if (w->mirror != w->lane)
+        atomic_store_explicit(&w->mirror->state, TS_LANE_RETIRED, memory_order_relaxed);
     /* Release: the consumer that sees RETIRED sees every head we published. */
     atomic_store_explicit(&w->lane->state, TS_LANE_RETIRED, memory_order_release);
     memset(w, 0, sizeof *w);
@@ -58,15 +61,15 @@ size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, c
 {
     *a = *b = NULL;
     *na = *nb = 0;
-    ts_lane *l = segment_lane(s, i);
+    ts_lane *l = segment_lane_ctl(s, i);
     ts_event *ring = segment_ring(s, i);
     if (!l || !ring)
         return 0;
-    uint64_t cap = segment_header(s)->lane_events;
+    uint64_t cap = segment_geometry_of(s)->lane_events;
     uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed);
     uint64_t n = head - tail;
-    if (n > cap) /* only a damaged lane; never read more than one ring */
+    if (n > cap) /* only a damaged lane (an attacher's view); never read more than one ring */
         n = cap;
     uint64_t start = tail & (cap - 1);
     uint64_t first = cap - start < n ? cap - start : n;
@@ -81,24 +84,32 @@ size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, c
 
 void lane_consume(const segment *s, uint32_t i, size_t n)
 {
-    ts_lane *l = segment_lane(s, i);
+    ts_lane *l = segment_lane_ctl(s, i);
+    ts_lane *mirror = segment_lane(s, i);
     if (!l || !n)
         return;
-    uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed);
-    atomic_store_explicit(&l->tail, tail + n, memory_order_release);
+    uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
+    atomic_store_explicit(&l->tail, tail, memory_order_release);
+    if (mirror != l)
+        atomic_store_explicit(&mirror->tail, tail, memory_order_relaxed);
 }
 
 int lane_reclaim(const segment *s, uint32_t i)
 {
-    ts_lane *l = segment_lane(s, i);
+    ts_lane *l = segment_lane_ctl(s, i);
+    ts_lane *mirror = segment_lane(s, i);
     if (!l || atomic_load_explicit(&l->state, memory_order_acquire) != TS_LANE_RETIRED)
         return 0;
     uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
     if (head != atomic_load_explicit(&l->tail, memory_order_relaxed))
         return 0;
     uint32_t expect = TS_LANE_RETIRED;
-    return atomic_compare_exchange_strong_explicit(&l->state, &expect, TS_LANE_FREE,
-                                                   memory_order_release, memory_order_relaxed);
+    if (!atomic_compare_exchange_strong_explicit(&l->state, &expect, TS_LANE_FREE,
+                                                 memory_order_release, memory_order_relaxed))
+        return 0;
+    if (mirror != l)
+        atomic_store_explicit(&mirror->state, TS_LANE_FREE, memory_order_relaxed);
+    return 1;
 }
 
 /* Word by word with atomic loads: the producer may be rewriting the slot; what we copy is
@@ -118,7 +129,7 @@ size_t lane_observe(const segment *s, uint32_t i, uint64_t *cursor, ts_event *ou
     ts_event *ring = segment_ring(s, i);
     if (!l || !ring)
         return 0;
-    uint64_t cap = segment_header(s)->lane_events;
+    uint64_t cap = segment_geometry_of(s)->lane_events;
     uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
     uint64_t cur = *cursor;
     if (cur > head) /* the lane was reset or damaged: follow it from where it is */

@@ -12,7 +12,7 @@
 
 static ts_mailbox *mailbox_of(const segment *s)
 {
-    return segment_at(s, segment_header(s)->mailbox_off, sizeof(ts_mailbox));
+    return segment_at(s, segment_geometry_of(s)->mailbox_off, sizeof(ts_mailbox));
 }
 
 const char *mailbox_cmd_name(uint32_t cmd)

@@ -219,7 +219,7 @@ static inline uint64_t tsclock_now(const tsclock *c)
 /* ------------------------------------------------------------------------------------------ */
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  1
+#define TS_SEGMENT_MAJOR  2
 #define TS_SEGMENT_MINOR  0
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
@@ -266,7 +266,9 @@ typedef struct ts_segment_header {
     uint64_t string_arena_off;
     uint64_t mailbox_off;
 
-    /* Live state, written by the collector. */
+    /* Live state, written by the collector: mirrors of what it keeps in its own memory, for
+     * monitors. Any process of the user can write here, so the collector never reads these
+     * back; the lanes' records are mirrors too (segment_lane_ctl). */
     _Atomic uint32_t state;        /* enum ts_state */
     _Atomic uint32_t lanes_used;   /* lanes ever claimed, for readers' scans */
     _Atomic uint32_t string_count; /* ids published */
@@ -274,11 +276,14 @@ typedef struct ts_segment_header {
     _Atomic uint64_t events_recorded;
     _Atomic uint64_t drops; /* events lost for any reason */
     _Atomic uint64_t bytes_recorded;
-    _Atomic uint64_t string_drops; /* names that did not fit */
-    _Atomic uint64_t heartbeat_ns; /* recorder's last loop, collector clock */
-    _Atomic uint32_t window;       /* collection windows started */
-    _Atomic uint32_t record_error; /* nonzero: recording stopped (errno) */
-    char record_notice[256];       /* why recording stopped; valid when record_error != 0 */
+    _Atomic uint64_t string_drops;     /* names that did not fit */
+    _Atomic uint64_t heartbeat_ns;     /* recorder's last loop, collector clock */
+    _Atomic uint32_t window;           /* collection windows started */
+    _Atomic uint32_t record_error;     /* nonzero: recording stopped (errno) */
+    char record_notice[256];           /* why recording stopped; valid when record_error != 0 */
+    _Atomic uint32_t strings_recorded; /* ids written to the recording so far */
+    uint32_t reserved0;
+    _Atomic uint64_t write_drops; /* events lost because the recording could not be written */
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -305,6 +310,20 @@ _Static_assert(sizeof(ts_lane) == 192, "ts_lane layout");
 _Static_assert(sizeof(ts_segment_header) <= 4096, "header fits its page");
 
 typedef struct segment segment;
+
+/* The layout of a segment, copied from its header once, when it is created or validated: every
+ * later access goes by this copy, never by the header, which another process may rewrite. */
+typedef struct segment_geometry {
+    uint32_t lane_count;
+    uint32_t lane_events;
+    uint32_t string_max;
+    uint32_t string_arena;
+    uint64_t lanes_off;
+    uint64_t rings_off;
+    uint64_t string_index_off;
+    uint64_t string_arena_off;
+    uint64_t mailbox_off;
+} segment_geometry;
 
 typedef struct segment_config {
     pid_t pid;              /* name and header pid; 0 means getpid() */
@@ -348,9 +367,24 @@ ts_segment_header *segment_header(const segment *s);
 uint64_t segment_size(const segment *s);
 const char *segment_shm_name(const segment *s);
 
-/* The lane record and ring of lane i, or NULL when i is out of range. */
+const segment_geometry *segment_geometry_of(const segment *s);
+
+/* The lane record and ring of lane i in the segment, or NULL when i is out of range. */
 ts_lane *segment_lane(const segment *s, uint32_t i);
 ts_event *segment_ring(const segment *s, uint32_t i);
+
+/* The control block that lane i's producer and consumer go by: for the segment's creator a
+ * private copy in its own memory, which no other process can write (segment_lane is then only
+ * its mirror, for observers); for an attacher the segment's record itself. NULL when i is out of
+ * range. */
+ts_lane *segment_lane_ctl(const segment *s, uint32_t i);
+
+/* Lanes ever claimed (readers scan this many): the creator's own count, or the header's, capped
+ * at the lane count, for an attacher. */
+uint32_t segment_lanes_used(const segment *s);
+
+/* Lane i was claimed: the count of lanes used (and its mirror) grows to cover it. */
+void segment_lane_claimed(const segment *s, uint32_t i);
 
 /* What `termsight ls` shows about one segment found in /dev/shm. */
 typedef struct segment_info {
@@ -379,7 +413,8 @@ int segment_remove_stale(pid_t pid, char **cause);
 
 /* The producer's private view of its lane (thread-local in the collector). */
 typedef struct lane_writer {
-    ts_lane *lane;
+    ts_lane *lane;   /* segment_lane_ctl: what producer and consumer go by */
+    ts_lane *mirror; /* segment_lane: the copy observers read; never read back */
     ts_event *ring;
     uint64_t mask;
     uint64_t head;        /* our copy of lane->head */
@@ -400,7 +435,8 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
     if (h - w->cached_tail > w->mask) {
         w->cached_tail = atomic_load_explicit(&w->lane->tail, memory_order_acquire);
         if (h - w->cached_tail > w->mask) {
-            atomic_fetch_add_explicit(&w->lane->drops, 1, memory_order_relaxed);
+            uint64_t d = atomic_fetch_add_explicit(&w->lane->drops, 1, memory_order_relaxed);
+            atomic_store_explicit(&w->mirror->drops, d + 1, memory_order_relaxed);
             return 0;
         }
     }
@@ -424,6 +460,7 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
     __atomic_store_n(&to[7], ev->v1, __ATOMIC_RELAXED);
     w->head = h + 1;
     atomic_store_explicit(&w->lane->head, h + 1, memory_order_release);
+    atomic_store_explicit(&w->mirror->head, h + 1, memory_order_release);
     return 1;
 }
 
@@ -461,6 +498,13 @@ void strtab_destroy(strtab *t);
 /* The id of these bytes (any bytes, len up to TS_NAME_MAX; longer is cut and *truncated set when
  * truncated is not NULL). A full table yields TS_STR_OVERFLOW and counts the miss. */
 uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated);
+
+/* Ids interned so far (the writer's own count). */
+uint32_t strtab_count(const strtab *t);
+
+/* The writer's lookup: the bytes of id, or NULL when id was not interned or its entry, which
+ * lives in shared memory, is out of bounds. */
+const char *strtab_name(const strtab *t, uint32_t id, uint32_t *len);
 
 /* Reader (any process): the bytes of id, or NULL when id is unpublished or its entry is out of
  * bounds. */
@@ -533,6 +577,9 @@ void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *
 #define TS_RECORDING_MINOR 0 /* recording_meta.minor: compatible additions */
 #define TS_RECORDING_FILE  "events.tsr"
 #define TS_RECORDING_DIR   "recording"
+/* Beside the recording while it is written: disk space kept so that a recording that a full disk
+ * stopped can still be closed with a note of what was lost. Removed at the end. */
+#define TS_RECORDING_RESERVE "events.reserve"
 
 enum ts_chunk_type {
     TS_CHUNK_META = 1,    /* recording_meta */
@@ -576,6 +623,15 @@ uint64_t recording_bytes(const recording_writer *w);
 uint64_t recording_events(const recording_writer *w);
 
 int recording_writer_close(recording_writer *w, char **cause);
+
+/* After a collector's process ended without closing its session (a signal, _exit): appends to
+ * the recording in dir what its segment (attached; read-only is enough) still holds: the names
+ * the recorder had not written, the events every lane held past its last drain, a stop marker for
+ * a window left open and a CONFIG event "ended" whose value is why. *events: the lanes' events
+ * copied. Returns 0 (nothing done when the session never opened a window or closed its recording
+ * itself), -1 with *cause when the recording cannot be written. */
+int recording_salvage(const segment *seg, const char *dir, const char *why, uint64_t *events,
+                      char **cause);
 
 typedef struct recording_reader recording_reader;
 

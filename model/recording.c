@@ -83,6 +83,8 @@ static uLong chunk_crc_header(const chunk_header *h)
 
 struct recording_writer {
     int fd;
+    dev_t dev; /* the file fd was opened on: checked before every write */
+    ino_t ino;
     char *path;
     uint64_t seq;
     uint64_t bytes;
@@ -94,9 +96,27 @@ static int writer_fail(const recording_writer *w, int err, char **cause)
     return cause_set(cause, "cannot write %s: %s", w->path, strerror(err));
 }
 
+/* Whether fd still names the file it was opened on. A program may close every descriptor it
+ * did not open and open its own files under the same numbers (daemons, some launchers): the
+ * writer must then stop, never write into them. (The collector's recorder keeps its descriptors
+ * in a table of its own where the system allows, where this always holds; elsewhere this check
+ * narrows the window to the instant between it and the write.) */
+static int writer_owns_fd(const recording_writer *w)
+{
+    struct stat st;
+    return fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino;
+}
+
 /* Writes every iovec, across EINTR and short writes. iov is consumed. */
 static int writer_writev(recording_writer *w, struct iovec *iov, int iovcnt, char **cause)
 {
+    if (!writer_owns_fd(w)) {
+        errno = EBADF;
+        return cause_set(cause,
+                         "cannot write %s: its descriptor %d was closed or reused by the program, "
+                         "so recording stops",
+                         w->path, w->fd);
+    }
     while (iovcnt > 0) {
         ssize_t n = writev(w->fd, iov, iovcnt);
         if (n < 0) {
@@ -263,6 +283,8 @@ int recording_writer_open(const char *dir, const recording_meta *meta, recording
         recording_writer_close(w, NULL);
         return -1;
     }
+    w->dev = st.st_dev;
+    w->ino = st.st_ino;
     /* A torn chunk left by an earlier writer: realign so the reader finds what follows. */
     uint32_t pad = pad8((uint32_t)(st.st_size & 7));
     if (pad) {
@@ -372,6 +394,9 @@ int recording_append_events(recording_writer *w, const ts_event *a, size_t na, c
 
 int recording_sync(recording_writer *w, char **cause)
 {
+    if (!writer_owns_fd(w))
+        return cause_set(cause, "cannot sync %s: its descriptor %d was closed or reused", w->path,
+                         w->fd);
     while (fdatasync(w->fd) < 0) {
         if (errno != EINTR)
             return cause_set(cause, "cannot sync %s: %s", w->path, strerror(errno));
@@ -394,8 +419,9 @@ int recording_writer_close(recording_writer *w, char **cause)
     if (!w)
         return 0;
     int rc = 0;
-    /* close() is not retried on EINTR: on Linux the descriptor is gone either way. */
-    if (w->fd >= 0 && close(w->fd) < 0)
+    /* close() is not retried on EINTR: on Linux the descriptor is gone either way. A descriptor
+     * that now names someone else's file is theirs to close. */
+    if (w->fd >= 0 && writer_owns_fd(w) && close(w->fd) < 0)
         rc = cause_set(cause, "cannot close %s: %s", w->path, strerror(errno));
     free(w->path);
     free(w);

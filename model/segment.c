@@ -32,7 +32,25 @@ struct segment {
     uint64_t size;
     int writable;
     char name[64];
+    segment_geometry g; /* the validated layout, never re-read from the header */
+    /* The creator's: the lanes' control blocks and the count of lanes claimed, in its own
+     * memory (the segment holds their mirrors). NULL and unused in an attacher. */
+    ts_lane *ctl;
+    _Atomic uint32_t lanes_used;
 };
+
+static void geometry_from(segment *s, const ts_segment_header *h)
+{
+    s->g = (segment_geometry){.lane_count = h->lane_count,
+                              .lane_events = h->lane_events,
+                              .string_max = h->string_max,
+                              .string_arena = h->string_arena,
+                              .lanes_off = h->lanes_off,
+                              .rings_off = h->rings_off,
+                              .string_index_off = h->string_index_off,
+                              .string_arena_off = h->string_arena_off,
+                              .mailbox_off = h->mailbox_off};
+}
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
@@ -173,6 +191,15 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->string_index_off = l.string_index_off;
     h->string_arena_off = l.string_arena_off;
     h->mailbox_off = l.mailbox_off;
+    geometry_from(s, h);
+    s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
+    if (!s->ctl) {
+        munmap(base, l.size);
+        shm_unlink(s->name);
+        free(s);
+        return cause_set(cause, "out of memory");
+    }
+    memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     h->magic = TS_SEGMENT_MAGIC;
@@ -259,6 +286,7 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
     s->size = size;
     s->writable = writable;
     copy_str(s->name, sizeof s->name, label);
+    geometry_from(s, base);
     *out = s;
     return 0;
 }
@@ -303,6 +331,7 @@ void segment_close(segment *s, int remove)
     if (remove)
         segment_unlink(s);
     munmap(s->base, s->size);
+    free(s->ctl);
     free(s);
 }
 
@@ -313,10 +342,9 @@ void segment_unlink(const segment *s)
     /* The rings hold most of the pages; give them back now. A late writer still finds mapped
      * memory (a fresh zero page), never a fault. */
     if (s->writable) {
-        const ts_segment_header *h = segment_header(s);
-        uint64_t len = (uint64_t)h->lane_count * h->lane_events * sizeof(ts_event);
-        if (segment_at(s, h->rings_off, len))
-            madvise(s->base + h->rings_off, len, MADV_REMOVE);
+        uint64_t len = (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event);
+        if (segment_at(s, s->g.rings_off, len))
+            madvise(s->base + s->g.rings_off, len, MADV_REMOVE);
     }
 }
 
@@ -342,21 +370,55 @@ const char *segment_shm_name(const segment *s)
     return s->name;
 }
 
+const segment_geometry *segment_geometry_of(const segment *s)
+{
+    return &s->g;
+}
+
 ts_lane *segment_lane(const segment *s, uint32_t i)
 {
-    const ts_segment_header *h = segment_header(s);
-    if (i >= h->lane_count)
+    if (i >= s->g.lane_count)
         return NULL;
-    return segment_at(s, h->lanes_off + (uint64_t)i * sizeof(ts_lane), sizeof(ts_lane));
+    return segment_at(s, s->g.lanes_off + (uint64_t)i * sizeof(ts_lane), sizeof(ts_lane));
 }
 
 ts_event *segment_ring(const segment *s, uint32_t i)
 {
-    const ts_segment_header *h = segment_header(s);
-    if (i >= h->lane_count)
+    if (i >= s->g.lane_count)
         return NULL;
-    uint64_t bytes = (uint64_t)h->lane_events * sizeof(ts_event);
-    return segment_at(s, h->rings_off + (uint64_t)i * bytes, bytes);
+    uint64_t bytes = (uint64_t)s->g.lane_events * sizeof(ts_event);
+    return segment_at(s, s->g.rings_off + (uint64_t)i * bytes, bytes);
+}
+
+ts_lane *segment_lane_ctl(const segment *s, uint32_t i)
+{
+    if (!s->ctl)
+        return segment_lane(s, i);
+    return i < s->g.lane_count ? &s->ctl[i] : NULL;
+}
+
+uint32_t segment_lanes_used(const segment *s)
+{
+    uint32_t used =
+        s->ctl ? atomic_load_explicit(&((segment *)s)->lanes_used, memory_order_acquire)
+               : atomic_load_explicit(&segment_header(s)->lanes_used, memory_order_acquire);
+    return used < s->g.lane_count ? used : s->g.lane_count;
+}
+
+static void raise_to(_Atomic uint32_t *v, uint32_t n)
+{
+    uint32_t cur = atomic_load_explicit(v, memory_order_relaxed);
+    while (cur < n && !atomic_compare_exchange_weak_explicit(v, &cur, n, memory_order_release,
+                                                             memory_order_relaxed))
+        ;
+}
+
+void segment_lane_claimed(const segment *s, uint32_t i)
+{
+    if (s->ctl)
+        raise_to(&((segment *)s)->lanes_used, i + 1);
+    /* The mirror only ever grows, whatever another process wrote into it. */
+    raise_to(&segment_header(s)->lanes_used, i + 1);
 }
 
 /* Alive means the process exists and still maps this very object (not a deleted one, not a pid

@@ -2,8 +2,10 @@
  *
  * Shared part (readable by any process): an index of arena offsets and an arena of entries
  * {uint32 length, bytes, NUL}, 4-byte aligned; header->string_count publishes ids with a release
- * store after their entry is written. Process-local part: an open-addressing hash of
- * (hash, id) words, read lock-free; inserts (a name's first use) take a mutex. */
+ * store after their entry is written. Process-local part: the writer's own copy of the index and
+ * the arena (what it reads, since any process of the user can write into the segment) and an
+ * open-addressing hash of (hash, id) words, read lock-free; inserts (a name's first use) take a
+ * mutex. */
 #include "model.h"
 
 #include <pthread.h>
@@ -12,10 +14,19 @@
 
 struct strtab {
     const segment *seg;
-    uint32_t *index;
+    uint32_t *index; /* the segment's, for other processes */
     char *arena;
     uint32_t max;
     uint32_t arena_size;
+    /* The writer's own copies: another process may rewrite anything in the segment, so the
+     * writer's lookups and the recorder go by these, and the segment's index, arena and the
+     * header's string_count, string_used and string_drops are mirrors, never read back. The
+     * arena copy's pages are touched as names arrive, like the segment's. */
+    uint32_t *own_index;
+    char *own_arena;
+    _Atomic uint32_t count;
+    uint32_t used;
+    _Atomic uint64_t drops;
     _Atomic uint64_t *slots; /* 0 empty, else hash32 << 32 | id, hash32 never 0 */
     uint64_t mask;
     pthread_mutex_t lock;
@@ -37,10 +48,30 @@ static uint32_t hash32(uint64_t h)
     return v ? v : 1;
 }
 
+/* The entry of id in an index and arena of max ids and arena_size bytes. An offset or a length
+ * read from shared memory may be anything: both are checked. */
+static const char *entry_of(const uint32_t *index, const char *arena, uint32_t max,
+                            uint32_t arena_size, uint32_t count, uint32_t id, uint32_t *len)
+{
+    if (id >= count || id >= max || !index || !arena)
+        return NULL;
+    uint32_t off = __atomic_load_n(&index[id], __ATOMIC_RELAXED);
+    if ((uint64_t)off + sizeof(uint32_t) > arena_size)
+        return NULL;
+    const char *e = arena + off;
+    uint32_t l;
+    memcpy(&l, e, sizeof l);
+    if ((uint64_t)l + 1 > (uint64_t)arena_size - off - sizeof(uint32_t) || l > TS_NAME_MAX)
+        return NULL;
+    if (len)
+        *len = l;
+    return e + sizeof(uint32_t);
+}
+
 static int entry_matches(const strtab *t, uint32_t id, const char *bytes, size_t len)
 {
     uint32_t elen;
-    const char *e = strtab_get(t->seg, id, &elen);
+    const char *e = strtab_name(t, id, &elen);
     return e && elen == len && !memcmp(e, bytes, len);
 }
 
@@ -67,17 +98,22 @@ static uint32_t probe(strtab *t, uint64_t h, const char *bytes, size_t len, uint
 static uint32_t insert(strtab *t, uint64_t h, const char *bytes, size_t len, uint64_t slot)
 {
     ts_segment_header *hd = segment_header(t->seg);
-    uint32_t id = atomic_load_explicit(&hd->string_count, memory_order_relaxed);
-    uint32_t used = atomic_load_explicit(&hd->string_used, memory_order_relaxed);
+    uint32_t id = atomic_load_explicit(&t->count, memory_order_relaxed);
+    uint32_t used = t->used;
     uint64_t need = (sizeof(uint32_t) + len + 1 + 3) & ~(uint64_t)3;
     if (id >= t->max || slot == UINT64_MAX || need > (uint64_t)t->arena_size - used)
         return UINT32_MAX;
     uint32_t l32 = (uint32_t)len;
-    memcpy(t->arena + used, &l32, sizeof l32);
-    memcpy(t->arena + used + sizeof l32, bytes, len);
-    memset(t->arena + used + sizeof l32 + len, 0, need - sizeof l32 - len);
+    char *own = t->own_arena + used;
+    memcpy(own, &l32, sizeof l32);
+    memcpy(own + sizeof l32, bytes, len);
+    memset(own + sizeof l32 + len, 0, need - sizeof l32 - len);
+    t->own_index[id] = used;
+    memcpy(t->arena + used, own, need);
     t->index[id] = used;
-    atomic_store_explicit(&hd->string_used, used + (uint32_t)need, memory_order_relaxed);
+    t->used = used + (uint32_t)need;
+    atomic_store_explicit(&t->count, id + 1, memory_order_release);
+    atomic_store_explicit(&hd->string_used, t->used, memory_order_relaxed);
     atomic_store_explicit(&hd->string_count, id + 1, memory_order_release);
     atomic_store_explicit(&t->slots[slot], (uint64_t)hash32(h) << 32 | id, memory_order_release);
     return id;
@@ -88,23 +124,28 @@ static const char overflow_name[] = "<names table full>";
 int strtab_create(const segment *s, strtab **out, char **cause)
 {
     *out = NULL;
-    ts_segment_header *h = segment_header(s);
+    const segment_geometry *g = segment_geometry_of(s);
     strtab *t = calloc(1, sizeof *t);
     if (!t)
         return cause_set(cause, "out of memory");
     t->seg = s;
-    t->max = h->string_max;
-    t->arena_size = h->string_arena;
-    t->index = segment_at(s, h->string_index_off, (uint64_t)t->max * sizeof(uint32_t));
-    t->arena = segment_at(s, h->string_arena_off, t->arena_size);
+    t->max = g->string_max;
+    t->arena_size = g->string_arena;
+    t->index = segment_at(s, g->string_index_off, (uint64_t)t->max * sizeof(uint32_t));
+    t->arena = segment_at(s, g->string_arena_off, t->arena_size);
     uint64_t nslots = 16;
     while (nslots < (uint64_t)t->max * 2)
         nslots <<= 1;
     t->slots = calloc(nslots, sizeof *t->slots);
-    if (!t->index || !t->arena || !t->slots) {
+    t->own_index = calloc(t->max, sizeof *t->own_index);
+    t->own_arena = calloc(1, t->arena_size);
+    if (!t->index || !t->arena || !t->slots || !t->own_index || !t->own_arena) {
+        int fits = t->index && t->arena;
         free(t->slots);
+        free(t->own_index);
+        free(t->own_arena);
         free(t);
-        return cause_set(cause, "string table does not fit the segment");
+        return cause_set(cause, fits ? "out of memory" : "string table does not fit the segment");
     }
     t->mask = nslots - 1;
     pthread_mutex_init(&t->lock, NULL);
@@ -124,6 +165,8 @@ void strtab_destroy(strtab *t)
         return;
     pthread_mutex_destroy(&t->lock);
     free(t->slots);
+    free(t->own_index);
+    free(t->own_arena);
     free(t);
 }
 
@@ -146,34 +189,29 @@ uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
         id = insert(t, h, bytes, len, slot);
     pthread_mutex_unlock(&t->lock);
     if (id == UINT32_MAX) {
-        atomic_fetch_add_explicit(&segment_header(t->seg)->string_drops, 1, memory_order_relaxed);
+        uint64_t d = atomic_fetch_add_explicit(&t->drops, 1, memory_order_relaxed) + 1;
+        atomic_store_explicit(&segment_header(t->seg)->string_drops, d, memory_order_relaxed);
         return TS_STR_OVERFLOW;
     }
     return id;
 }
 
+uint32_t strtab_count(const strtab *t)
+{
+    return atomic_load_explicit(&((strtab *)t)->count, memory_order_acquire);
+}
+
+const char *strtab_name(const strtab *t, uint32_t id, uint32_t *len)
+{
+    return entry_of(t->own_index, t->own_arena, t->max, t->arena_size, strtab_count(t), id, len);
+}
+
 const char *strtab_get(const segment *s, uint32_t id, uint32_t *len)
 {
-    const ts_segment_header *h = segment_header(s);
-    uint32_t count =
-        atomic_load_explicit(&((ts_segment_header *)h)->string_count, memory_order_acquire);
-    if (id >= count || id >= h->string_max)
-        return NULL;
+    const segment_geometry *g = segment_geometry_of(s);
     const uint32_t *index =
-        segment_at(s, h->string_index_off + (uint64_t)id * sizeof(uint32_t), sizeof(uint32_t));
-    if (!index)
-        return NULL;
-    uint32_t off = *index;
-    if ((uint64_t)off + sizeof(uint32_t) > h->string_arena)
-        return NULL;
-    const char *e = segment_at(s, h->string_arena_off + off, sizeof(uint32_t));
-    if (!e)
-        return NULL;
-    uint32_t l;
-    memcpy(&l, e, sizeof l);
-    if ((uint64_t)l + 1 > (uint64_t)h->string_arena - off - sizeof(uint32_t) || l > TS_NAME_MAX)
-        return NULL;
-    if (len)
-        *len = l;
-    return e + sizeof(uint32_t);
+        segment_at(s, g->string_index_off, (uint64_t)g->string_max * sizeof(uint32_t));
+    const char *arena = segment_at(s, g->string_arena_off, g->string_arena);
+    uint32_t count = atomic_load_explicit(&segment_header(s)->string_count, memory_order_acquire);
+    return entry_of(index, arena, g->string_max, g->string_arena, count, id, len);
 }

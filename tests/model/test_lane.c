@@ -89,10 +89,12 @@ static lane_writer claim(const segment *s, uint32_t tid)
     return w;
 }
 
+/* The index of a lane given by its control block (the creator's own copy) or its record in the
+ * segment. */
 static uint32_t lane_index(const segment *s, const ts_lane *l)
 {
     for (uint32_t i = 0; i < segment_header(s)->lane_count; i++)
-        if (segment_lane(s, i) == l)
+        if (segment_lane(s, i) == l || segment_lane_ctl(s, i) == l)
             return i;
     ck_abort_msg("lane %p is not in the segment", (const void *)l);
     return UINT32_MAX;
@@ -107,7 +109,7 @@ static size_t peek_check(const segment *s, uint32_t i, uint64_t *next, uint32_t 
     size_t n = lane_peek(s, i, &a, &na, &b, &nb);
     uint64_t cap = segment_header(s)->lane_events;
     const ts_event *ring = segment_ring(s, i);
-    uint64_t tail = atomic_load(&segment_lane(s, i)->tail);
+    uint64_t tail = atomic_load(&segment_lane_ctl(s, i)->tail);
     ck_assert_uint_eq(na + nb, n);
     ck_assert_uint_le(n, cap);
     if (n) {
@@ -156,6 +158,7 @@ START_TEST(test_order_and_wraparound)
             }
         }
         ck_assert_uint_eq(atomic_load(&w.lane->head), pushed);
+        ck_assert_uint_eq(atomic_load(&w.mirror->head), pushed); /* what observers read */
         uint64_t next = consumed;
         size_t n = peek_check(s, li, &next, 7);
         ck_assert_uint_eq(n, pushed - consumed);
@@ -163,9 +166,14 @@ START_TEST(test_order_and_wraparound)
         lane_consume(s, li, take);
         consumed += take;
         ck_assert_uint_eq(atomic_load(&w.lane->tail), consumed);
+        ck_assert_uint_eq(atomic_load(&w.mirror->tail), consumed);
     }
     ck_assert_uint_eq(atomic_load(&w.lane->drops), drops);
-    ck_assert_uint_gt(drops, 0); /* the bursts did overfill */
+    ck_assert_uint_eq(atomic_load(&w.mirror->drops), drops);
+    ck_assert_ptr_eq(w.mirror, segment_lane(s, li));
+    ck_assert_ptr_eq(w.lane, segment_lane_ctl(s, li));
+    ck_assert_ptr_ne(w.lane, w.mirror); /* the creator's control block is its own */
+    ck_assert_uint_gt(drops, 0);        /* the bursts did overfill */
     /* The other lane saw nothing. */
     const ts_event *a, *b;
     size_t na, nb;
@@ -773,13 +781,37 @@ START_TEST(test_damaged_lane)
 {
     const struct damaged_lane *d = &damaged_lanes[_i];
     const uint32_t cap = 64;
-    segment *s = lane_segment(7, 2, cap);
-    ts_lane *l = segment_lane(s, 1);
+    segment *owner = lane_segment(7, 2, cap);
+    /* Another process rewrites lane 1's record in the segment. */
+    ts_lane *l = segment_lane(owner, 1);
     atomic_store(&l->head, d->head);
     atomic_store(&l->tail, d->tail);
-    uint64_t expect = d->expect == UINT64_MAX ? cap : d->expect;
+
+    /* The creator goes by its own control block: it sees nothing, and its producer and consumer
+     * still agree. */
     const ts_event *a, *b;
     size_t na, nb;
+    ck_assert_uint_eq(lane_peek(owner, 1, &a, &na, &b, &nb), 0);
+    lane_writer ow = claim(owner, 77);
+    ck_assert_uint_eq(lane_index(owner, ow.lane), 0);
+    lane_writer w1 = claim(owner, 78);
+    ck_assert_uint_eq(lane_index(owner, w1.lane), 1);
+    ts_event e = ev_make(0, 3);
+    ck_assert_int_eq(lane_push(&w1, &e), 1);
+    uint64_t next = 0;
+    ck_assert_uint_eq(peek_check(owner, 1, &next, 3), 1);
+    lane_consume(owner, 1, 1);
+    ck_assert_uint_eq(lane_peek(owner, 1, &a, &na, &b, &nb), 0);
+    ck_assert_uint_eq(segment_lanes_used(owner), 2);
+    atomic_store(&segment_header(owner)->lanes_used, UINT32_MAX);
+    ck_assert_uint_eq(segment_lanes_used(owner), 2);
+    atomic_store(&l->head, d->head);
+    atomic_store(&l->tail, d->tail);
+
+    /* An attacher (salvage after the process died) reads the segment's records, clamped to one
+     * ring. */
+    segment *s = mt_attach(segment_header(owner)->pid, 1);
+    uint64_t expect = d->expect == UINT64_MAX ? cap : d->expect;
     size_t n = lane_peek(s, 1, &a, &na, &b, &nb);
     ck_assert_uint_eq(n, expect);
     ck_assert_uint_eq(na + nb, n);
@@ -807,7 +839,8 @@ START_TEST(test_damaged_lane)
     ck_assert_ptr_null(b);
     ck_assert_uint_eq(na + nb, 0);
     lane_consume(s, 2, 5); /* no effect, no crash */
-    segment_close(s, 1);
+    segment_close(s, 0);
+    segment_close(owner, 1);
 }
 END_TEST
 

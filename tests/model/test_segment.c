@@ -367,7 +367,7 @@ static const struct damage {
     {"magic", D_SET, F(magic), 0x5453454753495355ll, "bad magic"},
     {"magic zero", D_SET, F(magic), 0, "bad magic"},
     {"byte order swapped", D_SET, F(endian), 0x04030201, "byte order"},
-    {"major version 2", D_SET, F(major), 2, "layout version 2"},
+    {"major version 3", D_SET, F(major), 3, "layout version 3"},
     {"major version 0", D_SET, F(major), 0, "layout version 0"},
     {"header size smaller", D_SET, F(header_size), HDR - 8, "header size"},
     {"header size 0", D_SET, F(header_size), 0, "header size"},
@@ -741,21 +741,29 @@ START_TEST(test_lane_and_ring_index)
         ck_assert_ptr_null(segment_ring(s, outside[k]));
     }
 
-    /* A header changed after attach (a hostile or buggy writer): the accessors still never point
-     * outside the mapping. */
+    /* A header changed after attach (a hostile or buggy writer): the accessors go by the layout
+     * validated at attach (and by the creator's own), never by the header's new values. */
     segment *ro = mt_attach(pid, 0);
+    ts_lane *lane0 = segment_lane(ro, 0);
+    ts_event *ring0 = segment_ring(ro, 0);
+    ck_assert_ptr_nonnull(lane0);
+    ck_assert_ptr_nonnull(ring0);
     h->lane_count = UINT32_MAX;
     ck_assert_ptr_null(segment_lane(ro, UINT32_MAX - 1));
     ck_assert_ptr_null(segment_ring(ro, 4095));
     ck_assert_ptr_null(segment_ring(ro, UINT32_MAX - 1));
-    h->lane_count = cfg.lane_count;
+    ck_assert_ptr_null(segment_lane(s, cfg.lane_count));
     h->lanes_off = UINT64_MAX - 10;
-    ck_assert_ptr_null(segment_lane(ro, 0));
     h->rings_off = segment_size(s);
-    ck_assert_ptr_null(segment_ring(ro, 0));
-    h->rings_off = PAGE;
     h->lane_events = 1u << 24;
-    ck_assert_ptr_null(segment_ring(ro, 0));
+    h->string_index_off = UINT64_MAX;
+    h->mailbox_off = 1;
+    ck_assert_ptr_eq(segment_lane(ro, 0), lane0);
+    ck_assert_ptr_eq(segment_ring(ro, 0), ring0);
+    ck_assert_uint_eq(segment_geometry_of(ro)->lane_count, cfg.lane_count);
+    ck_assert_uint_eq(segment_geometry_of(ro)->lane_events, cfg.lane_events);
+    ck_assert_uint_eq(segment_geometry_of(s)->lane_count, cfg.lane_count);
+    ck_assert_uint_eq(segment_geometry_of(s)->rings_off, segment_geometry_of(ro)->rings_off);
     segment_close(ro, 0);
     segment_close(s, 1);
 }

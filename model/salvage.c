@@ -1,0 +1,138 @@
+/* salvage: what a collector that ended without closing its session left in its segment, copied
+ * into its recording by another process once it is gone.
+ *
+ * A process that a signal ends (or that calls _exit) runs none of its code, so its recorder never
+ * makes its last drain: the events its threads pushed since the previous one are in the lanes of
+ * its segment, which outlives it until removed. The recorder keeps mirrors of its progress in the
+ * segment (each lane's tail, the names written), so what is left is exactly tail..head of every
+ * lane and the names after strings_recorded. Another process of the same user could have written
+ * into the segment; everything read is clamped (one ring per lane, the string table's bounds), so
+ * at worst some garbage is appended, never more than the segment holds. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NAME_BATCH 256
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Names [from, to) of the segment, in batches. */
+static int copy_names(const segment *seg, recording_writer *w, uint32_t from, uint32_t to,
+                      char **cause)
+{
+    const char *bytes[NAME_BATCH];
+    uint32_t lens[NAME_BATCH];
+    while (from < to) {
+        uint32_t n = min_u32(to - from, NAME_BATCH);
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t len = 0;
+            const char *b = strtab_get(seg, from + k, &len);
+            bytes[k] = b ? b : "";
+            lens[k] = b ? len : 0;
+        }
+        if (recording_append_strings(w, from, n, bytes, lens, cause) != 0)
+            return -1;
+        from += n;
+    }
+    return 0;
+}
+
+int recording_salvage(const segment *seg, const char *dir, const char *why, uint64_t *events,
+                      char **cause)
+{
+    *events = 0;
+    ts_segment_header *h = segment_header(seg);
+    uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+    if (!atomic_load_explicit(&h->window, memory_order_relaxed) || state == TS_STATE_ENDED)
+        return 0; /* never recorded, or closed its recording itself */
+
+    recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = h->pid};
+    snprintf(meta.process, sizeof meta.process, "%.*s", (int)sizeof h->process - 1, h->process);
+    snprintf(meta.clock, sizeof meta.clock, "%.*s", (int)sizeof h->clock - 1, h->clock);
+    meta.start_realtime_ns = h->start_realtime_ns;
+    meta.start_ns = h->start_ns;
+    gethostname(meta.host, sizeof meta.host - 1);
+    /* The space the collector kept beside its recording for its last note (a full disk). */
+    char reserve[4096];
+    snprintf(reserve, sizeof reserve, "%s/%s", dir, TS_RECORDING_RESERVE);
+    struct stat st;
+    if (lstat(reserve, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlink(reserve);
+    recording_writer *w;
+    if (recording_writer_open(dir, &meta, &w, cause) != 0)
+        return -1;
+
+    const segment_geometry *g = segment_geometry_of(seg);
+    uint32_t count =
+        min_u32(atomic_load_explicit(&h->string_count, memory_order_acquire), g->string_max);
+    uint32_t done =
+        min_u32(atomic_load_explicit(&h->strings_recorded, memory_order_relaxed), count);
+    int rc = copy_names(seg, w, done, count, cause);
+
+    uint64_t last_ns = atomic_load_explicit(&h->heartbeat_ns, memory_order_relaxed);
+    uint32_t used = segment_lanes_used(seg);
+    for (uint32_t i = 0; rc == 0 && i < used; i++) {
+        const ts_event *a, *b;
+        size_t na, nb;
+        if (!lane_peek(seg, i, &a, &na, &b, &nb))
+            continue;
+        for (size_t k = 0; k < na + nb; k++) {
+            const ts_event *e = k < na ? &a[k] : &b[k - na];
+            if (e->end_ns > last_ns && e->end_ns - last_ns < 3600000000000ull)
+                last_ns = e->end_ns; /* an hour past the heartbeat is damage, not a time */
+        }
+        rc = recording_append_events(w, a, na, b, nb, cause);
+        if (rc == 0)
+            *events += na + nb;
+    }
+
+    /* The window's end and why it came so; when the recording had stopped early (a full disk),
+     * why, and how many events were lost: names after the segment's, events that use them. */
+    char notice[sizeof h->record_notice];
+    snprintf(notice, sizeof notice, "%.*s", (int)sizeof notice - 1, h->record_notice);
+    int failed = atomic_load_explicit(&h->record_error, memory_order_acquire) != 0;
+    const char *text[4] = {"ended", why ? why : "the process ended without closing its session",
+                           "record_error", notice};
+    uint32_t lens[4];
+    for (int k = 0; k < 4; k++)
+        lens[k] = (uint32_t)strlen(text[k]);
+    if (rc == 0)
+        rc = recording_append_strings(w, count, failed ? 4 : 2, text, lens, cause);
+    ts_event tail[4];
+    size_t nt = 0;
+    const ts_event base = {
+        .tid = (uint32_t)h->pid, .device = TS_DEVICE_HOST, .begin_ns = last_ns, .end_ns = last_ns};
+    if (state == TS_STATE_COLLECTING) { /* a window still open gets its stop */
+        tail[nt] = base;
+        tail[nt].kind = TS_KIND_COLLECT_STOP;
+        tail[nt++].v0 = atomic_load_explicit(&h->window, memory_order_relaxed);
+    }
+    tail[nt] = base;
+    tail[nt].kind = TS_KIND_CONFIG;
+    tail[nt].name = count;
+    tail[nt++].type = count + 1;
+    if (failed) {
+        tail[nt] = base;
+        tail[nt].kind = TS_KIND_LOST;
+        tail[nt].aux = TS_LOST_WRITE;
+        tail[nt++].v0 = atomic_load_explicit(&h->write_drops, memory_order_relaxed);
+        tail[nt] = base;
+        tail[nt].kind = TS_KIND_CONFIG;
+        tail[nt].name = count + 2;
+        tail[nt++].type = count + 3;
+    }
+    if (rc == 0)
+        rc = recording_append_events(w, tail, nt, NULL, 0, cause);
+    if (rc == 0)
+        rc = recording_sync(w, cause);
+    if (recording_writer_close(w, rc == 0 ? cause : NULL) != 0)
+        rc = -1;
+    return rc;
+}
