@@ -171,6 +171,16 @@ size_t report_clean(const char *bytes, size_t len, char *out)
     return clean_text(bytes, len, out, 1);
 }
 
+/* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
+static char *clean_dup(const char *text)
+{
+    size_t len = text ? strlen(text) : 0;
+    char *out = text ? malloc(4 * len + 1) : NULL;
+    if (out)
+        clean_text(text, len, out, 0);
+    return out;
+}
+
 /* A cleaned, NUL-terminated copy of an id's bytes in a reusable buffer. */
 typedef struct scratch {
     char *p;
@@ -1080,6 +1090,12 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddNumberToObject(lr, lost_reason_name(k), (double)t->lost_by_reason[k]);
     cJSON_AddNumberToObject(evs, "windows", t->windows);
     cJSON_AddNumberToObject(evs, "threads", t->threads);
+    /* How the recording ended when it did not end as it should: null when it did. */
+    const char *ended = analysis_config_value(a, "ended");
+    const char *record_error = analysis_config_value(a, "record_error");
+    cJSON_AddItemToObject(evs, "ended", ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
+    cJSON_AddItemToObject(evs, "record_error",
+                          record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
 
     step_summary ss = analysis_steps(a);
     cJSON *st = cJSON_AddObjectToObject(root, "steps");
@@ -1286,7 +1302,22 @@ void report_print(const report *r, FILE *out, int brief)
         fprintf(out,
                 "lost:       %" PRIu64 " events were lost by the profiler: results are partial\n",
                 t->lost);
-    if (t->by_kind[TS_KIND_COLLECT_START] > t->by_kind[TS_KIND_COLLECT_STOP])
+    char *record_error = clean_dup(analysis_config_value(a, "record_error"));
+    if (record_error)
+        fprintf(out,
+                "stopped:    recording stopped early (%s): the %" PRIu64
+                " events emitted after that are not here\n",
+                record_error, t->lost_by_reason[TS_LOST_WRITE]);
+    free(record_error);
+    char *ended = clean_dup(analysis_config_value(a, "ended"));
+    if (ended)
+        fprintf(out,
+                "ended:      the process was %s before it closed its session; what its lanes "
+                "still held was recovered from its shared memory\n",
+                ended);
+    if (ended)
+        free(ended);
+    else if (t->by_kind[TS_KIND_COLLECT_START] > t->by_kind[TS_KIND_COLLECT_STOP])
         fprintf(out,
                 "unfinished: collection window %" PRIu32
                 " has no stop: the process was still collecting or ended without stopping "

@@ -3,6 +3,7 @@
 #define TERMSIGHT_CLI_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 /* One subcommand. run gets argv with argv[0] the subcommand's name, and returns the exit
  * status: 0 success, 1 failure (a message printed on stderr), 2 bad usage. With check set it
@@ -31,5 +32,12 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * a message printed naming cmd, what was looked for and hint. */
 int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
                     const char *hint, char *out, size_t cap);
+
+/* After process pid ended: when it left its segment (it ended without closing its session, by a
+ * signal or _exit), the names and events its lanes still held are appended to its recording with
+ * a note saying why (how it ended), and the segment is removed. recovered (cap bytes) gets a
+ * sentence for the user when events were recovered, else "". Returns 0, also when nothing was
+ * left; -1 with a message printed. */
+int cli_stale_session(pid_t pid, const char *why, char *recovered, size_t cap);
 
 #endif

@@ -14,7 +14,9 @@ static void ls_usage(FILE *out)
           "stopped), events recorded, events dropped, start time and run folder. A session whose\n"
           "process is gone is marked stale.\n"
           "\n"
-          "  --clean   remove the shared memory of stale sessions\n",
+          "  --clean   remove the shared memory of stale sessions (their processes ended\n"
+          "            without closing them), after adding what their lanes still held to\n"
+          "            their recordings\n",
           out);
 }
 
@@ -54,13 +56,13 @@ static int ls_run(int argc, char **argv, int check)
         for (int i = 0; i < n; i++) {
             if (list[i].alive)
                 continue;
-            if (segment_remove_stale(list[i].pid, &why) == 0) {
-                printf("removed %s (pid %d, process gone)\n", list[i].shm_name, (int)list[i].pid);
+            char recovered[128];
+            if (cli_stale_session(list[i].pid, "the process ended without closing its session",
+                                  recovered, sizeof recovered) == 0) {
+                printf("removed %s (pid %d, process gone)%s%s\n", list[i].shm_name,
+                       (int)list[i].pid, recovered[0] ? ": " : "", recovered);
                 removed++;
             } else {
-                cli_error("ls: cannot remove %s: %s", list[i].shm_name, why ? why : "?");
-                free(why);
-                why = NULL;
                 status = 1;
             }
         }

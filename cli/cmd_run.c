@@ -9,9 +9,10 @@
  * (<dir of termsight>/../lib/libtermsight.so).
  *
  * While CMD runs, SIGINT is ignored here (Ctrl-C reaches CMD through the terminal's process
- * group) and SIGTERM is passed on to CMD; either way run waits for CMD, removes its segment if it
- * left one (a program that ends through _exit, or by a signal it handles itself, cannot flush),
- * prints its run folder and returns its exit status (128 + the signal when a signal ended it). */
+ * group) and SIGTERM is passed on to CMD; either way run waits for CMD. A CMD that a signal ended,
+ * or that ended through _exit, could not close its session: what its lanes still held is added to
+ * its recording from the segment it left, and the segment removed (cli_stale_session). Then run
+ * prints the run folder and returns CMD's exit status (128 + the signal when a signal ended it). */
 #include "cli.h"
 #include "model.h"
 
@@ -266,11 +267,18 @@ static int run_run(int argc, char **argv, int check)
     int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
              : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                    : 1;
-    /* A program that ends through _exit (or a signal it does not let us see) leaves its segment:
-     * the process is gone, so it goes now. What the recorder wrote so far stays readable. */
-    char *why = NULL;
-    if (segment_remove_stale(pid, &why) != 0)
-        free(why);
+    /* A program that a signal ends, or that ends through _exit, leaves its segment: what its
+     * lanes held past the recorder's last drain goes into its recording, and the segment goes. */
+    char how[128], recovered[128];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(how, sizeof how, "ended (status %d) without closing its session",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    cli_stale_session(pid, how, recovered, sizeof recovered);
+    if (recovered[0])
+        fprintf(stderr, "termsight: pid %d %s: %s\n", (int)pid, how, recovered);
     char folder[PATH_MAX + 256];
     if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0)
         fprintf(stderr, "termsight: run folder %s\n", folder);

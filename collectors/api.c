@@ -67,8 +67,10 @@ static void make_exit_key(void)
     pthread_key_create(&exit_key, thread_exit);
 }
 
-/* Slow path: the thread's first event in this session. NULL when the event must be dropped. */
-static __attribute__((noinline)) thread_block *thread_attach(void)
+/* Slow path: the thread's first event in this session, or its first since it found no lane.
+ * want_lane 0: only the thread's block (for range frames, which need no lane until the range
+ * ends and is pushed). NULL when the event must be dropped; a missing lane counts the drop. */
+static __attribute__((noinline)) thread_block *thread_attach(int want_lane)
 {
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
     if (!s)
@@ -82,17 +84,21 @@ static __attribute__((noinline)) thread_block *thread_attach(void)
         pthread_setspecific(exit_key, b);
         hot.block = b;
         b->tid = (uint32_t)gettid();
-    } else if (b->no_lane && ++b->no_lane < NO_LANE_RETRY && b->generation == s->generation) {
-        atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
-        return NULL;
     }
     if (b->generation != s->generation) {
         /* Lanes of an earlier session live in a segment that is gone: forget, never retire. */
         memset(&b->w, 0, sizeof b->w);
         b->nframes = 0;
+        b->no_lane = 0;
+        b->generation = s->generation;
     }
-    b->generation = s->generation;
-    if (!b->w.lane && lane_claim(s->seg, b->tid, &b->w) != 0) {
+    if (!want_lane || b->w.lane)
+        return b;
+    if (b->no_lane && ++b->no_lane < NO_LANE_RETRY) {
+        atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (lane_claim(s->seg, b->tid, &b->w) != 0) {
         b->no_lane = 1;
         atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
         return NULL;
@@ -101,13 +107,23 @@ static __attribute__((noinline)) thread_block *thread_attach(void)
     return b;
 }
 
+/* The thread's block with a lane, for an event to push now. */
 static inline thread_block *block(void)
 {
     thread_block *b = hot.block;
     if (LIKELY(b && b->w.lane &&
                b->generation == atomic_load_explicit(&ts_generation, memory_order_relaxed)))
         return b;
-    return thread_attach();
+    return thread_attach(1);
+}
+
+/* The thread's block, lane or not, for a range's frame. */
+static inline thread_block *frames(void)
+{
+    thread_block *b = hot.block;
+    if (LIKELY(b && b->generation == atomic_load_explicit(&ts_generation, memory_order_relaxed)))
+        return b;
+    return thread_attach(0);
 }
 
 static inline int collecting(void)
@@ -197,7 +213,9 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
     uint32_t d = hot.depth++;
     if (UNLIKELY(ts_cupti_ranges))
         cupti_range_push(name);
-    thread_block *b = block();
+    /* Only the frame now: a range needs a lane when it ends, and a thread that has none counts
+     * it lost then, not a range that never ends. */
+    thread_block *b = frames();
     if (UNLIKELY(!b) || UNLIKELY(b->nframes == TS_MAX_FRAMES))
         return;
     frame *f = &b->frames[b->nframes++];
@@ -243,7 +261,7 @@ void termsight_range_end(void)
                    .begin_ns = f->begin_ns,
                    .end_ns = now(),
                    .v0 = f->flops};
-    if (LIKELY(b->w.lane))
+    if (LIKELY(b->w.lane) || (b = block()))
         emit(b, &ev);
 }
 

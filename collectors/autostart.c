@@ -12,18 +12,16 @@
  * B's end (steps counted from the API or NVTX step ranges); TERMSIGHT_DELAY_S and
  * TERMSIGHT_DURATION_S start after a delay and stop after a duration, from a timer thread.
  *
- * SIGINT and SIGTERM, when their disposition is the default at start-up: the handler only writes
- * the signal number into a pipe (async-signal-safe); a thread "termsight-sig" reads it, ends the
- * session (stop, flush, segment removed), restores the default disposition and raises the signal
- * again, so the process ends as the signal would have ended it. The trade-off: the program goes on
- * running for the few milliseconds the flush takes, and a process whose signal thread could not
- * start ends at once without the flush. A handler the program installs later replaces ours (its
- * exit then goes through atexit, which flushes too). */
+ * Signals: none is handled. A handler installed in someone else's process is visible to it (a
+ * Python program's signal.getsignal() returns None for a C handler, and its multiprocessing
+ * forkserver workers then die restoring it) and changes what Ctrl-C does to it. A process that a
+ * signal ends loses nothing the recorder had drained, which it does every millisecond at most;
+ * what its lanes still held stays in its shared-memory segment, from which `termsight run` (and
+ * `termsight ls --clean`) copy it into the recording after the process is gone (see
+ * model/salvage.c). */
 #include "collectors.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,85 +32,6 @@
 
 static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
 static int auto_done;
-
-/* ---- Signals --------------------------------------------------------------------------- */
-
-static int sig_pipe[2] = {-1, -1};
-static pid_t sig_pid;
-
-static void sig_handler(int sig)
-{
-    int saved = errno;
-    unsigned char c = (unsigned char)sig;
-    /* A forked child inherits the handler but not the thread, and the pipe leads to the parent. */
-    if (getpid() != sig_pid || sig_pipe[1] < 0 || write(sig_pipe[1], &c, 1) != 1) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-    errno = saved;
-}
-
-static void *sig_thread(void *arg)
-{
-    (void)arg;
-    unsigned char c;
-    for (;;) {
-        ssize_t n = read(sig_pipe[0], &c, 1);
-        if (n == 1)
-            break;
-        if (n < 0 && errno == EINTR)
-            continue;
-        return NULL;
-    }
-    termsight_session *s = atomic_load(&ts_session);
-    if (s)
-        termsight_session_destroy(s);
-    signal(c, SIG_DFL);
-    /* To the process, not raise(): this thread blocks every signal. */
-    kill(getpid(), c);
-    return NULL;
-}
-
-static void install_signals(void)
-{
-    struct sigaction old;
-    int want[2] = {SIGINT, SIGTERM};
-    int any = 0;
-    for (int i = 0; i < 2; i++)
-        if (sigaction(want[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-            old.sa_handler == SIG_DFL)
-            any = 1;
-    if (!any || pipe2(sig_pipe, O_CLOEXEC) != 0)
-        return;
-    sig_pid = getpid();
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* The thread must not take the program's signals: it starts with them all blocked. */
-    sigset_t all, prev;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    int rc = pthread_create(&t, &attr, sig_thread, NULL);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        close(sig_pipe[0]);
-        close(sig_pipe[1]);
-        sig_pipe[0] = sig_pipe[1] = -1;
-        return;
-    }
-    pthread_setname_np(t, "termsight-sig");
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sig_handler;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 2; i++)
-        if (sigaction(want[i], NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-            old.sa_handler == SIG_DFL)
-            sigaction(want[i], &sa, NULL);
-}
 
 /* ---- Timed window ---------------------------------------------------------------------- */
 
@@ -142,18 +61,7 @@ static void *timer_thread(void *arg)
 static int start_timer(void)
 {
     pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t all, prev;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &prev);
-    int rc = pthread_create(&t, &attr, timer_thread, NULL);
-    pthread_sigmask(SIG_SETMASK, &prev, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc == 0)
-        pthread_setname_np(t, "termsight-tmr");
-    return rc == 0 ? 0 : -1;
+    return util_thread_start(&t, 1, timer_thread, NULL, "termsight-tmr");
 }
 
 /* ---- Step window ----------------------------------------------------------------------- */
@@ -264,7 +172,6 @@ void autostart_ensure(void)
         fputs("termsight: cannot start the timer thread of TERMSIGHT_DELAY_S/DURATION_S: "
               "waiting for a start command instead\n",
               stderr);
-    install_signals();
     pthread_mutex_unlock(&auto_lock);
 }
 

@@ -57,16 +57,33 @@ struct termsight_session {
     char process[64];
     char run_folder[1024];
     char recording_dir[1100];
+    uint64_t start_ns, start_realtime_ns; /* as the header says them, kept: never read back */
 
     segment *seg;
     strtab *names;
     uint32_t generation;
 
     pthread_mutex_t control; /* serializes start/stop/flush/destroy; taken before drain */
-    pthread_mutex_t drain;   /* one consumer of the lanes at a time */
+    pthread_mutex_t drain;   /* the lanes' consumer and the collector's own lane */
+
+    /* The recorder thread (recorder.c). It alone opens, writes and closes the recording, in a
+     * descriptor table of its own where it can (so a program that closes or reuses descriptors
+     * cannot reach them); control calls from other threads are handed to it as requests. */
     pthread_t recorder;
     int recorder_running;
     _Atomic int recorder_quit;
+    int private_fds;          /* the recorder's descriptor table is its own */
+    pthread_mutex_t req_lock; /* one request at a time */
+    pthread_mutex_t wake_lock;
+    pthread_cond_t wake; /* the recorder's sleep; a request or a quit ends it */
+    pthread_cond_t done; /* a request was answered */
+    struct {
+        int pending;
+        uint32_t cmd;
+        const char *arg;
+        int rc;
+        char msg[512];
+    } req; /* under wake_lock */
 
     /* Under drain. */
     recording_writer *writer;
@@ -76,10 +93,21 @@ struct termsight_session {
     uint64_t no_lane_drops_seen;
     uint64_t write_drops;
     lane_writer own; /* the collector's own lane: markers, options, names, notices */
+    /* What did not fit the collector's own lane, in order, until the next drain writes it
+     * (only the recorder thread writes, so other threads never wait for it). */
+    ts_event *overflow;
+    size_t overflow_n, overflow_cap;
+    uint64_t overflow_lost, overflow_lost_seen;
+
+    /* The collector's own figures; the header holds mirrors that it never reads back. */
+    _Atomic uint32_t state; /* enum ts_state */
+    _Atomic uint64_t events_recorded;
+    _Atomic uint64_t drops;
+    _Atomic uint32_t record_error; /* errno that stopped recording, 0 while it works */
+    char record_notice[256];       /* why; written once, before record_error */
 
     /* Under control. */
     uint32_t window;
-    uint32_t state; /* enum ts_state, mirrored into the header */
     mailbox_state mailbox;
 
     /* Registered metadata, replayed at every window start. Under meta. */
@@ -98,8 +126,11 @@ struct termsight_session {
     pthread_t sampler;
     int sampler_running;
     _Atomic int sampler_quit;
-    pthread_mutex_t sampler_lock; /* with sampler_wake: ends the sampler's sleep at destroy */
+    pthread_mutex_t sampler_lock; /* with sampler_wake: ends the sampler's sleep */
     pthread_cond_t sampler_wake;
+    /* Under sampler_lock: samples asked for out of turn (a window's baseline at its start, its
+     * last sample at its stop) and taken, so that every window has its figures however short. */
+    uint64_t sample_asked, sample_taken;
     /* The window being sampled, 0 when not collecting. Written under drain, so a sample taken
      * under drain lies between its window's start and stop markers. */
     _Atomic uint32_t sample_window;
@@ -124,8 +155,23 @@ extern termsight_session *_Atomic ts_session;
 int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Runs one control command as the API or the mailbox asks; returns a termsight_error. Takes the
- * control lock. */
+ * control lock. On the recorder thread only (session_request hands commands to it). */
 int session_command(termsight_session *s, uint32_t cmd, const char *arg);
+
+/* The command that ends a session (termsight_session_destroy), run by the recorder thread: stop,
+ * last drains, the recording closed; the recorder thread then ends. */
+#define SESSION_CMD_END 0x100u
+
+/* Runs cmd on the recorder thread (at once when called there) and waits for its answer; the
+ * message, if any, becomes the calling thread's termsight_last_error(). */
+int session_request(termsight_session *s, uint32_t cmd, const char *arg);
+
+/* The session's state (enum ts_state), its own copy. */
+uint32_t session_state(const termsight_session *s);
+
+/* Recording stopped for good (cannot be written): the reason, kept once, mirrored into the
+ * header for monitors. err is an errno value. */
+void session_record_failed(termsight_session *s, int err, const char *why);
 
 /* ---- Internal event entries (api.c), for NVTX and other collectors in the room --------- */
 
@@ -167,17 +213,22 @@ int recorder_start(termsight_session *s);
 /* Asks the recorder thread to end and joins it (after a last drain). */
 void recorder_stop(termsight_session *s);
 
-/* Drains every lane into the recording (or discards, when recording failed). Takes the drain
- * lock. Returns the number of events taken plus the loss notices it left in the collector's lane:
- * 0 when there was nothing to do. */
+/* On the recorder thread: drains every lane into the recording (or discards, when recording
+ * failed). Takes the drain lock. Returns the number of events taken plus the loss notices it
+ * left in the collector's lane: 0 when there was nothing to do. */
 size_t recorder_drain(termsight_session *s);
 
-/* Under the drain lock: appends events of the collector itself (markers, metadata) to its own
- * lane, where monitors see them too. */
+/* Under the drain lock, on any thread: appends events of the collector itself (markers,
+ * metadata, samples, device records) to its own lane, where monitors see them too; what does not
+ * fit waits in order for the recorder's next drain. Never waits and never writes. */
 void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
 
-/* Under the drain lock: drains every lane now, so what was appended is written. */
+/* Under the drain lock, on the recorder thread: drains every lane now, so what was appended is
+ * written. */
 void recorder_commit_locked(termsight_session *s);
+
+/* Wakes the recorder thread from its sleep (a request is waiting, or it must quit). */
+void recorder_wake(termsight_session *s);
 
 /* ---- The /proc sampler (sampler.c, procfs.c) ------------------------------------------ */
 
@@ -187,6 +238,9 @@ void recorder_commit_locked(termsight_session *s);
 int sampler_start(termsight_session *s);
 /* Ends the sampler thread and joins it. Fine when it never started. */
 void sampler_stop(termsight_session *s);
+/* Has the sampler take a sample now, outside the drain lock: at a window's start its baseline,
+ * before a window's stop marker its last sample. wait: until it was taken (at most a second). */
+void sampler_sample_now(termsight_session *s, int wait);
 
 /* /proc/stat: the "cpu " line in clock ticks (enum ts_cpu_field order), context switches since
  * boot, runnable and blocked processes. */
@@ -214,6 +268,17 @@ int procfs_parse_status(const char *text, size_t len, uint64_t *rss_bytes, uint6
 int procfs_parse_comm(const char *text, size_t len, char *out, size_t cap);
 
 /* ---- Helpers (util.c) ------------------------------------------------------------------ */
+
+/* Starts a collector thread named name (15 bytes at most) with every signal blocked; detached
+ * when asked. Returns 0, or -1 when it cannot start. */
+int util_thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg, const char *name);
+
+/* For a collector thread at its start: gives it a descriptor table of its own
+ * (unshare(CLONE_FILES)) holding only the standard streams, so that what it opens later cannot
+ * be closed, replaced or written through by the program's other threads. Returns 1 when the
+ * table is private, 0 when the system refused (a seccomp filter): descriptors are then shared as
+ * usual and must be checked before use. */
+int util_private_fds(void);
 
 /* Process name for headers and folder names: /proc/self/comm, else "process". */
 void util_process_name(char *out, size_t cap);

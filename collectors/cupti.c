@@ -47,7 +47,7 @@ static int off(termsight_session *s, const char *fmt, ...)
         fprintf(stderr, "termsight: %s\n", status);
     }
     pthread_mutex_unlock(&status_lock);
-    if (first && s && atomic_load(&segment_header(s->seg)->state) == TS_STATE_COLLECTING) {
+    if (first && s && session_state(s) == TS_STATE_COLLECTING) {
         uint64_t now = tsclock_now(&ts_clock);
         ts_event ev = {.kind = TS_KIND_MARK,
                        .device = TS_DEVICE_HOST,
@@ -455,7 +455,7 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
     pthread_mutex_lock(&sink_lock);
     termsight_session *s = bound;
     /* Records completed outside a window (between a stop and the next start) are not kept. */
-    if (api && s && buffer && atomic_load(&segment_header(s->seg)->state) == TS_STATE_COLLECTING) {
+    if (api && s && buffer && session_state(s) == TS_STATE_COLLECTING) {
         cupti_sink sink = {.ctx = s, .intern = sink_intern, .emit = sink_emit};
         pthread_mutex_lock(&s->drain);
         cupti_buffer_done(api, context, stream, buffer, valid, corrmap, &sink);

@@ -1,34 +1,53 @@
-/* recorder: the thread that drains the lanes into the recording and answers the mailbox.
+/* recorder: the thread that drains the lanes into the recording and runs the session's commands.
  *
- * One consumer at a time (the drain lock): the recorder thread, or a control call (stop, flush)
- * that needs everything emitted before it on disk now. Order within a drain: peek every lane
- * (acquire on head), then write the names published since the last drain (a producer interns a
- * name before it pushes an event that uses it, so every id in the peeked events is among them),
- * then the events, then release the lanes. */
+ * It alone touches the recording's descriptors: it opens the file (a start command), writes every
+ * chunk, syncs and closes it. It runs in a descriptor table of its own (util_private_fds), so a
+ * program that closes every inherited descriptor, or opens its own files under the same numbers,
+ * never has its files written into. Where the system refuses a private table, the writer checks
+ * before every write that its descriptor still names its file (recording.c).
+ *
+ * Commands: the mailbox's, polled here, and the API's, which other threads hand over with
+ * session_request and wait for. Other threads never write: what the collector itself emits
+ * (markers, metadata, samples, device records) goes into its own lane, or when that is full into
+ * an overflow list that the next drain writes, in order.
+ *
+ * One consumer at a time (the drain lock). Order within a drain: peek every lane (acquire on
+ * head), then write the names published since the last drain (a producer interns a name before
+ * it pushes an event that uses it, so every id in the peeked events is among them), then the
+ * events, then release the lanes. */
 #include "collectors.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SCRATCH_EVENTS   1024
-#define IDLE_SLEEP_NS    1000000L /* 1 ms between drains when lanes are quiet */
-#define FILLING_SLEEP_NS 100000L  /* 0.1 ms when a drain found some events */
+#define IDLE_SLEEP_NS    1000000L   /* 1 ms between drains when lanes are quiet */
+#define FILLING_SLEEP_NS 100000L    /* 0.1 ms when a drain found some events */
+#define OVERFLOW_MAX     (1u << 18) /* events of the collector's own kept past its lane: 16 MiB */
 
-/* Recording failed (disk full, I/O error): say so in the header once, keep draining so that
- * producers never block, count what is thrown away. */
+void session_record_failed(termsight_session *s, int err, const char *why)
+{
+    if (!atomic_load_explicit(&s->record_error, memory_order_relaxed)) {
+        /* Said once: the training goes on, unrecorded from here. */
+        fprintf(stderr, "termsight: recording stopped: %s\n", why);
+        size_t n = strnlen(why, sizeof s->record_notice - 1);
+        memcpy(s->record_notice, why, n);
+        s->record_notice[n] = 0;
+        atomic_store_explicit(&s->record_error, err ? (uint32_t)err : EIO, memory_order_release);
+        ts_segment_header *h = segment_header(s->seg);
+        memcpy(h->record_notice, s->record_notice, n + 1);
+        atomic_store_explicit(&h->record_error, s->record_error, memory_order_release);
+    }
+}
+
+/* Recording failed (disk full, I/O error): say so once, keep draining so that producers never
+ * block, count what is thrown away. */
 static void record_failed(termsight_session *s, const char *why)
 {
-    ts_segment_header *h = segment_header(s->seg);
-    if (!atomic_load_explicit(&h->record_error, memory_order_relaxed)) {
-        size_t n = strnlen(why, sizeof h->record_notice - 1);
-        memcpy(h->record_notice, why, n);
-        h->record_notice[n] = 0;
-        atomic_store_explicit(&h->record_error, errno ? (uint32_t)errno : EIO,
-                              memory_order_release);
-    }
+    session_record_failed(s, errno, why);
     if (s->writer) {
         recording_writer_close(s->writer, NULL);
         s->writer = NULL;
@@ -37,8 +56,7 @@ static void record_failed(termsight_session *s, const char *why)
 
 static void write_strings(termsight_session *s)
 {
-    ts_segment_header *h = segment_header(s->seg);
-    uint32_t count = atomic_load_explicit(&h->string_count, memory_order_acquire);
+    uint32_t count = strtab_count(s->names);
     enum { BATCH = 256 };
     const char *bytes[BATCH];
     uint32_t lens[BATCH];
@@ -46,7 +64,7 @@ static void write_strings(termsight_session *s)
         uint32_t first = s->strings_recorded, n = 0;
         while (n < BATCH && first + n < count) {
             uint32_t len = 0;
-            const char *b = strtab_get(s->seg, first + n, &len);
+            const char *b = strtab_name(s->names, first + n, &len);
             bytes[n] = b ? b : "";
             lens[n] = b ? len : 0;
             n++;
@@ -58,13 +76,23 @@ static void write_strings(termsight_session *s)
             return;
         }
         s->strings_recorded = first + n;
+        atomic_store_explicit(&segment_header(s->seg)->strings_recorded, s->strings_recorded,
+                              memory_order_relaxed);
     }
+}
+
+static void count_recorded(termsight_session *s, uint64_t n)
+{
+    ts_segment_header *h = segment_header(s->seg);
+    uint64_t total = atomic_fetch_add_explicit(&s->events_recorded, n, memory_order_relaxed) + n;
+    atomic_store_explicit(&h->events_recorded, total, memory_order_relaxed);
+    if (s->writer)
+        atomic_store_explicit(&h->bytes_recorded, recording_bytes(s->writer), memory_order_relaxed);
 }
 
 static void write_events(termsight_session *s, const ts_event *a, size_t na, const ts_event *b,
                          size_t nb)
 {
-    ts_segment_header *h = segment_header(s->seg);
     if (!s->writer) {
         s->write_drops += na + nb;
         return;
@@ -74,39 +102,59 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
     if (recording_append_events(s->writer, a, na, b, nb, &why) != 0) {
         /* The chunks written whole before the failure are in the file: recorded, not lost. */
         uint64_t written = recording_events(s->writer) - before;
-        atomic_fetch_add_explicit(&h->events_recorded, written, memory_order_relaxed);
+        count_recorded(s, written);
         s->write_drops += na + nb - written;
         record_failed(s, why ? why : "cannot write events");
         free(why);
         return;
     }
-    atomic_fetch_add_explicit(&h->events_recorded, na + nb, memory_order_relaxed);
-    atomic_store_explicit(&h->bytes_recorded, recording_bytes(s->writer), memory_order_relaxed);
+    count_recorded(s, na + nb);
+}
+
+/* Keeps ev for the next drain. Returns 0 when the overflow is full (the event is then lost and
+ * counted). */
+static int overflow_push(termsight_session *s, const ts_event *ev)
+{
+    if (s->overflow_n == s->overflow_cap) {
+        size_t cap = s->overflow_cap ? s->overflow_cap * 2 : 1024;
+        ts_event *o = cap <= OVERFLOW_MAX ? realloc(s->overflow, cap * sizeof *o) : NULL;
+        if (!o) {
+            s->overflow_lost++;
+            return 0;
+        }
+        s->overflow = o;
+        s->overflow_cap = cap;
+    }
+    s->overflow[s->overflow_n++] = *ev;
+    return 1;
+}
+
+/* The collector's own events (window markers, options, names, samples, device records, loss
+ * notices) go through its own lane like any thread's: written in order with the rest, and seen by
+ * a monitor observing the lanes. Once something waits in the overflow, later events queue behind
+ * it, so the order holds. Returns 0 when ev was lost. */
+static int append(termsight_session *s, const ts_event *ev)
+{
+    if (!s->overflow_n && lane_push(&s->own, ev))
+        return 1;
+    return overflow_push(s, ev);
+}
+
+void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        append(s, &ev[i]);
 }
 
 static size_t drain_locked(termsight_session *s);
-
-/* The collector's own events (window markers, options, names, loss notices) go through its own
- * lane like any thread's: written in order with the rest, and seen by a monitor observing the
- * lanes. A full lane is drained on the spot (we hold the drain lock). */
-void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!lane_push(&s->own, &ev[i])) {
-            drain_locked(s);
-            lane_push(&s->own, &ev[i]);
-        }
-    }
-}
 
 void recorder_commit_locked(termsight_session *s)
 {
     drain_locked(s);
 }
 
-/* Inside a drain: pushed without draining again. Returns 0 when the collector's lane is full:
- * the caller keeps the count pending for the next drain, so no loss goes unreported (a storm on
- * more lanes than the collector's lane holds would otherwise lose its notices). */
+/* Returns 0 when the notice could not be kept: the caller keeps the count pending for the next
+ * drain, so no loss goes unreported. */
 static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason)
 {
     uint64_t now = tsclock_now(&ts_clock);
@@ -117,7 +165,7 @@ static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint3
                    .begin_ns = now,
                    .end_ns = now,
                    .v0 = count};
-    return lane_push(&s->own, &ev);
+    return append(s, &ev);
 }
 
 size_t recorder_drain(termsight_session *s)
@@ -130,30 +178,36 @@ size_t recorder_drain(termsight_session *s)
 
 static size_t drain_locked(termsight_session *s)
 {
-    ts_segment_header *h = segment_header(s->seg);
-    uint32_t used = atomic_load_explicit(&h->lanes_used, memory_order_acquire);
-    if (used > h->lane_count)
-        used = h->lane_count;
-
+    uint32_t used = segment_lanes_used(s->seg);
     lane_run *runs = s->runs;
     size_t total = 0;
     for (uint32_t i = 0; i < used; i++) {
         runs[i].na = runs[i].nb = 0;
         total += lane_peek(s->seg, i, &runs[i].a, &runs[i].na, &runs[i].b, &runs[i].nb);
     }
+    /* The overflow is newer than the collector's lane as peeked: it goes right after it. Events
+     * appended to it during this drain (loss notices) wait for the next one. */
+    size_t overflow_n = s->overflow_n;
+    total += overflow_n;
     write_strings(s);
     uint64_t drops = 0;
     size_t notices = 0;
     for (uint32_t i = 0; i < used; i++) {
+        ts_lane *l = segment_lane_ctl(s->seg, i);
         if (runs[i].na + runs[i].nb) {
             write_events(s, runs[i].a, runs[i].na, runs[i].b, runs[i].nb);
             lane_consume(s->seg, i, runs[i].na + runs[i].nb);
         }
-        ts_lane *l = segment_lane(s->seg, i);
-        /* The collector's own lane loses nothing (a full one is drained, a notice that does
-         * not fit waits for the next drain): its drops are no loss. */
-        if (l == s->own.lane)
+        if (l == s->own.lane) {
+            /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
+            if (overflow_n) {
+                write_events(s, s->overflow, overflow_n, NULL, 0);
+                memmove(s->overflow, s->overflow + overflow_n,
+                        (s->overflow_n - overflow_n) * sizeof *s->overflow);
+                s->overflow_n -= overflow_n;
+            }
             continue;
+        }
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
         if (d != s->lane_drops_seen[i] &&
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
@@ -170,14 +224,64 @@ static size_t drain_locked(termsight_session *s)
         s->no_lane_drops_seen = nl;
         notices++;
     }
-    atomic_store_explicit(&h->drops, drops + nl + s->write_drops, memory_order_relaxed);
+    if (s->overflow_lost != s->overflow_lost_seen &&
+        lost_notice(s, (uint32_t)getpid(), s->overflow_lost - s->overflow_lost_seen,
+                    TS_LOST_LANE_FULL)) {
+        s->overflow_lost_seen = s->overflow_lost;
+        notices++;
+    }
+    uint64_t all = drops + nl + s->write_drops + s->overflow_lost;
+    atomic_store_explicit(&s->drops, all, memory_order_relaxed);
+    atomic_store_explicit(&segment_header(s->seg)->drops, all, memory_order_relaxed);
+    atomic_store_explicit(&segment_header(s->seg)->write_drops, s->write_drops,
+                          memory_order_relaxed);
     return total + notices;
+}
+
+/* Runs a request handed over by session_request, if one waits. */
+static void serve_request(termsight_session *s)
+{
+    pthread_mutex_lock(&s->wake_lock);
+    int pending = s->req.pending == 1;
+    uint32_t cmd = s->req.cmd;
+    const char *arg = s->req.arg;
+    pthread_mutex_unlock(&s->wake_lock);
+    if (!pending)
+        return;
+    int rc = session_command(s, cmd, arg);
+    pthread_mutex_lock(&s->wake_lock);
+    s->req.rc = rc;
+    snprintf(s->req.msg, sizeof s->req.msg, "%s", rc ? termsight_last_error() : "");
+    s->req.pending = 0;
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->wake_lock);
+}
+
+/* Sleeps ns, or until woken for a request or a quit. */
+static void sleep_for(termsight_session *s, long ns)
+{
+    uint64_t deadline = tsclock_monotonic_ns() + (uint64_t)ns;
+    struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+    pthread_mutex_lock(&s->wake_lock);
+    while (!s->req.pending && !atomic_load_explicit(&s->recorder_quit, memory_order_relaxed))
+        if (pthread_cond_timedwait(&s->wake, &s->wake_lock, &ts) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&s->wake_lock);
+}
+
+void recorder_wake(termsight_session *s)
+{
+    pthread_mutex_lock(&s->wake_lock);
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->wake_lock);
 }
 
 static void *recorder_main(void *arg)
 {
     termsight_session *s = arg;
+    s->private_fds = util_private_fds();
     ts_segment_header *h = segment_header(s->seg);
+    uint32_t lane_events = segment_geometry_of(s->seg)->lane_events;
     uint64_t next_refine = tsclock_now(&ts_clock) + 1000000000ull, refine_gap = 1000000000ull;
     while (!atomic_load_explicit(&s->recorder_quit, memory_order_acquire)) {
         size_t n = recorder_drain(s);
@@ -186,9 +290,13 @@ static void *recorder_main(void *arg)
         uint32_t cmd;
         char arg_text[TS_MAILBOX_ARG];
         if (mailbox_take(s->seg, &s->mailbox, &seq, &cmd, arg_text, sizeof arg_text)) {
-            int rc = session_command(s, cmd, arg_text);
+            /* Only the commands a monitor may send: the end of a session is the program's. */
+            int rc = mailbox_cmd_name(cmd)
+                         ? session_command(s, cmd, arg_text)
+                         : session_fail(TERMSIGHT_E_INVALID, "unknown command %u", cmd);
             mailbox_answer(s->seg, seq, rc, rc ? termsight_last_error() : "ok");
         }
+        serve_request(s);
 
         uint64_t now = tsclock_now(&ts_clock);
         atomic_store_explicit(&h->heartbeat_ns, now, memory_order_relaxed);
@@ -201,10 +309,8 @@ static void *recorder_main(void *arg)
         }
         /* Busy lanes are drained again at once, filling ones soon, quiet ones after a
          * millisecond: a burst finds the recorder awake without a trickle keeping it spinning. */
-        if (n < h->lane_events / 8) {
-            struct timespec ts = {0, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS};
-            nanosleep(&ts, NULL);
-        }
+        if (n < lane_events / 8)
+            sleep_for(s, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS);
     }
     recorder_drain(s);
     return NULL;
@@ -212,15 +318,14 @@ static void *recorder_main(void *arg)
 
 int recorder_start(termsight_session *s)
 {
-    uint32_t lanes = segment_header(s->seg)->lane_count;
+    uint32_t lanes = segment_geometry_of(s->seg)->lane_count;
     s->lane_drops_seen = calloc(lanes, sizeof *s->lane_drops_seen);
     s->runs = calloc(lanes, sizeof *s->runs);
     if (!s->lane_drops_seen || !s->runs || lane_claim(s->seg, (uint32_t)getpid(), &s->own) != 0)
         return -1;
     atomic_store(&s->recorder_quit, 0);
-    if (pthread_create(&s->recorder, NULL, recorder_main, s) != 0)
+    if (util_thread_start(&s->recorder, 0, recorder_main, s, "termsight-rec") != 0)
         return -1;
-    pthread_setname_np(s->recorder, "termsight-rec");
     s->recorder_running = 1;
     return 0;
 }
@@ -230,6 +335,7 @@ void recorder_stop(termsight_session *s)
     if (!s->recorder_running)
         return;
     atomic_store_explicit(&s->recorder_quit, 1, memory_order_release);
+    recorder_wake(s);
     pthread_join(s->recorder, NULL);
     s->recorder_running = 0;
 }

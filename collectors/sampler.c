@@ -136,7 +136,9 @@ static void read_threads(sampler *m, snapshot *sn)
     char dents[DENTS_BUF];
     sn->nthreads = 0;
     sn->truncated = 0;
-    if (lseek(m->task_fd, 0, SEEK_SET) != 0)
+    /* Opened for each sample and closed after it, never kept: see sampler_main. */
+    m->task_fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (m->task_fd < 0)
         return;
     for (;;) {
         long n = syscall(SYS_getdents64, m->task_fd, dents, sizeof dents);
@@ -155,6 +157,8 @@ static void read_threads(sampler *m, snapshot *sn)
             read_thread(m, sn, tid);
         }
     }
+    close(m->task_fd);
+    m->task_fd = -1;
     qsort(sn->threads, sn->nthreads, sizeof sn->threads[0], by_tid);
 }
 
@@ -214,24 +218,29 @@ static uint64_t ticks_ns(const sampler *m, uint64_t ticks)
 }
 
 /* The events of the interval prev -> cur into m->events: their count, or 0 when the interval
- * saw no tick (the baseline is then kept and the next interval covers both). */
-static size_t build(sampler *m, const snapshot *prev, const snapshot *cur)
+ * saw no tick (the baseline is then kept and the next interval covers both). A sample that must
+ * be taken (a window's last) has no machine shares then, but the rest. */
+static size_t build(sampler *m, const snapshot *prev, const snapshot *cur, int must)
 {
     uint16_t share[TS_CPU__COUNT];
-    if (shares(&prev->machine, &cur->machine, share) != 0)
+    int ticked = shares(&prev->machine, &cur->machine, share) == 0;
+    if (!ticked && !must)
         return 0;
     ts_event base = {
         .tid = m->tid, .device = TS_DEVICE_HOST, .begin_ns = prev->t_ns, .end_ns = cur->t_ns};
     size_t n = 0;
 
-    ts_event *ev = &m->events[n++];
-    *ev = base;
-    ev->kind = TS_KIND_CPU_MACHINE;
-    ts_cpu_pack(ev, share);
-    ev->corr = delta(cur->machine.ctxt, prev->machine.ctxt);
-    uint32_t run = cur->machine.running > 0xffff ? 0xffff : cur->machine.running;
-    uint32_t blk = cur->machine.blocked > 0xffff ? 0xffff : cur->machine.blocked;
-    ev->aux = run << 16 | blk;
+    ts_event *ev;
+    if (ticked) {
+        ev = &m->events[n++];
+        *ev = base;
+        ev->kind = TS_KIND_CPU_MACHINE;
+        ts_cpu_pack(ev, share);
+        ev->corr = delta(cur->machine.ctxt, prev->machine.ctxt);
+        uint32_t run = cur->machine.running > 0xffff ? 0xffff : cur->machine.running;
+        uint32_t blk = cur->machine.blocked > 0xffff ? 0xffff : cur->machine.blocked;
+        ev->aux = run << 16 | blk;
+    }
 
     ev = &m->events[n++];
     *ev = base;
@@ -265,18 +274,55 @@ static size_t build(sampler *m, const snapshot *prev, const snapshot *cur)
     return n;
 }
 
+enum wake { WAKE_TIME, WAKE_ASKED, WAKE_QUIT };
+
 /* Sleeps until deadline (collector clock is CLOCK_MONOTONIC's epoch, as is the condition's
- * clock) or until asked to quit. Returns nonzero when asked to quit. */
-static int wait_until(termsight_session *s, uint64_t deadline)
+ * clock), until a sample is asked for (*asked: the request served) or until asked to quit. */
+static enum wake wait_until(termsight_session *s, uint64_t deadline, uint64_t *asked)
 {
     struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+    enum wake why = WAKE_TIME;
     pthread_mutex_lock(&s->sampler_lock);
-    while (!atomic_load(&s->sampler_quit) && tsclock_monotonic_ns() < deadline)
+    for (;;) {
+        if (atomic_load(&s->sampler_quit)) {
+            why = WAKE_QUIT;
+            break;
+        }
+        if (s->sample_asked != s->sample_taken) {
+            *asked = s->sample_asked;
+            why = WAKE_ASKED;
+            break;
+        }
+        if (tsclock_monotonic_ns() >= deadline ||
+            pthread_cond_timedwait(&s->sampler_wake, &s->sampler_lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&s->sampler_lock);
+    return why;
+}
+
+static void answered(termsight_session *s, uint64_t asked)
+{
+    pthread_mutex_lock(&s->sampler_lock);
+    if (s->sample_taken < asked)
+        s->sample_taken = asked;
+    pthread_cond_broadcast(&s->sampler_wake);
+    pthread_mutex_unlock(&s->sampler_lock);
+}
+
+void sampler_sample_now(termsight_session *s, int wait)
+{
+    if (!s->sampler_running)
+        return;
+    uint64_t deadline = tsclock_monotonic_ns() + 1000000000ull;
+    struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+    pthread_mutex_lock(&s->sampler_lock);
+    uint64_t mine = ++s->sample_asked;
+    pthread_cond_broadcast(&s->sampler_wake);
+    while (wait && s->sample_taken < mine && !atomic_load(&s->sampler_quit))
         if (pthread_cond_timedwait(&s->sampler_wake, &s->sampler_lock, &ts) == ETIMEDOUT)
             break;
-    int quit = atomic_load(&s->sampler_quit);
     pthread_mutex_unlock(&s->sampler_lock);
-    return quit;
 }
 
 static void sampler_loop(sampler *m)
@@ -285,36 +331,42 @@ static void sampler_loop(sampler *m)
     uint64_t interval = (uint64_t)s->opts.sample_interval_ms * 1000000ull;
     uint64_t next = tsclock_monotonic_ns() + interval;
     uint32_t base_window = 0; /* window of m->prev; 0 when there is no baseline */
-    while (!wait_until(s, next)) {
+    uint64_t asked = 0;
+    enum wake why;
+    while ((why = wait_until(s, next, &asked)) != WAKE_QUIT) {
         uint64_t now = tsclock_monotonic_ns();
-        next += interval;
-        if (next <= now)
-            next = now + interval; /* we fell behind: skip, do not burst */
+        if (why == WAKE_TIME) {
+            next += interval;
+            if (next <= now)
+                next = now + interval; /* we fell behind: skip, do not burst */
+        }
         uint32_t w = atomic_load(&s->sample_window);
         if (!w) {
             base_window = 0;
-            continue;
+        } else if (take(m, m->cur) == 0) {
+            /* A failed read keeps the baseline: the next interval covers this one. */
+            int keep_base = 0;
+            pthread_mutex_lock(&s->drain);
+            if (atomic_load(&s->sample_window) != w) {
+                w = 0; /* a stop (and maybe a start) came in while we read */
+            } else if (base_window == w) {
+                /* Asked for out of turn, the sample is taken however short its interval. */
+                size_t n = build(m, m->prev, m->cur, why == WAKE_ASKED);
+                if (n)
+                    recorder_append_locked(s, m->events, n);
+                else
+                    keep_base = 1;
+            }
+            pthread_mutex_unlock(&s->drain);
+            if (!keep_base) {
+                snapshot *t = m->prev;
+                m->prev = m->cur;
+                m->cur = t;
+                base_window = w;
+            }
         }
-        if (take(m, m->cur) != 0)
-            continue; /* keep the baseline: the next interval covers this one */
-        int keep_base = 0;
-        pthread_mutex_lock(&s->drain);
-        if (atomic_load(&s->sample_window) != w) {
-            w = 0; /* a stop (and maybe a start) came in while we read */
-        } else if (base_window == w) {
-            size_t n = build(m, m->prev, m->cur);
-            if (n)
-                recorder_append_locked(s, m->events, n);
-            else
-                keep_base = 1;
-        }
-        pthread_mutex_unlock(&s->drain);
-        if (!keep_base) {
-            snapshot *t = m->prev;
-            m->prev = m->cur;
-            m->cur = t;
-            base_window = w;
-        }
+        if (why == WAKE_ASKED)
+            answered(s, asked);
     }
 }
 
@@ -328,15 +380,21 @@ static void *sampler_main(void *arg)
     m.prev = malloc(sizeof *m.prev);
     m.cur = malloc(sizeof *m.cur);
     m.events = malloc((SAMPLER_MAX_THREADS + 3) * sizeof *m.events);
-    m.task_fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    /* Without /proc (or memory) there is nothing to sample: the thread idles until the end. */
-    if (m.buf && m.prev && m.cur && m.events && m.task_fd >= 0)
+    /* Every descriptor the sampler opens lives for one read, in a table of its own where the
+     * system allows one: a program that closes descriptors or opens its own under the same
+     * numbers never has its files read, rewound or closed by us. */
+    util_private_fds();
+    m.task_fd = -1;
+    /* Without memory there is nothing to sample: the thread answers and idles until the end. */
+    if (m.buf && m.prev && m.cur && m.events) {
         sampler_loop(&m);
-    else
-        while (!wait_until(s, UINT64_MAX / 2))
-            ;
-    if (m.task_fd >= 0)
-        close(m.task_fd);
+    } else {
+        uint64_t asked = 0;
+        enum wake why;
+        while ((why = wait_until(s, UINT64_MAX / 2, &asked)) != WAKE_QUIT)
+            if (why == WAKE_ASKED)
+                answered(s, asked);
+    }
     free(m.buf);
     free(m.prev);
     free(m.cur);
@@ -347,9 +405,8 @@ static void *sampler_main(void *arg)
 int sampler_start(termsight_session *s)
 {
     atomic_store(&s->sampler_quit, 0);
-    if (pthread_create(&s->sampler, NULL, sampler_main, s) != 0)
+    if (util_thread_start(&s->sampler, 0, sampler_main, s, "termsight-smp") != 0)
         return -1;
-    pthread_setname_np(s->sampler, "termsight-smp");
     s->sampler_running = 1;
     return 0;
 }

@@ -7,10 +7,12 @@
 #include "collectors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +145,8 @@ int session_check_options(const termsight_options *o)
 
 /* ---- Create and destroy ---------------------------------------------------------------- */
 
+static void set_state(termsight_session *s, uint32_t state);
+
 /* Segments of ended sessions, kept mapped (see termsight_session_destroy) and reachable. */
 typedef struct retired_segment {
     segment *seg;
@@ -163,6 +167,11 @@ static void retire_segment(segment *seg)
 
 static void session_free(termsight_session *s)
 {
+    free(s->overflow);
+    pthread_mutex_destroy(&s->req_lock);
+    pthread_mutex_destroy(&s->wake_lock);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->done);
     strtab_destroy(s->names);
     free(s->output_path);
     free(s->fp_start_op);
@@ -245,13 +254,18 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     pthread_mutex_init(&s->control, NULL);
     pthread_mutex_init(&s->drain, NULL);
     pthread_mutex_init(&s->meta, NULL);
-    /* The sampler's sleep is timed on CLOCK_MONOTONIC, the collector clock's epoch. */
+    pthread_mutex_init(&s->req_lock, NULL);
+    pthread_mutex_init(&s->wake_lock, NULL);
+    /* The recorder's and the sampler's sleeps are timed on CLOCK_MONOTONIC, the collector
+     * clock's epoch. */
     pthread_mutex_init(&s->sampler_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->sampler_wake, &ca);
+    pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_cond_init(&s->done, NULL);
     s->opts = *opts;
     s->output_path = strdup(opts->output_path);
     s->fp_start_op = dup_or_null(opts->fp_start_op);
@@ -296,7 +310,9 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         return rc;
     }
     s->generation = atomic_fetch_add(&ts_generation, 1) + 1;
-    atomic_store(&segment_header(s->seg)->state, TS_STATE_IDLE);
+    s->start_ns = segment_header(s->seg)->start_ns;
+    s->start_realtime_ns = segment_header(s->seg)->start_realtime_ns;
+    set_state(s, TS_STATE_IDLE);
     if (recorder_start(s) != 0) {
         segment_close(s->seg, 1);
         session_free(s);
@@ -340,39 +356,17 @@ int termsight_session_destroy(termsight_session *s)
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_NO_SESSION, "not this process's current session");
     }
-    /* The recorder may be waiting for the control lock to run a mailbox command: end it first,
-     * without holding that lock. The sampler takes the drain lock: it ends first too. */
+    /* The sampler appends under the drain lock: it ends first. The recorder thread then stops
+     * collecting, writes what is left and closes the recording (it alone holds its descriptor),
+     * and ends. */
     sampler_stop(s);
+    int rc = session_request(s, SESSION_CMD_END, NULL);
     recorder_stop(s);
-    pthread_mutex_lock(&s->control);
-    if (s->state == TS_STATE_COLLECTING) {
-        pthread_mutex_unlock(&s->control);
-        session_command(s, TS_CMD_STOP, NULL);
-        pthread_mutex_lock(&s->control);
-    }
-    cupti_stop(s); /* the forced flush at exit: device records still in CUPTI's buffers */
-    atomic_store(&ts_session, NULL);
-    atomic_fetch_add(&ts_generation, 1);
-    /* A drain leaves loss notices in the collector's lane for the next one, and keeps some
-     * pending while that lane is full: drain until one has nothing to do (the producers have
-     * stopped, so that comes). */
-    while (recorder_drain(s))
-        ;
-    int rc = TERMSIGHT_OK;
-    if (s->writer) {
-        char *why = NULL;
-        if (recording_sync(s->writer, &why) != 0 || recording_writer_close(s->writer, &why) != 0)
-            rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot close recording");
-        free(why);
-        s->writer = NULL;
-    }
-    atomic_store(&segment_header(s->seg)->state, TS_STATE_ENDED);
     /* Unlink the name but keep the mapping: a thread that passed the collecting check just
      * before the stop may still be writing into its lane, and must not touch unmapped memory.
      * The pages go when the process ends. */
     segment_unlink(s->seg);
     retire_segment(s->seg);
-    pthread_mutex_unlock(&s->control);
     session_free(s);
     pthread_mutex_unlock(&create_lock);
     return rc ? rc : ok();
@@ -384,6 +378,18 @@ termsight_session *termsight_session_current(void)
 }
 
 /* ---- Commands -------------------------------------------------------------------------- */
+
+uint32_t session_state(const termsight_session *s)
+{
+    return atomic_load(&((termsight_session *)s)->state);
+}
+
+/* The state changes under the control lock; monitors read its mirror in the header. */
+static void set_state(termsight_session *s, uint32_t state)
+{
+    atomic_store(&s->state, state);
+    atomic_store(&segment_header(s->seg)->state, state);
+}
 
 static ts_event marker(uint16_t kind, uint32_t name, uint32_t type, uint64_t v0)
 {
@@ -445,16 +451,47 @@ static void write_window_metadata(termsight_session *s)
     pthread_mutex_unlock(&s->meta);
 }
 
+/* The disk space kept beside the recording while it is written: when the disk fills up, it is
+ * given back so that the recording can still be closed with a note of what was lost. */
+#define RESERVE_BYTES (64u << 10)
+
+static void reserve_path(const termsight_session *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/" TS_RECORDING_RESERVE, s->recording_dir);
+}
+
+static void reserve_take(const termsight_session *s)
+{
+    char path[sizeof s->recording_dir + 32];
+    reserve_path(s, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0)
+        return; /* no reserve: a full disk then ends the recording without its note */
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
+        unlink(path);
+    close(fd);
+}
+
+static void reserve_give_back(const termsight_session *s)
+{
+    char path[sizeof s->recording_dir + 32];
+    reserve_path(s, path, sizeof path);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlink(path);
+}
+
 static int open_recording(termsight_session *s)
 {
     if (s->writer)
         return 0;
-    ts_segment_header *h = segment_header(s->seg);
-    recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = h->pid};
+    recording_meta meta = {
+        .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
     snprintf(meta.process, sizeof meta.process, "%s", s->process);
     snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
-    meta.start_realtime_ns = h->start_realtime_ns;
-    meta.start_ns = h->start_ns;
+    meta.start_realtime_ns = s->start_realtime_ns;
+    meta.start_ns = s->start_ns;
     gethostname(meta.host, sizeof meta.host - 1);
     char *why = NULL;
     if (recording_writer_open(s->recording_dir, &meta, &s->writer, &why) != 0) {
@@ -462,19 +499,54 @@ static int open_recording(termsight_session *s)
         free(why);
         return rc;
     }
-    s->strings_recorded = 0;
+    if (!atomic_load(&s->record_error))
+        reserve_take(s);
     return 0;
+}
+
+/* The recording stopped early (a full disk, an I/O error): with the reserved space given back,
+ * it is opened once more for the note of why and of how many events were lost, so the report can
+ * say so. Under the drain lock, after the last drain. */
+static void close_failed_recording(termsight_session *s)
+{
+    reserve_give_back(s);
+    if (open_recording(s) != 0)
+        return;
+    ts_event note[2] = {
+        marker(TS_KIND_LOST, 0, 0, s->write_drops),
+        marker(TS_KIND_CONFIG, intern(s, "record_error"), intern(s, s->record_notice), 0)};
+    note[0].aux = TS_LOST_WRITE;
+    note[0].tid = (uint32_t)getpid();
+    char *why = NULL;
+    uint32_t count = strtab_count(s->names);
+    const char *bytes[2];
+    uint32_t lens[2];
+    int rc = 0;
+    /* The names the recorder could not write, then the two the note uses. */
+    for (uint32_t id = s->strings_recorded; rc == 0 && id < count; id++) {
+        bytes[0] = strtab_name(s->names, id, &lens[0]);
+        if (!bytes[0])
+            bytes[0] = "", lens[0] = 0;
+        rc = recording_append_strings(s->writer, id, 1, bytes, lens, &why);
+    }
+    if (rc == 0)
+        rc = recording_append_events(s->writer, note, 2, NULL, 0, &why);
+    if (rc == 0)
+        recording_sync(s->writer, NULL);
+    free(why);
+    recording_writer_close(s->writer, NULL);
+    s->writer = NULL;
 }
 
 static int cmd_start(termsight_session *s)
 {
     ts_segment_header *h = segment_header(s->seg);
-    if (s->state == TS_STATE_COLLECTING)
+    if (session_state(s) == TS_STATE_COLLECTING)
         return session_fail(TERMSIGHT_E_ALREADY_COLLECTING,
                             "start: the profiler is already collecting (window %u)", s->window);
-    if (atomic_load(&h->record_error))
+    if (atomic_load(&s->record_error))
         return session_fail(TERMSIGHT_E_RECORDING, "start: recording stopped earlier: %s",
-                            h->record_notice);
+                            s->record_notice);
     pthread_mutex_lock(&s->drain);
     int rc = open_recording(s);
     if (rc == 0) {
@@ -484,35 +556,36 @@ static int cmd_start(termsight_session *s)
         write_window_metadata(s);
         recorder_commit_locked(s);
         atomic_store(&s->sample_window, s->window);
-        s->state = TS_STATE_COLLECTING;
         atomic_store(&h->window, s->window);
-        atomic_store(&h->state, TS_STATE_COLLECTING);
+        set_state(s, TS_STATE_COLLECTING);
         atomic_fetch_add(&ts_window, 1);
         collecting_set(1);
     }
     pthread_mutex_unlock(&s->drain);
+    if (rc == 0)
+        sampler_sample_now(s, 1); /* the window's baseline, now rather than an interval later */
     return rc;
 }
 
 static int cmd_stop(termsight_session *s)
 {
-    if (s->state != TS_STATE_COLLECTING)
+    if (session_state(s) != TS_STATE_COLLECTING)
         return session_fail(TERMSIGHT_E_NOT_COLLECTING,
                             "stop: the profiler is not collecting (state %s)",
-                            state_name(s->state));
+                            state_name(session_state(s)));
     collecting_set(0);
     /* Forced: a plain flush hands over full buffers only, and the window's last kernels would
      * arrive after the stop marker. */
     cupti_flush(s, 1);
     recorder_drain(s);
+    sampler_sample_now(s, 1); /* the window's last figures, however short it was */
     pthread_mutex_lock(&s->drain);
     atomic_store(&s->sample_window, 0); /* no sample after the stop marker */
     ts_event ev = marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);
     recorder_append_locked(s, &ev, 1);
     recorder_commit_locked(s);
     pthread_mutex_unlock(&s->drain);
-    s->state = TS_STATE_STOPPED;
-    atomic_store(&segment_header(s->seg)->state, TS_STATE_STOPPED);
+    set_state(s, TS_STATE_STOPPED);
     return 0;
 }
 
@@ -526,17 +599,16 @@ static int cmd_flush(termsight_session *s)
     if (s->writer && recording_sync(s->writer, &why) != 0)
         rc = session_fail(TERMSIGHT_E_RECORDING, "flush: %s", why ? why : "sync failed");
     free(why);
-    ts_segment_header *h = segment_header(s->seg);
-    if (!rc && atomic_load(&h->record_error))
+    if (!rc && atomic_load(&s->record_error))
         rc = session_fail(TERMSIGHT_E_RECORDING, "flush: recording stopped earlier: %s",
-                          h->record_notice);
+                          s->record_notice);
     pthread_mutex_unlock(&s->drain);
     return rc;
 }
 
 static int cmd_mark(termsight_session *s, const char *text)
 {
-    if (s->state != TS_STATE_COLLECTING)
+    if (session_state(s) != TS_STATE_COLLECTING)
         return session_fail(TERMSIGHT_E_NOT_COLLECTING, "mark: the profiler is not collecting");
     pthread_mutex_lock(&s->drain);
     ts_event ev = marker(TS_KIND_MARK, intern(s, text), 0, 0);
@@ -544,6 +616,38 @@ static int cmd_mark(termsight_session *s, const char *text)
     recorder_commit_locked(s);
     pthread_mutex_unlock(&s->drain);
     return 0;
+}
+
+/* The end of the session, on the recorder thread: the window closed, the device records
+ * flushed, the threads cut off, every lane drained, the recording synced and closed. */
+static int cmd_end(termsight_session *s)
+{
+    if (session_state(s) == TS_STATE_COLLECTING)
+        cmd_stop(s);
+    cupti_stop(s); /* the forced flush at exit: device records still in CUPTI's buffers */
+    atomic_store(&ts_session, NULL);
+    atomic_fetch_add(&ts_generation, 1);
+    /* A drain leaves loss notices for the next one: drain until one has nothing to do (the
+     * producers have stopped, so that comes). */
+    while (recorder_drain(s))
+        ;
+    int rc = 0;
+    pthread_mutex_lock(&s->drain);
+    if (s->writer) {
+        char *why = NULL;
+        if (recording_sync(s->writer, &why) != 0 || recording_writer_close(s->writer, &why) != 0)
+            rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot close recording");
+        free(why);
+        s->writer = NULL;
+    } else if (atomic_load(&s->record_error) && s->window) {
+        close_failed_recording(s);
+    }
+    if (s->window)
+        reserve_give_back(s);
+    pthread_mutex_unlock(&s->drain);
+    set_state(s, TS_STATE_ENDED);
+    atomic_store(&s->recorder_quit, 1);
+    return rc;
 }
 
 int session_command(termsight_session *s, uint32_t cmd, const char *arg)
@@ -563,11 +667,34 @@ int session_command(termsight_session *s, uint32_t cmd, const char *arg)
     case TS_CMD_MARK:
         rc = cmd_mark(s, arg ? arg : "");
         break;
+    case SESSION_CMD_END:
+        rc = cmd_end(s);
+        break;
     default:
         rc = session_fail(TERMSIGHT_E_INVALID, "unknown command %u", cmd);
         break;
     }
     pthread_mutex_unlock(&s->control);
+    return rc ? rc : ok();
+}
+
+int session_request(termsight_session *s, uint32_t cmd, const char *arg)
+{
+    if (pthread_equal(pthread_self(), s->recorder))
+        return session_command(s, cmd, arg);
+    pthread_mutex_lock(&s->req_lock);
+    pthread_mutex_lock(&s->wake_lock);
+    s->req.cmd = cmd;
+    s->req.arg = arg;
+    s->req.pending = 1;
+    pthread_cond_broadcast(&s->wake);
+    while (s->req.pending)
+        pthread_cond_wait(&s->done, &s->wake_lock);
+    int rc = s->req.rc;
+    if (rc)
+        session_fail(rc, "%s", s->req.msg);
+    pthread_mutex_unlock(&s->wake_lock);
+    pthread_mutex_unlock(&s->req_lock);
     return rc ? rc : ok();
 }
 
@@ -580,7 +707,7 @@ static int with_session(termsight_session *s, uint32_t cmd)
     if (s != atomic_load(&ts_session))
         return session_fail(TERMSIGHT_E_NO_SESSION,
                             "not this process's session (a forked child has none)");
-    return session_command(s, cmd, NULL);
+    return session_request(s, cmd, NULL);
 }
 
 int termsight_start(termsight_session *s)
@@ -600,8 +727,7 @@ int termsight_flush(termsight_session *s)
 
 const char *termsight_state(const termsight_session *s)
 {
-    /* The header's copy: the recorder thread may be changing s->state for a mailbox command. */
-    return s ? state_name(atomic_load(&segment_header(s->seg)->state)) : "none";
+    return s ? state_name(session_state(s)) : "none";
 }
 
 const char *termsight_run_folder(const termsight_session *s)
@@ -611,10 +737,10 @@ const char *termsight_run_folder(const termsight_session *s)
 
 uint64_t termsight_events_recorded(const termsight_session *s)
 {
-    return s ? atomic_load(&segment_header(s->seg)->events_recorded) : 0;
+    return s ? atomic_load(&((termsight_session *)s)->events_recorded) : 0;
 }
 
 uint64_t termsight_events_dropped(const termsight_session *s)
 {
-    return s ? atomic_load(&segment_header(s->seg)->drops) : 0;
+    return s ? atomic_load(&((termsight_session *)s)->drops) : 0;
 }

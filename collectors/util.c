@@ -1,11 +1,65 @@
 /* util: small helpers for naming the run and parsing options. */
 #include "collectors.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#define FD_SCAN_MAX 65536 /* descriptors closed one by one where neither close_range nor /proc */
+
+int util_thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg, const char *name)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (detached)
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The thread starts with every signal blocked, so that none meant for the program is ever
+     * handled on it (a handler of the program's running on our thread, our calls cut short). */
+    sigset_t all, prev;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &prev);
+    int rc = pthread_create(t, &attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return -1;
+    pthread_setname_np(*t, name);
+    return 0;
+}
+
+int util_private_fds(void)
+{
+    if (unshare(CLONE_FILES) != 0)
+        return 0;
+    /* The new table is a copy of the program's: every descriptor it had open is open here too,
+     * and would keep its files, pipes and sockets alive after it closes them (a peer would never
+     * see the end of a pipe). Only the standard streams stay, for messages. */
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+        return 1;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int own = dirfd(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            uint32_t fd;
+            if (util_parse_u32(e->d_name, 3, INT32_MAX, &fd) == 0 && (int)fd != own)
+                close((int)fd);
+        }
+        closedir(d);
+        return 1;
+    }
+    for (int fd = 3; fd < FD_SCAN_MAX; fd++)
+        close(fd);
+    return 1;
+}
 
 void util_process_name(char *out, size_t cap)
 {

@@ -388,6 +388,96 @@ START_TEST(lanes_reused)
 }
 END_TEST
 
+/* A thread that finds no lane loses what it emits, each event counted once: a range when it
+ * ends (one that never ends was never emitted), an instant when it is made. */
+static void *laneless(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 10; i++)
+        termsight_range_begin("open", "Op");
+    for (int i = 0; i < 4; i++)
+        termsight_range_end();
+    for (int i = 0; i < 3; i++)
+        termsight_mark("lost");
+    return NULL;
+}
+
+START_TEST(no_lane_counts_what_was_emitted)
+{
+    char out[600];
+    termsight_session *s = open_session("nolane", 1, 64, 1, out, sizeof out);
+    termsight_mark("the main thread takes the only lane");
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, laneless, NULL), 0);
+    pthread_join(t, NULL);
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_stop(s), 0);
+    ck_assert_uint_eq(termsight_events_dropped(s), 4 + 3);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    tally t2;
+    read_recording(run, &t2, NULL, NULL);
+    ck_assert_uint_eq(t2.lost, 4 + 3);
+    ck_assert_uint_eq(t2.by_kind[TS_KIND_OP_RANGE], 0);
+    ck_assert_uint_eq(t2.by_kind[TS_KIND_MARK], 1);
+}
+END_TEST
+
+/* Every window has its CPU and memory figures, however much shorter than the sampling interval:
+ * a baseline when it opens and a sample when it closes, both inside it. */
+START_TEST(short_window_sampled)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    char out[600];
+    make_output(out, sizeof out, "short");
+    o.output_path = out;
+    o.sample_interval_ms = 60000;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    char run[1024];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    for (int w = 0; w < 3; w++) {
+        if (w)
+            ck_assert_int_eq(termsight_start(s), 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do /* 20 ms of work */
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 20000000L);
+        ck_assert_int_eq(termsight_stop(s), 0);
+    }
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    recording_reader *r;
+    ck_assert_int_eq(recording_reader_open(run, &r, NULL), 0);
+    const ts_event *ev;
+    size_t n;
+    int window = 0, open = 0;
+    uint64_t start_ns = 0, stop_ns = 0, process[4] = {0}, memory[4] = {0};
+    while (recording_reader_next(r, &ev, &n, NULL) == 1) {
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == TS_KIND_COLLECT_START)
+                window++, open = 1, start_ns = ev[i].begin_ns;
+            if (ev[i].kind == TS_KIND_COLLECT_STOP)
+                open = 0, stop_ns = ev[i].end_ns;
+            if (ev[i].kind == TS_KIND_CPU_PROCESS || ev[i].kind == TS_KIND_HOST_MEMORY) {
+                ck_assert_msg(open, "a sample outside a window");
+                ck_assert_uint_ge(ev[i].begin_ns, start_ns);
+                (ev[i].kind == TS_KIND_CPU_PROCESS ? process : memory)[window]++;
+            }
+        }
+    }
+    recording_reader_close(r);
+    ck_assert_int_eq(window, 3);
+    ck_assert_uint_gt(stop_ns, start_ns);
+    for (int w = 1; w <= 3; w++) {
+        ck_assert_msg(process[w] == 1, "window %d: %llu process samples", w,
+                      (unsigned long long)process[w]);
+        ck_assert_uint_eq(memory[w], 1);
+    }
+}
+END_TEST
+
 START_TEST(flush_puts_everything_on_disk)
 {
     char out[600];
@@ -582,6 +672,8 @@ static Suite *session_suite(void)
     tcase_add_test(tc, observer_sees_collector_events);
     tcase_add_test(tc, accounted_under_load);
     tcase_add_test(tc, lanes_reused);
+    tcase_add_test(tc, no_lane_counts_what_was_emitted);
+    tcase_add_test(tc, short_window_sampled);
     tcase_add_test(tc, flush_puts_everything_on_disk);
     tcase_add_test(tc, mailbox_from_another_process);
     tcase_add_test(tc, fork_child_writes_nothing);

@@ -2,7 +2,9 @@
  * re-executes itself under `unshare -m` as root, `unshare -rm` otherwise; exit 77 when neither
  * works). Recording stops with its notice in the segment header, in `termsight top --once` (the
  * monitor's header line) and its JSON; the training goes on; what was written stays readable, and
- * every event emitted is in it or counted as dropped, exactly once. */
+ * every event emitted is in it or counted as dropped, exactly once; the recording ends with a note
+ * of what the full disk cost (written into the space the collector kept for it) and the report
+ * says so. */
 #define TESTUTIL_TAG "diskfull"
 #include "testutil.h"
 
@@ -75,20 +77,40 @@ START_TEST(disk_full)
     }
     segment_close(seg, 0);
 
-    /* What was written reads back: whole chunks, at most the one cut by the full disk lost. */
+    /* What was written reads back: whole chunks, at most the one cut by the full disk lost. At
+     * the end, with the space the collector had kept given back, the recording got its closing
+     * note: a loss notice for what could not be written and why (two events). */
     counter_tally t;
     tally_counters(e.run, &t);
     ck_assert_uint_le(t.bad_chunks, 1);
     ck_assert_int_eq(t.ordered, 1);
     ck_assert_uint_gt(t.total, 0);
-    ck_assert_uint_eq(t.events, r.recorded);
-    /* Each pushed event is in the recording or counted as dropped for the write; the others were
+    ck_assert_uint_eq(t.events, r.recorded + 2);
+    ck_assert_uint_eq(t.by_kind[TS_KIND_LOST], 1 + (t.lost_by_reason[TS_LOST_LANE_FULL] > 0));
+    uint64_t write_lost = t.lost_by_reason[TS_LOST_WRITE];
+    ck_assert_uint_gt(write_lost, 0);
+    /* Each pushed event is in the recording or counted as lost for the write; the others were
      * dropped by their full lane. */
-    ck_assert_msg(t.events + r.dropped == pushed + lane_drops,
-                  "in the recording %" PRIu64 " + dropped %" PRIu64 " != pushed %" PRIu64
-                  " + dropped by full lanes %" PRIu64,
-                  t.events, r.dropped, pushed, lane_drops);
+    ck_assert_msg(t.events - 2 + write_lost == pushed,
+                  "in the recording %" PRIu64 " - 2 + lost to the full disk %" PRIu64
+                  " != pushed %" PRIu64,
+                  t.events, write_lost, pushed);
+    ck_assert_uint_eq(r.dropped, write_lost + lane_drops);
     ck_assert_uint_le(t.total, r.emitted);
+    char reserve[1200];
+    snprintf(reserve, sizeof reserve, "%s/" TS_RECORDING_DIR "/" TS_RECORDING_RESERVE, e.run);
+    ck_assert_int_ne(access(reserve, F_OK), 0); /* the kept space is gone with the session */
+
+    /* The report says that the disk was full and how many events were lost. */
+    char *report = path_join(base, "report");
+    const char *analyse[] = {"analyse", e.run, "-o", report, NULL};
+    cli_run(base, analyse, &res);
+    ck_assert_msg(res.status == 0, "analyse: %s", res.err);
+    char want[sizeof notice + 128];
+    snprintf(want, sizeof want, "recording stopped early (%s): the %" PRIu64, notice, write_lost);
+    ck_assert_msg(strstr(res.out, want), "analyse does not say \"%s\":\n%s", want, res.out);
+    cli_result_free(&res);
+    free(report);
     printf("disk full: 2 MiB tmpfs; emitted %" PRIu64 ", %" PRIu64 " counters readable (%" PRIu64
            " events, %" PRIu64 " bad chunk, %" PRIu64 " bytes skipped), dropped %" PRIu64
            "; notice: %s\n",
