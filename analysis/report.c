@@ -1312,8 +1312,8 @@ void report_print(const report *r, FILE *out, int brief)
     char *ended = clean_dup(analysis_config_value(a, "ended"));
     if (ended)
         fprintf(out,
-                "ended:      the process was %s before it closed its session; what its lanes "
-                "still held was recovered from its shared memory\n",
+                "ended:      the process ended (%s) before it closed its session; what its "
+                "lanes still held was recovered from its shared memory\n",
                 ended);
     if (ended)
         free(ended);

@@ -274,11 +274,12 @@ static int run_run(int argc, char **argv, int check)
         snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
                  strsignal(WTERMSIG(status)));
     else
-        snprintf(how, sizeof how, "ended (status %d) without closing its session",
+        snprintf(how, sizeof how, "exit status %d, through _exit",
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     cli_stale_session(pid, how, recovered, sizeof recovered);
     if (recovered[0])
-        fprintf(stderr, "termsight: pid %d %s: %s\n", (int)pid, how, recovered);
+        fprintf(stderr, "termsight: pid %d ended (%s) before it closed its session: %s\n", (int)pid,
+                how, recovered);
     char folder[PATH_MAX + 256];
     if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0)
         fprintf(stderr, "termsight: run folder %s\n", folder);

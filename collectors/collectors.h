@@ -124,7 +124,7 @@ struct termsight_session {
 
     /* The /proc sampler (sampler.c). */
     pthread_t sampler;
-    int sampler_running;
+    _Atomic int sampler_running; /* read by the recorder thread (window samples) */
     _Atomic int sampler_quit;
     pthread_mutex_t sampler_lock; /* with sampler_wake: ends the sampler's sleep */
     pthread_cond_t sampler_wake;

@@ -684,6 +684,12 @@ int session_request(termsight_session *s, uint32_t cmd, const char *arg)
         return session_command(s, cmd, arg);
     pthread_mutex_lock(&s->req_lock);
     pthread_mutex_lock(&s->wake_lock);
+    if (atomic_load(&s->recorder_quit)) {
+        /* The session ended meanwhile (a destroy on another thread): nobody would answer. */
+        pthread_mutex_unlock(&s->wake_lock);
+        pthread_mutex_unlock(&s->req_lock);
+        return session_fail(TERMSIGHT_E_NO_SESSION, "the session has ended");
+    }
     s->req.cmd = cmd;
     s->req.arg = arg;
     s->req.pending = 1;

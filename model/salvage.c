@@ -98,8 +98,8 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
     char notice[sizeof h->record_notice];
     snprintf(notice, sizeof notice, "%.*s", (int)sizeof notice - 1, h->record_notice);
     int failed = atomic_load_explicit(&h->record_error, memory_order_acquire) != 0;
-    const char *text[4] = {"ended", why ? why : "the process ended without closing its session",
-                           "record_error", notice};
+    const char *text[4] = {"ended", why ? why : "without closing its session", "record_error",
+                           notice};
     uint32_t lens[4];
     for (int k = 0; k < 4; k++)
         lens[k] = (uint32_t)strlen(text[k]);
