@@ -10,8 +10,9 @@ The three lines termsight asks for are marked "termsight:". Then:
 
     python3 examples/torch_cnn.py --steps 60 --output ./termsight-data --analyse
 
---slow-data makes every sample wait 4 ms in the workers, as if read from slow storage, so that
-the input pipeline, not the network, is the bottleneck (the queue report says so);
+--slow-data makes every sample wait 4 ms (or --slow-data-ms) in the workers, as if read from
+slow storage, so that the input pipeline, not the network, is the bottleneck (the queue report
+says so);
 --no-profile runs without termsight.
 """
 
@@ -93,19 +94,22 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.02, help="SGD learning rate (default 0.02)")
     ap.add_argument("--slow-data", action="store_true",
                     help="make the input pipeline the bottleneck (4 ms of storage latency per "
-                    "sample)")
+                    "sample, or --slow-data-ms)")
+    ap.add_argument("--slow-data-ms", type=float, default=4.0,
+                    help="the storage latency per sample of --slow-data, in ms (default 4)")
     ap.add_argument("--output", default=os.environ.get("TERMSIGHT_OUTPUT", "./termsight-data"),
                     help="folder for termsight's run folder (default ./termsight-data)")
     ap.add_argument("--analyse", action="store_true", help="write the report after training")
     ap.add_argument("--no-profile", action="store_true", help="train without termsight")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     a = ap.parse_args(argv)
-    if a.steps < 1 or a.batch < 1 or a.workers < 0:
-        ap.error("--steps and --batch must be at least 1, --workers at least 0")
+    if a.steps < 1 or a.batch < 1 or a.workers < 0 or a.slow_data_ms < 0:
+        ap.error("--steps and --batch must be at least 1, --workers and --slow-data-ms at "
+                 "least 0")
 
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
-    train = Bars(a.steps * a.batch, seed=1, slow_ms=4.0 if a.slow_data else 0.0)
+    train = Bars(a.steps * a.batch, seed=1, slow_ms=a.slow_data_ms if a.slow_data else 0.0)
     held_out = Bars(512, seed=2)
     if a.workers:
         loader = DataLoader(train, batch_size=a.batch, shuffle=True, num_workers=a.workers,

@@ -87,7 +87,11 @@ class Example(Base):
             self.assertTrue(os.path.getsize(os.path.join(run, "report", f)) > 0, f)
 
     def test_slow_data_is_the_bottleneck(self):
-        trained, _, _, run = self.train("--steps", "20", "--workers", "2", "--slow-data")
+        # 12 ms a sample: two workers deliver a batch of 32 in about 190 ms, several times a
+        # training step even where the step itself is slowed down (the ASan runtime preloaded
+        # into Python slows every allocation of PyTorch's).
+        trained, _, _, run = self.train("--steps", "20", "--workers", "2", "--slow-data",
+                                        "--slow-data-ms", "12")
         self.assertEqual(trained, 20)
         s = summary(run)
         self.assertEqual(s["steps"]["count"], 20)
