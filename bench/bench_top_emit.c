@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 {
     unsigned long long rate = 1000000, seconds = 60, record_mb = 64;
     const char *output = "/tmp/termsight-bench-top";
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(argv[i], "--rate"))
@@ -54,7 +54,6 @@ int main(int argc, char **argv)
                             "[--output DIR] [--record-mb MB]\n");
             return 2;
         }
-        i++;
     }
     termsight_options opts;
     termsight_options_init(&opts);

@@ -46,7 +46,7 @@ esac
 # Only the fuzz targets are built: the rest of the tree has its own builds.
 log "configuring ${BUILD_DIR} (clang, address,undefined, TERMSIGHT_FUZZ)"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-    -DTERMSIGHT_SANITIZE=address,undefined -DTERMSIGHT_FUZZ=ON >/dev/null
+    -DTERMSIGHT_SANITIZE=address,undefined -DTERMSIGHT_FUZZ=ON -DTERMSIGHT_WERROR=ON >/dev/null
 log "building the fuzz targets with ${JOBS} jobs"
 cmake --build "$BUILD_DIR" -j"$JOBS" --target fuzz_targets >/dev/null
 

@@ -10,5 +10,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-TERMSIGHT_SETUP_TESTS=1 bash scripts/setup.sh "$@"
+# Warnings are errors in the project's own builds (a user's build only warns).
+TERMSIGHT_SETUP_TESTS=1 bash scripts/setup.sh -DTERMSIGHT_WERROR=ON "$@"
 ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --timeout 900 -j2

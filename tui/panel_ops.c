@@ -228,21 +228,31 @@ static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int ful
             used += kcols[k].width + 1;
         }
     }
+    /* The columns that fit, in display order, with their heads and widths: header and rows go
+     * through this list. */
+    struct {
+        enum kcol k;
+        const char *head;
+        int width;
+    } vis[KCOL__N];
+    int nvis = 0;
+    for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++)
+        if (show[korder[i]])
+            vis[nvis++] =
+                (typeof(vis[0])){korder[i], kcols[korder[i]].head, kcols[korder[i]].width};
     int namew = r.w - used - 1;
     rect head = {r.y + 1, r.x, 1, r.w};
     canvas_fill(c, head, ' ', ROLE_LABEL);
     canvas_str(c, head, 0, 1, ROLE_LABEL, "KERNEL");
     int x = 1 + namew + 1;
-    for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++) {
-        enum kcol k = korder[i];
-        if (!show[k])
-            continue;
+    for (int j = 0; j < nvis; j++) {
+        enum kcol k = vis[j].k;
         char h[24];
-        snprintf(h, sizeof h, "%s%s", kcols[k].head,
+        snprintf(h, sizeof h, "%s%s", vis[j].head,
                  (int)k == kernel_sorted_col(v->ops_sort) ? "*" : "");
         int hw = (int)strlen(h);
-        canvas_str(c, head, 0, k == KCOL_OP ? x : x + kcols[k].width - hw, ROLE_LABEL, h);
-        x += kcols[k].width + 1;
+        canvas_str(c, head, 0, k == KCOL_OP ? x : x + vis[j].width - hw, ROLE_LABEL, h);
+        x += vis[j].width + 1;
     }
 
     rect body = {r.y + 2, r.x, r.h - 2, r.w};
@@ -261,13 +271,10 @@ static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int ful
         int sel = v->ops_top + y == v->ops_sel;
         int role = sel ? ROLE_SELECTED : k->comm ? ROLE_WARN : ROLE_NORMAL;
         x = row_start(c, body, y, sel, role, p->a, k->name, namew, 0);
-        for (size_t i = 0; i < sizeof korder / sizeof korder[0]; i++) {
-            enum kcol col = korder[i];
-            if (!show[col])
-                continue;
+        for (int j = 0; j < nvis; j++) {
             char t[128];
-            kernel_cell(p->a, k, col, t, sizeof t);
-            x = row_cell(c, body, y, x, kcols[col].width, role, t, col == KCOL_OP, 1);
+            kernel_cell(p->a, k, vis[j].k, t, sizeof t);
+            x = row_cell(c, body, y, x, vis[j].width, role, t, vis[j].k == KCOL_OP, 1);
         }
     }
     free(rows);
@@ -316,21 +323,29 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
             used += cols[k].width + 1;
         }
     }
+    /* The columns that fit, in display order: header and rows go through this list. */
+    static const enum col order[] = {COL_TYPE, COL_COUNT, COL_TOTAL, COL_AVG, COL_MAX, COL_SHARE};
+    struct {
+        enum col k;
+        const char *head;
+        int width;
+    } vis[COL__N];
+    int nvis = 0;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (show[order[i]])
+            vis[nvis++] = (typeof(vis[0])){order[i], cols[order[i]].head, cols[order[i]].width};
     int namew = r.w - used - 1;
     rect head = {r.y + 1, r.x, 1, r.w};
     canvas_fill(c, head, ' ', ROLE_LABEL);
     canvas_str(c, head, 0, 1, ROLE_LABEL, q.by_type ? "TYPE" : "OP");
     int x = 1 + namew + 1;
-    static const enum col order[] = {COL_TYPE, COL_COUNT, COL_TOTAL, COL_AVG, COL_MAX, COL_SHARE};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        enum col k = order[i];
-        if (!show[k])
-            continue;
+    for (int j = 0; j < nvis; j++) {
+        enum col k = vis[j].k;
         char h[24];
-        snprintf(h, sizeof h, "%s%s", cols[k].head, (int)k == sorted_col(v->ops_sort) ? "*" : "");
+        snprintf(h, sizeof h, "%s%s", vis[j].head, (int)k == sorted_col(v->ops_sort) ? "*" : "");
         int hw = (int)strlen(h);
-        canvas_str(c, head, 0, k == COL_TYPE ? x : x + cols[k].width - hw, ROLE_LABEL, h);
-        x += cols[k].width + 1;
+        canvas_str(c, head, 0, k == COL_TYPE ? x : x + vis[j].width - hw, ROLE_LABEL, h);
+        x += vis[j].width + 1;
     }
 
     rect body = {r.y + 2, r.x, r.h - 2, r.w};
@@ -360,13 +375,10 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         int sel = v->ops_top + y == v->ops_sel;
         int role = sel ? ROLE_SELECTED : ROLE_NORMAL;
         x = row_start(c, body, y, sel, role, p->a, s->name, namew, 1);
-        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-            enum col k = order[i];
-            if (!show[k])
-                continue;
+        for (int j = 0; j < nvis; j++) {
             char t[64];
-            cell_text(p->a, s, k, t, sizeof t);
-            x = row_cell(c, body, y, x, cols[k].width, role, t, k == COL_TYPE, 0);
+            cell_text(p->a, s, vis[j].k, t, sizeof t);
+            x = row_cell(c, body, y, x, vis[j].width, role, t, vis[j].k == COL_TYPE, 0);
         }
     }
     free(rows);
