@@ -651,6 +651,18 @@ const recording_meta *recording_reader_meta(const recording_reader *r);
 /* Damage seen so far: bytes skipped and chunks refused (bad checksum, bad length, cut short). */
 uint64_t recording_reader_skipped_bytes(const recording_reader *r);
 uint64_t recording_reader_bad_chunks(const recording_reader *r);
+
+/* What reading cost so far: bytes read from the file, bytes checksummed (valid chunks and
+ * candidates that failed), bytes held for names. Reading is linear in the bytes the file holds
+ * (holes of a sparse file are jumped over, failed checksums are bounded by a multiple of the
+ * bytes passed), and names cost a bounded multiple of their chunks (README: RELIABILITY). */
+typedef struct recording_reader_work {
+    uint64_t bytes_read;
+    uint64_t bytes_checked;
+    uint64_t name_memory;
+} recording_reader_work;
+recording_reader_work recording_reader_work_done(const recording_reader *r);
+
 void recording_reader_close(recording_reader *r);
 
 #endif

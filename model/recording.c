@@ -48,6 +48,10 @@
 #define CHUNK_PAYLOAD_MAX (16u << 20) /* larger is damage */
 #define CHUNK_EVENTS_MAX  4096u
 #define READ_BLOCK        (256u << 10) /* reader's read-ahead */
+#define CHECK_FACTOR      4u           /* failed checksums: bytes per byte of file passed */
+#define CHECK_ALLOWANCE   (2ull * CHUNK_PAYLOAD_MAX) /* ... and this much to begin with */
+#define HOLE_MIN          (64u << 10)                /* a hole at least this long is jumped over */
+#define NAME_BLOCK        (1u << 20)                 /* names are kept in blocks of this size */
 
 typedef struct chunk_header {
     uint32_t magic;
@@ -432,16 +436,25 @@ int recording_writer_close(recording_writer *w, char **cause)
 /* Reader                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-/* One name, stored NUL-terminated for convenience (names may hold NUL bytes too). */
-typedef struct string_slot {
+/* Names: their bytes in blocks that never move (a name's pointer stays valid until the reader
+ * is closed), each stored as {uint32 length, bytes, NUL}; found by id through a dense array for
+ * the ids a writer hands out (0, 1, 2 ...), and a hash table for the others. Memory is bounded
+ * by a multiple of the STRINGS bytes read (README: RELIABILITY). */
+typedef struct name_block {
+    struct name_block *next;
+    size_t used, cap;
+    char bytes[];
+} name_block;
+
+typedef struct name_slot {
     uint32_t id;
-    uint32_t len;
-    char *bytes; /* NULL: empty slot */
-} string_slot;
+    const char *entry; /* NULL: empty slot */
+} name_slot;
 
 struct recording_reader {
     int fd;
     char *path;
+    uint64_t size; /* the file's size when last looked at */
 
     /* A window on the file: buf[0 .. len) holds the bytes at file offset base (8-aligned, so
      * that every chunk in it is 8-aligned in memory). */
@@ -450,13 +463,18 @@ struct recording_reader {
     uint64_t base;
     uint64_t pos; /* next chunk's file offset */
 
-    /* Names by id: open addressing, at most half full. Bounded by the distinct ids seen. */
-    string_slot *slots;
+    name_block *blocks;
+    const char **dense; /* entry of id, for ids below dense_cap */
+    uint32_t dense_cap;
+    name_slot *slots; /* the other ids: open addressing, at most half full */
     uint32_t slot_cap, slot_used;
+    uint32_t names; /* distinct ids stored */
+    uint64_t name_memory;
 
     recording_meta meta;
     int have_meta;
     uint64_t skipped, bad;
+    uint64_t bytes_read, bytes_checked, failed_checked;
 };
 
 enum chunk_status { CHUNK_OK, CHUNK_BAD, CHUNK_END, CHUNK_IOERR };
@@ -499,6 +517,7 @@ static ssize_t reader_fill(recording_reader *r, uint64_t off, size_t want)
         if (n == 0)
             break;
         r->len += (size_t)n;
+        r->bytes_read += (uint64_t)n;
     }
     size_t have = r->base + r->len > off ? (size_t)(r->base + r->len - off) : 0;
     return (ssize_t)(have < want ? have : want);
@@ -519,6 +538,20 @@ static int reader_check(recording_reader *r, uint64_t off, chunk_header *h)
     if (h->magic != CHUNK_MAGIC || h->length > CHUNK_PAYLOAD_MAX)
         return CHUNK_BAD;
     size_t body = (size_t)h->length + pad8(h->length);
+    /* A length that runs past the end of the file is refused unread (the file may have grown
+     * since it was last measured: a live recording). */
+    if (off + CHUNK_HEADER + body > r->size) {
+        struct stat st;
+        if (fstat(r->fd, &st) == 0)
+            r->size = (uint64_t)st.st_size;
+        if (off + CHUNK_HEADER + body > r->size)
+            return CHUNK_BAD;
+    }
+    /* Checksums that fail may cost at most CHECK_FACTOR times the bytes passed so far (plus
+     * CHECK_ALLOWANCE): headers planted every 8 bytes, each claiming 16 MiB, would otherwise
+     * checksum 16 MiB apiece. A real chunk after damage costs its own size, well inside. */
+    if (r->failed_checked + body > CHECK_ALLOWANCE + CHECK_FACTOR * off)
+        return CHUNK_BAD;
     got = reader_fill(r, off, CHUNK_HEADER + body);
     if (got < 0)
         return CHUNK_IOERR;
@@ -526,7 +559,31 @@ static int reader_check(recording_reader *r, uint64_t off, chunk_header *h)
         return CHUNK_BAD;
     uLong crc = chunk_crc_header(h);
     crc = crc32(crc, r->buf + (off - r->base) + CHUNK_HEADER, (uInt)body);
-    return (uint32_t)crc == h->crc ? CHUNK_OK : CHUNK_BAD;
+    r->bytes_checked += body;
+    if ((uint32_t)crc == h->crc)
+        return CHUNK_OK;
+    r->failed_checked += body;
+    return CHUNK_BAD;
+}
+
+/* In a resynchronization, before the window moves past its end to off: a hole in a sparse file
+ * (SEEK_DATA) is jumped over rather than read as zeros. Returns the offset to go on from. */
+static uint64_t reader_skip_hole(recording_reader *r, uint64_t off)
+{
+    if (off < r->base + r->len)
+        return off;
+    off_t data = lseek(r->fd, (off_t)off, SEEK_DATA);
+    if (data < 0 && errno == ENXIO)
+        data = (off_t)(r->size > off ? r->size : off); /* only a hole up to the end */
+    if (data < 0 || (uint64_t)data < off + HOLE_MIN) {
+        lseek(r->fd, (off_t)(r->base + r->len), SEEK_SET); /* where read() goes on */
+        return off;
+    }
+    uint64_t to = (uint64_t)data & ~(uint64_t)7;
+    r->base = to;
+    r->len = 0;
+    lseek(r->fd, (off_t)to, SEEK_SET);
+    return to;
 }
 
 /* After a bad chunk at r->pos: the next 8-aligned offset holding a valid chunk, or the end. Every
@@ -536,6 +593,7 @@ static int reader_resync(recording_reader *r)
     uint64_t from = r->pos;
     r->bad++;
     for (uint64_t off = from + 8;; off += 8) {
+        off = reader_skip_hole(r, off);
         ssize_t got = reader_fill(r, off, 4);
         if (got < 0)
             return -1;
@@ -568,16 +626,24 @@ static uint32_t slot_hash(uint32_t id)
     return id * 2654435761u;
 }
 
-static string_slot *reader_slot(const recording_reader *r, uint32_t id)
+static name_slot *reader_slot(const recording_reader *r, uint32_t id)
 {
     if (!r->slot_cap)
         return NULL;
     uint32_t mask = r->slot_cap - 1;
     for (uint32_t i = slot_hash(id) & mask;; i = (i + 1) & mask) {
-        string_slot *s = &r->slots[i];
-        if (!s->bytes || s->id == id)
+        name_slot *s = &r->slots[i];
+        if (!s->entry || s->id == id)
             return s;
     }
+}
+
+static void *counted_calloc(recording_reader *r, size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p)
+        r->name_memory += (uint64_t)n * size;
+    return p;
 }
 
 static int reader_grow_slots(recording_reader *r)
@@ -585,38 +651,90 @@ static int reader_grow_slots(recording_reader *r)
     if (r->slot_cap >= (1u << 31))
         return -1;
     uint32_t cap = r->slot_cap ? r->slot_cap * 2 : 1024;
-    string_slot *old = r->slots;
+    name_slot *old = r->slots;
     uint32_t old_cap = r->slot_cap;
-    r->slots = calloc(cap, sizeof(*r->slots));
+    r->slots = counted_calloc(r, cap, sizeof(*r->slots));
     if (!r->slots) {
         r->slots = old;
         return -1;
     }
     r->slot_cap = cap;
-    for (uint32_t i = 0; i < old_cap; i++) {
-        if (old[i].bytes)
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i].entry)
             *reader_slot(r, old[i].id) = old[i];
-    }
     free(old);
+    r->name_memory -= (uint64_t)old_cap * sizeof(*old);
     return 0;
+}
+
+/* The dense array covers ids up to twice the names stored (and a first stretch): a writer's ids
+ * are consecutive, a hostile file's far apart ones go to the hash table instead. */
+static int reader_dense_covers(recording_reader *r, uint32_t id)
+{
+    if (id < r->dense_cap)
+        return 1;
+    uint64_t want = (uint64_t)r->dense_cap * 2;
+    if (want < 4096)
+        want = 4096;
+    if (id >= want || want > 2ull * r->names + 4096)
+        return 0;
+    const char **d = realloc(r->dense, want * sizeof(*d));
+    if (!d)
+        return 0;
+    memset(d + r->dense_cap, 0, (want - r->dense_cap) * sizeof(*d));
+    r->name_memory += (want - r->dense_cap) * sizeof(*d);
+    r->dense = d;
+    r->dense_cap = (uint32_t)want;
+    return 1;
+}
+
+/* A copy of a name in the blocks: {uint32 length, bytes, NUL}, 4-byte aligned. Every empty name
+ * shares one entry. */
+static const char *reader_keep(recording_reader *r, const unsigned char *p, uint32_t len)
+{
+    static const uint32_t empty_entry[2];
+    if (!len)
+        return (const char *)empty_entry;
+    size_t need = (sizeof(uint32_t) + (size_t)len + 1 + 3) & ~(size_t)3;
+    name_block *b = r->blocks;
+    if (!b || b->cap - b->used < need) {
+        size_t cap = need > NAME_BLOCK ? need : NAME_BLOCK;
+        b = malloc(sizeof(*b) + cap);
+        if (!b)
+            return NULL;
+        r->name_memory += sizeof(*b) + cap;
+        b->next = r->blocks;
+        b->used = 0;
+        b->cap = cap;
+        r->blocks = b;
+    }
+    char *e = b->bytes + b->used;
+    memcpy(e, &len, sizeof len);
+    memcpy(e + sizeof len, p, len);
+    e[sizeof len + len] = '\0';
+    b->used += need;
+    return e;
 }
 
 /* Stores a name; a later chunk naming the same id (a later writer of the same file) wins. */
 static int reader_put_string(recording_reader *r, uint32_t id, const unsigned char *p, uint32_t len)
 {
+    const char *e = reader_keep(r, p, len);
+    if (!e)
+        return -1;
+    if (reader_dense_covers(r, id)) {
+        r->names += !r->dense[id];
+        r->dense[id] = e;
+        return 0;
+    }
     if (((uint64_t)r->slot_used + 1) * 2 > r->slot_cap && reader_grow_slots(r) < 0)
         return -1;
-    char *copy = malloc((size_t)len + 1);
-    if (!copy)
-        return -1;
-    memcpy(copy, p, len);
-    copy[len] = '\0';
-    string_slot *s = reader_slot(r, id);
-    if (s->bytes)
-        free(s->bytes);
-    else
+    name_slot *s = reader_slot(r, id);
+    if (!s->entry) {
         r->slot_used++;
-    *s = (string_slot){.id = id, .len = len, .bytes = copy};
+        r->names++;
+    }
+    *s = (name_slot){.id = id, .entry = e};
     return 0;
 }
 
@@ -717,6 +835,7 @@ int recording_reader_open(const char *path, recording_reader **out, char **cause
         cause_set(cause, "%s is not a termsight recording (not a regular file)", file);
         goto fail;
     }
+    r->size = (uint64_t)st.st_size;
     ssize_t got = reader_fill(r, 0, 4);
     if (got < 0) {
         cause_set(cause, "cannot read %s: %s", file, strerror(errno));
@@ -798,12 +917,18 @@ int recording_reader_next(recording_reader *r, const ts_event **ev, size_t *n, c
 
 const char *recording_reader_string(const recording_reader *r, uint32_t id, uint32_t *len)
 {
-    const string_slot *s = reader_slot(r, id);
-    if (!s || !s->bytes)
+    const char *e = NULL;
+    if (id < r->dense_cap) {
+        e = r->dense[id];
+    } else {
+        const name_slot *s = reader_slot(r, id);
+        e = s ? s->entry : NULL;
+    }
+    if (!e)
         return NULL;
     if (len)
-        *len = s->len;
-    return s->bytes;
+        memcpy(len, e, sizeof *len);
+    return e + sizeof(uint32_t);
 }
 
 const recording_meta *recording_reader_meta(const recording_reader *r)
@@ -821,14 +946,24 @@ uint64_t recording_reader_bad_chunks(const recording_reader *r)
     return r->bad;
 }
 
+recording_reader_work recording_reader_work_done(const recording_reader *r)
+{
+    return (recording_reader_work){.bytes_read = r->bytes_read,
+                                   .bytes_checked = r->bytes_checked,
+                                   .name_memory = r->name_memory};
+}
+
 void recording_reader_close(recording_reader *r)
 {
     if (!r)
         return;
     if (r->fd >= 0)
         close(r->fd);
-    for (uint32_t i = 0; i < r->slot_cap; i++)
-        free(r->slots[i].bytes);
+    for (name_block *b = r->blocks, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(r->dense);
     free(r->slots);
     free(r->buf);
     free(r->path);
