@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,17 @@ static size_t clean_text(const char *bytes, size_t len, char *out, int keep_line
 size_t report_clean(const char *bytes, size_t len, char *out)
 {
     return clean_text(bytes, len, out, 1);
+}
+
+int report_json_u64(void *object, const char *key, uint64_t v)
+{
+    /* cJSON prints a double with 15 significant digits when that reads back within its
+     * tolerance: exact for integers below 10^15 only. */
+    if (v < 1000000000000000ull)
+        return cJSON_AddNumberToObject(object, key, (double)v) ? 0 : -1;
+    char digits[24];
+    snprintf(digits, sizeof digits, "%" PRIu64, v);
+    return cJSON_AddRawToObject(object, key, digits) ? 0 : -1;
 }
 
 /* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
@@ -710,11 +722,90 @@ static const char mem_header[] = "t_us,device,bytes,peak_bytes";
 
 static atomic_uint tmp_seq;
 
-/* Creates the temporary folder beside the target. */
+/* Removes what the folder open as fd holds, never following a link (a link is removed, not its
+ * target), down to MAX_STALE_DEPTH levels. Returns 0 when the folder is empty after. */
+#define MAX_STALE_DEPTH 4
+static int empty_folder(int fd, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            continue;
+        int sub = depth < MAX_STALE_DEPTH
+                      ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+        if (sub < 0 || empty_folder(sub, depth + 1) != 0 ||
+            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Temporary folders beside the target that an analyse killed mid-write left behind:
+ * "<target name>.tmp-<pid>-<n>" folders of this user whose process is gone are removed (a live
+ * one is another analyse at work). Anything else with such a name is left alone. */
+static void remove_stale_tmps(const char *target)
+{
+    char *parent = strdup(target);
+    if (!parent)
+        return;
+    char *slash = strrchr(parent, '/');
+    const char *name = slash ? slash + 1 : parent;
+    const char *dir = slash ? (slash == parent ? "/" : parent) : ".";
+    if (slash)
+        *slash = 0;
+    size_t nl = strlen(name);
+    int pfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = pfd < 0 ? NULL : fdopendir(pfd);
+    if (!d) {
+        if (pfd >= 0)
+            close(pfd);
+        free(parent);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *p = e->d_name;
+        if (strncmp(p, name, nl) || strncmp(p + nl, ".tmp-", 5))
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(p + nl + 5, &end, 10);
+        if (errno || end == p + nl + 5 || *end != '-' || pid <= 0 || pid > INT32_MAX)
+            continue;
+        const char *seq = end + 1;
+        strtoul(seq, &end, 10);
+        if (end == seq || *end || *seq == '-' || *seq == '+')
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), p, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive (or not ours to probe): maybe another analyse */
+        int fd = openat(dirfd(d), p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && empty_folder(fd, 1) == 0)
+            unlinkat(dirfd(d), p, AT_REMOVEDIR);
+    }
+    closedir(d);
+    free(parent);
+}
+
+/* Creates the temporary folder beside the target, after removing stale ones. */
 static int make_tmp(report *r, char **cause)
 {
     if (make_parents(r->target, cause) < 0)
         return -1;
+    remove_stale_tmps(r->target);
     for (int tries = 0; tries < 100; tries++) {
         unsigned n = atomic_fetch_add(&tmp_seq, 1);
         if (asprintf(&r->tmp, "%s.tmp-%ld-%u", r->target, (long)getpid(), n) < 0) {
@@ -1024,7 +1115,7 @@ static cJSON *j_ops(report *r, scratch *sc, int by_type, size_t limit)
         j_name(o, by_type ? "type" : "op", sc, r->a, rows[i].name);
         if (!by_type)
             j_name(o, "type", sc, r->a, rows[i].type);
-        cJSON_AddNumberToObject(o, "count", (double)rows[i].count);
+        report_json_u64(o, "count", rows[i].count);
         cJSON_AddNumberToObject(o, "total_us", us_of((double)rows[i].total_ns));
         cJSON_AddNumberToObject(o, "self_us", us_of((double)rows[i].self_ns));
         cJSON_AddNumberToObject(
@@ -1062,17 +1153,17 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddNumberToObject(rec, "pid", r->meta.pid);
         j_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
         j_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
-        cJSON_AddNumberToObject(rec, "start_realtime_ns", (double)r->meta.start_realtime_ns);
-        cJSON_AddNumberToObject(rec, "start_ns", (double)r->meta.start_ns);
+        report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
+        report_json_u64(rec, "start_ns", r->meta.start_ns);
     } else {
         cJSON_AddNullToObject(rec, "format");
     }
-    cJSON_AddNumberToObject(rec, "bytes_skipped", (double)r->info.skipped_bytes);
-    cJSON_AddNumberToObject(rec, "chunks_skipped", (double)r->info.bad_chunks);
+    report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
+    report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
 
     cJSON *tm = cJSON_AddObjectToObject(root, "time");
     int any = t->first_ns != UINT64_MAX;
-    cJSON_AddNumberToObject(tm, "origin_ns", (double)r->origin);
+    report_json_u64(tm, "origin_ns", r->origin);
     cJSON_AddNumberToObject(tm, "first_us", any ? us_of((double)rebase(r, t->first_ns)) : 0);
     cJSON_AddNumberToObject(tm, "last_us", any ? us_of((double)rebase(r, t->last_ns)) : 0);
     cJSON_AddNumberToObject(
@@ -1080,14 +1171,14 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         any && t->last_ns > t->first_ns ? us_of((double)(t->last_ns - t->first_ns)) : 0);
 
     cJSON *evs = cJSON_AddObjectToObject(root, "events");
-    cJSON_AddNumberToObject(evs, "total", (double)t->events);
+    report_json_u64(evs, "total", t->events);
     cJSON *bk = cJSON_AddObjectToObject(evs, "by_kind");
     for (uint32_t k = 0; k < TS_KIND__COUNT; k++)
-        cJSON_AddNumberToObject(bk, k ? event_kind_name(k) : "unknown", (double)t->by_kind[k]);
-    cJSON_AddNumberToObject(evs, "lost", (double)t->lost);
+        report_json_u64(bk, k ? event_kind_name(k) : "unknown", t->by_kind[k]);
+    report_json_u64(evs, "lost", t->lost);
     cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
     for (uint32_t k = 1; k < 5; k++)
-        cJSON_AddNumberToObject(lr, lost_reason_name(k), (double)t->lost_by_reason[k]);
+        report_json_u64(lr, lost_reason_name(k), t->lost_by_reason[k]);
     cJSON_AddNumberToObject(evs, "windows", t->windows);
     cJSON_AddNumberToObject(evs, "threads", t->threads);
     /* How the recording ended when it did not end as it should: null when it did. */
@@ -1099,7 +1190,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
 
     step_summary ss = analysis_steps(a);
     cJSON *st = cJSON_AddObjectToObject(root, "steps");
-    cJSON_AddNumberToObject(st, "count", (double)ss.steps);
+    report_json_u64(st, "count", ss.steps);
     cJSON_AddStringToObject(st, "source", report_step_source_name(ss.source));
     cJSON_AddNumberToObject(st, "avg_interval_us", us_of(ss.avg_interval_ns));
     cJSON_AddNumberToObject(st, "avg_fpbp_us", us_of(ss.avg_fpbp_ns));
@@ -1113,7 +1204,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON *slow = cJSON_AddArrayToObject(st, "slowest");
     for (int i = 0; i < 5 && ss.slowest_ns[i]; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "step", (double)ss.slowest[i]);
+        report_json_u64(o, "step", ss.slowest[i]);
         cJSON_AddNumberToObject(o, "total_us", us_of((double)ss.slowest_ns[i]));
         cJSON_AddItemToArray(slow, o);
     }
@@ -1130,7 +1221,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON *o = cJSON_CreateObject();
         j_name(o, "kernel", &sc, a, ks[i].name);
         j_name(o, "op", &sc, a, ks[i].op);
-        cJSON_AddNumberToObject(o, "count", (double)ks[i].count);
+        report_json_u64(o, "count", ks[i].count);
         cJSON_AddNumberToObject(o, "total_us", us_of((double)ks[i].total_ns));
         cJSON_AddBoolToObject(o, "communication", ks[i].comm);
         cJSON_AddItemToArray(kt, o);
@@ -1145,7 +1236,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON *o = cJSON_CreateObject();
         j_name(o, "queue", &sc, a, qs[i].name);
         cJSON_AddStringToObject(o, "role", report_role_name(qs[i].role));
-        cJSON_AddNumberToObject(o, "samples", (double)qs[i].samples);
+        report_json_u64(o, "samples", qs[i].samples);
         cJSON_AddNumberToObject(o, "avg_usage_pct", 100 * qs[i].avg_usage);
         cJSON_AddNumberToObject(o, "empty_pct", 100 * qs[i].empty_share);
         cJSON_AddNumberToObject(o, "full_pct", 100 * qs[i].full_share);
@@ -1168,7 +1259,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
 
     cpu_summary cs = analysis_cpu(a);
     cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
-    cJSON_AddNumberToObject(cpu, "samples", (double)cs.samples);
+    report_json_u64(cpu, "samples", cs.samples);
     static const char *const fields[TS_CPU__COUNT] = {"user_pct",    "nice_pct",   "system_pct",
                                                       "idle_pct",    "iowait_pct", "irq_pct",
                                                       "softirq_pct", "steal_pct"};
@@ -1183,23 +1274,23 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
 
     memory_summary ms = analysis_memory(a);
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
-    cJSON_AddNumberToObject(mem, "host_samples", (double)ms.host_samples);
-    cJSON_AddNumberToObject(mem, "host_rss_bytes", (double)ms.host_rss);
-    cJSON_AddNumberToObject(mem, "host_peak_rss_bytes", (double)ms.host_peak_rss);
+    report_json_u64(mem, "host_samples", ms.host_samples);
+    report_json_u64(mem, "host_rss_bytes", ms.host_rss);
+    report_json_u64(mem, "host_peak_rss_bytes", ms.host_peak_rss);
     cJSON *devs = cJSON_AddArrayToObject(mem, "devices");
     for (uint32_t d = 0; d < 8; d++) {
         if (!ms.device_bytes[d] && !ms.device_peak[d])
             continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "device", d);
-        cJSON_AddNumberToObject(o, "bytes", (double)ms.device_bytes[d]);
-        cJSON_AddNumberToObject(o, "peak_bytes", (double)ms.device_peak[d]);
+        report_json_u64(o, "bytes", ms.device_bytes[d]);
+        report_json_u64(o, "peak_bytes", ms.device_peak[d]);
         cJSON_AddItemToArray(devs, o);
     }
 
     flops_summary fs = analysis_flops(a);
     cJSON *fl = cJSON_AddObjectToObject(root, "flops");
-    cJSON_AddNumberToObject(fl, "flops", (double)fs.flops);
+    report_json_u64(fl, "flops", fs.flops);
     cJSON_AddNumberToObject(fl, "time_us", us_of((double)fs.time_ns));
     cJSON_AddNumberToObject(fl, "flops_per_s",
                             fs.flops_per_s == fs.flops_per_s ? fs.flops_per_s : 0);
@@ -1216,7 +1307,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "gap_us", us_of((double)gaps[i].gap_ns));
         cJSON_AddNumberToObject(o, "at_us", us_of((double)rebase(r, gaps[i].at_ns)));
-        cJSON_AddNumberToObject(o, "step", (double)gaps[i].step);
+        report_json_u64(o, "step", gaps[i].step);
         cJSON_AddNumberToObject(o, "tid", gaps[i].tid);
         j_name(o, "before", &sc, a, gaps[i].before);
         j_name(o, "after", &sc, a, gaps[i].after);
@@ -1234,13 +1325,13 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     }
 
     cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
-    cJSON_AddNumberToObject(tl, "limit_bytes", (double)r->info.timeline_limit_bytes);
+    report_json_u64(tl, "limit_bytes", r->info.timeline_limit_bytes);
     cJSON_AddNumberToObject(tl, "files", r->info.timeline_files);
-    cJSON_AddNumberToObject(tl, "events", (double)r->info.timeline_events);
-    cJSON_AddNumberToObject(tl, "left_out", (double)r->info.timeline_left_out);
-    cJSON_AddNumberToObject(tl, "moved_to_overlap_tracks", (double)r->info.timeline_moved);
-    cJSON_AddNumberToObject(tl, "dropped_overlapping", (double)r->info.timeline_dropped);
-    cJSON_AddNumberToObject(tl, "bytes", (double)r->info.timeline_bytes);
+    report_json_u64(tl, "events", r->info.timeline_events);
+    report_json_u64(tl, "left_out", r->info.timeline_left_out);
+    report_json_u64(tl, "moved_to_overlap_tracks", r->info.timeline_moved);
+    report_json_u64(tl, "dropped_overlapping", r->info.timeline_dropped);
+    report_json_u64(tl, "bytes", r->info.timeline_bytes);
 
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     for (size_t i = 0; i < r->nfiles; i++)

@@ -94,6 +94,12 @@ char *report_run_folder(const char *path);
  * unambiguously. out needs 4 * len + 1 bytes; it is NUL-terminated. Returns its length. */
 size_t report_clean(const char *bytes, size_t len, char *out);
 
+/* Adds key: v to a cJSON object (a cJSON *) as an exact integer: a cJSON number below 10^15
+ * (which cJSON prints exactly), the decimal digits themselves at and above (a wall-clock time in
+ * nanoseconds is about 1.8e18; doubles hold integers exactly only up to 2^53). Returns 0, or -1
+ * out of memory. */
+int report_json_u64(void *object, const char *key, uint64_t v);
+
 /* Names for the enums, as written in the files. */
 const char *report_step_source_name(uint32_t source); /* none, marks, option, auto */
 const char *report_verdict_name(uint32_t verdict);    /* none, ok, data_processing, ... */

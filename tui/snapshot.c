@@ -95,9 +95,9 @@ static void json_status(cJSON *o, const source_status *st)
     cJSON_AddStringToObject(o, "state", st->gone ? "ended" : state_name(st->state));
     cJSON_AddNumberToObject(o, "elapsed_s", st->elapsed_s);
     cJSON_AddNumberToObject(o, "events_per_s", st->events_per_s);
-    cJSON_AddNumberToObject(o, "drops", (double)st->drops);
-    cJSON_AddNumberToObject(o, "missed", (double)st->missed);
-    cJSON_AddNumberToObject(o, "observed", (double)st->observed);
+    report_json_u64(o, "drops", st->drops);
+    report_json_u64(o, "missed", st->missed);
+    report_json_u64(o, "observed", st->observed);
     cJSON_AddNumberToObject(o, "window", st->window);
     add_clean(o, "run_folder", st->run_folder);
     if (st->record_error)
@@ -108,8 +108,8 @@ static void json_steps(cJSON *o, const analysis *a)
 {
     step_summary ss = analysis_steps(a);
     cJSON *s = cJSON_AddObjectToObject(o, "steps");
-    cJSON_AddNumberToObject(s, "finished", (double)ss.steps);
-    cJSON_AddNumberToObject(s, "current", (double)ss.current_step);
+    report_json_u64(s, "finished", ss.steps);
+    report_json_u64(s, "current", ss.current_step);
     cJSON_AddNumberToObject(s, "avg_interval_ms", ms(ss.avg_interval_ns));
     cJSON_AddNumberToObject(s, "avg_fpbp_ms", ms(ss.avg_fpbp_ns));
     cJSON_AddNumberToObject(s, "avg_tail_ms", ms(ss.avg_tail_ns));
@@ -117,7 +117,7 @@ static void json_steps(cJSON *o, const analysis *a)
     cJSON *slow = cJSON_AddArrayToObject(s, "slowest");
     for (int i = 0; i < 5 && ss.slowest[i]; i++) {
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "step", (double)ss.slowest[i]);
+        report_json_u64(e, "step", ss.slowest[i]);
         cJSON_AddNumberToObject(e, "total_ms", ms((double)ss.slowest_ns[i]));
         cJSON_AddItemToArray(slow, e);
     }
@@ -126,7 +126,7 @@ static void json_steps(cJSON *o, const analysis *a)
     cJSON *recent = cJSON_AddArrayToObject(s, "recent");
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "step", (double)rows[i].step);
+        report_json_u64(e, "step", rows[i].step);
         cJSON_AddNumberToObject(e, "interval_ms", ms((double)rows[i].interval_ns));
         cJSON_AddNumberToObject(e, "fpbp_ms", ms((double)rows[i].fpbp_ns));
         cJSON_AddNumberToObject(e, "tail_ms", ms((double)rows[i].tail_ns));
@@ -146,7 +146,7 @@ static void json_ops(cJSON *o, const analysis *a, int by_type)
         add_name(e, by_type ? "type" : "op", a, rows[i].name);
         if (!by_type)
             add_name(e, "type", a, rows[i].type);
-        cJSON_AddNumberToObject(e, "count", (double)rows[i].count);
+        report_json_u64(e, "count", rows[i].count);
         cJSON_AddNumberToObject(e, "total_ms", ms((double)rows[i].total_ns));
         cJSON_AddNumberToObject(
             e, "avg_ms", rows[i].count ? ms((double)rows[i].total_ns / (double)rows[i].count) : 0);
@@ -169,8 +169,8 @@ static void json_queues(cJSON *o, const analysis *a)
         cJSON *e = cJSON_CreateObject();
         add_name(e, "queue", a, qs[i].name);
         cJSON_AddStringToObject(e, "role", qs[i].role < 3 ? roles[qs[i].role] : "unknown");
-        cJSON_AddNumberToObject(e, "capacity", (double)qs[i].capacity);
-        cJSON_AddNumberToObject(e, "samples", (double)qs[i].samples);
+        report_json_u64(e, "capacity", qs[i].capacity);
+        report_json_u64(e, "samples", qs[i].samples);
         cJSON_AddNumberToObject(e, "avg_usage", qs[i].avg_usage);
         cJSON_AddNumberToObject(e, "empty_share", qs[i].empty_share);
         cJSON_AddNumberToObject(e, "full_share", qs[i].full_share);
@@ -194,7 +194,7 @@ static void json_cpu_memory(cJSON *o, const analysis *a)
 {
     cpu_summary cs = analysis_cpu(a);
     cJSON *c = cJSON_AddObjectToObject(o, "cpu");
-    cJSON_AddNumberToObject(c, "samples", (double)cs.samples);
+    report_json_u64(c, "samples", cs.samples);
     cJSON_AddNumberToObject(c, "cpus", cs.cpus);
     cJSON_AddNumberToObject(c, "machine_user", cs.machine[TS_CPU_USER] + cs.machine[TS_CPU_NICE]);
     cJSON_AddNumberToObject(c, "machine_system",
@@ -219,15 +219,15 @@ static void json_cpu_memory(cJSON *o, const analysis *a)
     free(th);
     memory_summary m = analysis_memory(a);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
-    cJSON_AddNumberToObject(mem, "host_samples", (double)m.host_samples);
-    cJSON_AddNumberToObject(mem, "host_rss", (double)m.host_rss);
-    cJSON_AddNumberToObject(mem, "host_peak_rss", (double)m.host_peak_rss);
+    report_json_u64(mem, "host_samples", m.host_samples);
+    report_json_u64(mem, "host_rss", m.host_rss);
+    report_json_u64(mem, "host_peak_rss", m.host_peak_rss);
     arr = cJSON_AddArrayToObject(mem, "devices");
     for (uint32_t d = 0; d < m.devices && d < 8; d++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "device", d);
-        cJSON_AddNumberToObject(e, "bytes", (double)m.device_bytes[d]);
-        cJSON_AddNumberToObject(e, "peak_bytes", (double)m.device_peak[d]);
+        report_json_u64(e, "bytes", m.device_bytes[d]);
+        report_json_u64(e, "peak_bytes", m.device_peak[d]);
         cJSON_AddItemToArray(arr, e);
     }
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- Files and folders -------------------------------------------------------------------- */
@@ -569,10 +570,51 @@ static const char *jstr(const cJSON *o, const char *path)
     return it->valuestring;
 }
 
+/* Integers go into JSON exactly: numbers up to 2^53, the digits as they are above. */
+START_TEST(test_json_integers)
+{
+    static const struct {
+        uint64_t v;
+        const char *text;
+    } cases[] = {
+        {0, "0"},
+        {4242, "4242"},
+        {(1ull << 53) - 1, "9007199254740991"},
+        {1ull << 53, "9007199254740992"},
+        {(1ull << 53) + 1, "9007199254740993"},
+        {1795471056859229185ull, "1795471056859229185"},
+        {UINT64_MAX, "18446744073709551615"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ck_assert_int_eq(report_json_u64(o, "v", cases[i].v), 0);
+        char *text = cJSON_PrintUnformatted(o);
+        char want[64];
+        snprintf(want, sizeof want, "{\"v\":%s}", cases[i].text);
+        ck_assert_str_eq(text, want);
+        /* and it parses back as JSON */
+        cJSON *back = cJSON_Parse(text);
+        ck_assert_ptr_nonnull(back);
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(back, "v")));
+        cJSON_Delete(back);
+        free(text);
+        cJSON_Delete(o);
+    }
+}
+END_TEST
+
 START_TEST(test_summary)
 {
     char *tmp, *dir;
     report *r = report_a(&tmp, &dir, NULL);
+    /* A wall-clock time past 2^53 is written digit for digit. */
+    char *path = path_join(dir, "summary.json");
+    char *json_text = slurp(path, NULL);
+    ck_assert_msg(strstr(json_text, "\"start_realtime_ns\": 1795471056859229185") ||
+                      strstr(json_text, "\"start_realtime_ns\":1795471056859229185"),
+                  "summary.json:\n%.2000s", json_text);
+    free(json_text);
+    free(path);
     cJSON *j = json_read(dir, "summary.json");
     ck_assert_str_eq(jstr(j, "termsight.version"), TERMSIGHT_VERSION);
     ck_assert_int_eq((int)jnum(j, "termsight.report_format"), REPORT_FORMAT);
@@ -1353,6 +1395,65 @@ END_TEST
 
 /* ---- The folder --------------------------------------------------------------------------- */
 
+/* A pid that was and is no more: a child that has exited and been reaped. */
+static pid_t gone_pid(void)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* The temporary folders an analyse killed mid-write left: the next analyse of the same run
+ * removes those whose process is gone, and nothing else. */
+START_TEST(test_stale_tmp_removed)
+{
+    char *tmp, *dir;
+    report *r = report_a(&tmp, &dir, NULL);
+    report_free(r);
+    char *run = path_join(tmp, "run");
+    char name[128];
+    /* A dead analyse's folder, with files and a folder in it. */
+    snprintf(name, sizeof name, REPORT_DIR ".tmp-%d-0", (int)gone_pid());
+    char *dead = path_join(run, name);
+    ck_assert_int_eq(mkdir(dead, 0755), 0);
+    char *f1 = path_join(dead, "op_statistics.csv"), *sub = path_join(dead, "part");
+    file_write(f1, "half written", 12);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    char *f2 = path_join(sub, "timeline-1.json");
+    file_write(f2, "[", 1);
+    /* A live process's (ours, with a number no report of ours takes). */
+    snprintf(name, sizeof name, REPORT_DIR ".tmp-%d-999999", (int)getpid());
+    char *live = path_join(run, name);
+    ck_assert_int_eq(mkdir(live, 0755), 0);
+    /* A link with a dead pid's name, pointing to a folder that must keep its file. */
+    char *kept = path_join(tmp, "kept");
+    ck_assert_int_eq(mkdir(kept, 0755), 0);
+    char *kept_file = path_join(kept, "precious");
+    file_write(kept_file, "x", 1);
+    snprintf(name, sizeof name, REPORT_DIR ".tmp-%d-1", (int)gone_pid());
+    char *link = path_join(run, name);
+    ck_assert_int_eq(symlink(kept, link), 0);
+    /* Names that only look alike. */
+    char *other = path_join(run, REPORT_DIR ".tmp-1x-0");
+    ck_assert_int_eq(mkdir(other, 0755), 0);
+
+    r = run_report(run, NULL);
+    report_free(r);
+    ck_assert_msg(!exists(dead), "the dead analyse's folder is still there");
+    ck_assert(exists(live));
+    ck_assert(exists(link));
+    ck_assert(exists(kept_file));
+    ck_assert(exists(other));
+    ck_assert_int_eq(unlink(link), 0);
+    free(f1), free(f2), free(sub), free(dead), free(live), free(kept), free(kept_file);
+    free(link), free(other), free(run), free(dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_no_tmp_left_and_replace)
 {
     char *tmp, *dir;
@@ -1657,6 +1758,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_op_rows);
     tcase_add_test(tc, test_step_rows);
     tcase_add_test(tc, test_queue_cpu_memory_rows);
+    tcase_add_test(tc, test_json_integers);
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_pretty_and_analyse_only);
     tcase_add_test(tc, test_tables_order_independent);
@@ -1673,6 +1775,7 @@ static Suite *report_suite(void)
 
     tc = tcase_create("folder");
     tcase_add_test(tc, test_no_tmp_left_and_replace);
+    tcase_add_test(tc, test_stale_tmp_removed);
     tcase_add_test(tc, test_symlink_target);
     tcase_add_test(tc, test_failure_leaves_nothing);
     tcase_add_test(tc, test_bad_inputs);
