@@ -47,7 +47,7 @@ cleanup() {
     if [ -n "$EMITTER" ]; then
         kill "$EMITTER" 2>/dev/null
         wait "$EMITTER" 2>/dev/null
-        rm -f "/dev/shm/termsight-$EMITTER"
+        rm -f /dev/shm/termsight-"$EMITTER"-*
     fi
     [ -n "$WORK" ] && rm -rf "$WORK"
 }
@@ -76,10 +76,10 @@ echo "emitter: $RATE events/s for ${SECONDS_NEEDED} s; window ${WINDOW} s after 
 "$EMIT" --rate "$RATE" --seconds "$SECONDS_NEEDED" --output "$WORK/out" >"$WORK/emit.log" 2>&1 &
 EMITTER=$!
 for _ in $(seq 100); do
-    [ -e "/dev/shm/termsight-$EMITTER" ] && break
+    ls /dev/shm/termsight-"$EMITTER"-* >/dev/null 2>&1 && break
     sleep 0.1
 done
-[ -e "/dev/shm/termsight-$EMITTER" ] || { echo "bench_top.sh: the emitter made no session" >&2; exit 1; }
+ls /dev/shm/termsight-"$EMITTER"-* >/dev/null 2>&1 || { echo "bench_top.sh: the emitter made no session" >&2; exit 1; }
 
 # utime + stime of a process, in clock ticks (fields 14 and 15 after the command name).
 cpu_ticks() {

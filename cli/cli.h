@@ -40,4 +40,9 @@ int cli_find_beside(const char *cmd, const char *env, const char *const *rel, si
  * left; -1 with a message printed. */
 int cli_stale_session(pid_t pid, const char *why, char *recovered, size_t cap);
 
+/* The same for one segment of termsight ls's list. */
+struct segment_info;
+int cli_stale_segment(const struct segment_info *info, const char *why, char *recovered,
+                      size_t cap);
+
 #endif

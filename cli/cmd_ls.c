@@ -57,7 +57,7 @@ static int ls_run(int argc, char **argv, int check)
             if (list[i].alive)
                 continue;
             char recovered[128];
-            if (cli_stale_session(list[i].pid, "found gone by termsight ls --clean", recovered,
+            if (cli_stale_segment(&list[i], "found gone by termsight ls --clean", recovered,
                                   sizeof recovered) == 0) {
                 printf("removed %s (pid %d, process gone)%s%s\n", list[i].shm_name,
                        (int)list[i].pid, recovered[0] ? ": " : "", recovered);

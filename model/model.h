@@ -221,7 +221,7 @@ static inline uint64_t tsclock_now(const tsclock *c)
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
 #define TS_SEGMENT_MAJOR  2
 #define TS_SEGMENT_MINOR  0
-#define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>" */
+#define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
 /* Collector state, the same words everywhere (ls, top, API). */
@@ -337,16 +337,17 @@ typedef struct segment_config {
     uint32_t string_arena;  /* bytes, 4096 .. 2^30 */
 } segment_config;
 
-/* Creates "/termsight-<pid>" mode 0600, exclusively. A leftover object of ours with that name
- * (the previous owner of this pid) is replaced; one of another user is an error. */
+/* Creates "/termsight-<pid>-<random>" mode 0600, exclusively: the random part (getrandom) keeps
+ * anyone from taking the name first; a name found taken is never opened, another is drawn. */
 int segment_create(const segment_config *cfg, segment **out, char **cause);
 
-/* Opens and validates the segment of pid. writable 0 maps it read-only (observers), 1 read-write
+/* Opens and validates the segment of pid (found by name in /dev/shm; of several, the one the
+ * process maps, else the newest). writable 0 maps it read-only (observers), 1 read-write
  * (frontends sending commands). A foreign, damaged, truncated or incompatible segment, or one of
- * another user, is an error with a message. */
+ * another user, is an error with a message; none is "pid N: no such segment". */
 int segment_attach(pid_t pid, int writable, segment **out, char **cause);
 
-/* Same for a segment given by shm name ("/termsight-123") or a path to a file holding one. */
+/* Same for a segment given by shm name ("/termsight-123-...") or a path to a file holding one. */
 int segment_attach_name(const char *name, int writable, segment **out, char **cause);
 
 /* Validates a header and its layout against the real size of the mapping. */
@@ -404,7 +405,12 @@ typedef struct segment_info {
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */
 int segment_list(segment_info **out, char **cause);
 
-/* Removes a segment whose process is gone. Returns 0, or -1 when it is alive or not ours. */
+/* Removes the segment named name (of pid) when its process no longer maps it. Returns 0, or -1
+ * when it is in use, not ours or gone. */
+int segment_remove_stale_name(const char *name, pid_t pid, char **cause);
+
+/* Removes every segment of pid that its process no longer maps: the count removed, or -1 when
+ * none could be (in use, not ours, or none there). */
 int segment_remove_stale(pid_t pid, char **cause);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,10 +93,69 @@ static void copy_str(char *dst, size_t cap, const char *src)
  * "/termsight-1". */
 #define SHM_DIR "/dev/shm"
 
-static void shm_name_of(pid_t pid, char *out, size_t cap)
+/* A fresh name for pid's segment: "/termsight-<pid>-<16 hex digits from getrandom>", so that no
+ * one can take it first by guessing it from the pid. */
+static void shm_name_new(pid_t pid, char *out, size_t cap)
 {
-    snprintf(out, cap, "/" TS_SEGMENT_PREFIX "%d", (int)pid);
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)(uintptr_t)out << 3);
+    }
+    snprintf(out, cap, "/" TS_SEGMENT_PREFIX "%d-%016llx", (int)pid, (unsigned long long)r);
 }
+
+#define CREATE_TRIES 16 /* names tried before giving up: each taken one was a planted object */
+
+/* The pid in a name of SHM_DIR: "termsight-<pid>-<16 hex digits>", or "termsight-<pid>" (the
+ * names older versions gave, still listed so that they can be cleaned). 1 and *pid, or 0. */
+static int parse_pid(const char *entry, pid_t *pid)
+{
+    size_t pl = strlen(TS_SEGMENT_PREFIX);
+    if (strncmp(entry, TS_SEGMENT_PREFIX, pl))
+        return 0;
+    const char *d = entry + pl;
+    if (!*d || *d == '0') /* the pid is written without leading zeros */
+        return 0;
+    long v = 0;
+    for (; *d >= '0' && *d <= '9'; d++) {
+        if (v > 1000000000L)
+            return 0;
+        v = v * 10 + (*d - '0');
+    }
+    if (*d == '-') {
+        size_t hex = strspn(d + 1, "0123456789abcdef");
+        if (hex != 16 || d[17])
+            return 0;
+    } else if (*d) {
+        return 0;
+    }
+    if (v <= 0)
+        return 0;
+    *pid = (pid_t)v;
+    return 1;
+}
+
+/* The shm names ("/termsight-...") in SHM_DIR that name pid, up to max of them: their count, or
+ * -1 when SHM_DIR cannot be read. */
+static int names_of_pid(pid_t pid, char (*names)[64], int max)
+{
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d))) {
+        pid_t p;
+        if (parse_pid(e->d_name, &p) && p == pid)
+            snprintf(names[n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
+    }
+    closedir(d);
+    return n;
+}
+
+#define PID_NAMES_MAX 16 /* segments one pid may have left (each exec makes one) */
 
 int segment_create(const segment_config *cfg, segment **out, char **cause)
 {
@@ -118,24 +178,14 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     segment *s = calloc(1, sizeof *s);
     if (!s)
         return cause_set(cause, "out of memory");
-    shm_name_of(pid, s->name, sizeof s->name);
-
-    int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST) {
-        /* A leftover with our pid in its name: ours means the previous owner of this pid died
-         * without cleaning up; another user's we must not touch. lstat, not open: whatever is
-         * there (a link, a FIFO) is judged by its own owner, never followed or opened. */
-        char path[80];
-        snprintf(path, sizeof path, SHM_DIR "%s", s->name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && st.st_uid != geteuid()) {
-            int r = cause_set(cause, "shared memory %s exists and belongs to uid %u", s->name,
-                              (unsigned)st.st_uid);
-            free(s);
-            return r;
-        }
-        shm_unlink(s->name);
-        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    /* Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
+     * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < CREATE_TRIES; tries++) {
+        shm_name_new(pid, s->name, sizeof s->name);
+        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
     }
     if (fd < 0) {
         int e = errno;
@@ -310,10 +360,11 @@ int segment_attach_name(const char *name, int writable, segment **out, char **ca
     return r;
 }
 
-int segment_attach(pid_t pid, int writable, segment **out, char **cause)
+static int segment_alive(pid_t pid, const char *shm_name);
+
+/* Attaches name and checks that its header names pid. */
+static int attach_of_pid(const char *name, pid_t pid, int writable, segment **out, char **cause)
 {
-    char name[64];
-    shm_name_of(pid, name, sizeof name);
     int r = segment_attach_name(name, writable, out, cause);
     if (r == 0 && segment_header(*out)->pid != pid) {
         int named = segment_header(*out)->pid;
@@ -322,6 +373,53 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
         return cause_set(cause, "%s: header names pid %d", name, named);
     }
     return r;
+}
+
+int segment_attach(pid_t pid, int writable, segment **out, char **cause)
+{
+    *out = NULL;
+    char names[PID_NAMES_MAX][64];
+    int n = names_of_pid(pid, names, PID_NAMES_MAX);
+    if (n < 0)
+        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
+    if (n == 0)
+        return cause_set(cause, "pid %d: no such segment", (int)pid);
+    if (n == 1)
+        return attach_of_pid(names[0], pid, writable, out, cause);
+    /* Several (an exec'd program's earlier image left one, or another user planted some): the
+     * one the process maps, else the newest that validates; else the first one's error. */
+    segment *best = NULL;
+    int best_alive = 0;
+    char *first_cause = NULL;
+    for (int i = 0; i < n; i++) {
+        segment *s;
+        char *why = NULL;
+        if (attach_of_pid(names[i], pid, writable, &s, &why) != 0) {
+            if (!first_cause)
+                first_cause = why;
+            else
+                free(why);
+            continue;
+        }
+        int alive = segment_alive(pid, names[i]);
+        if (!best || (alive && !best_alive) ||
+            (alive == best_alive &&
+             segment_header(s)->start_realtime_ns > segment_header(best)->start_realtime_ns)) {
+            segment_close(best, 0);
+            best = s;
+            best_alive = alive;
+        } else {
+            segment_close(s, 0);
+        }
+    }
+    if (!best) {
+        int r = cause_set(cause, "%s", first_cause ? first_cause : "no readable segment");
+        free(first_cause);
+        return r;
+    }
+    free(first_cause);
+    *out = best;
+    return 0;
 }
 
 void segment_close(segment *s, int remove)
@@ -446,26 +544,6 @@ static int segment_alive(pid_t pid, const char *shm_name)
     return found;
 }
 
-static int parse_pid(const char *entry, pid_t *pid)
-{
-    size_t pl = strlen(TS_SEGMENT_PREFIX);
-    if (strncmp(entry, TS_SEGMENT_PREFIX, pl))
-        return 0;
-    const char *d = entry + pl;
-    if (!*d || *d == '0') /* "/termsight-<pid>" is written without leading zeros */
-        return 0;
-    long v = 0;
-    for (; *d; d++) {
-        if (*d < '0' || *d > '9' || v > 1000000000L)
-            return 0;
-        v = v * 10 + (*d - '0');
-    }
-    if (v <= 0)
-        return 0;
-    *pid = (pid_t)v;
-    return 1;
-}
-
 static int by_pid(const void *a, const void *b)
 {
     const segment_info *x = a, *y = b;
@@ -501,7 +579,7 @@ int segment_list(segment_info **out, char **cause)
         segment_info *info = &list[n++];
         memset(info, 0, sizeof *info);
         info->pid = pid;
-        shm_name_of(pid, info->shm_name, sizeof info->shm_name);
+        snprintf(info->shm_name, sizeof info->shm_name, "/%.62s", e->d_name);
         info->alive = segment_alive(pid, info->shm_name);
         segment *s = NULL;
         char *why = NULL;
@@ -527,23 +605,49 @@ int segment_list(segment_info **out, char **cause)
     return (int)n;
 }
 
-int segment_remove_stale(pid_t pid, char **cause)
+int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
 {
-    char name[64];
-    shm_name_of(pid, name, sizeof name);
-    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
-    if (fd < 0)
-        return cause_set(cause, "%s: %s", name, strerror(errno));
+    /* Judged by lstat, never opened: a link or a FIFO of ours under such a name is junk to
+     * remove, not something to follow or to block on. /dev/shm is sticky: only we can remove or
+     * replace an entry of ours between the look and the unlink. */
+    char path[96];
+    snprintf(path, sizeof path, SHM_DIR "%s", name);
     struct stat st;
-    int r = fstat(fd, &st);
-    close(fd);
-    if (r != 0)
+    if (lstat(path, &st) != 0)
         return cause_set(cause, "%s: %s", name, strerror(errno));
     if (st.st_uid != geteuid())
         return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
-    if (segment_alive(pid, name))
+    if (S_ISREG(st.st_mode) && segment_alive(pid, name))
         return cause_set(cause, "%s: process %d is alive", name, (int)pid);
-    if (shm_unlink(name) != 0)
+    if (unlink(path) != 0)
         return cause_set(cause, "%s: %s", name, strerror(errno));
     return 0;
+}
+
+int segment_remove_stale(pid_t pid, char **cause)
+{
+    char names[PID_NAMES_MAX][64];
+    int n = names_of_pid(pid, names, PID_NAMES_MAX);
+    if (n < 0)
+        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
+    if (n == 0)
+        return cause_set(cause, "pid %d: no such segment", (int)pid);
+    int removed = 0;
+    char *first_cause = NULL;
+    for (int i = 0; i < n; i++) {
+        char *why = NULL;
+        if (segment_remove_stale_name(names[i], pid, &why) == 0)
+            removed++;
+        else if (!first_cause)
+            first_cause = why;
+        else
+            free(why);
+    }
+    if (removed) {
+        free(first_cause);
+        return removed;
+    }
+    int r = cause_set(cause, "%s", first_cause ? first_cause : "nothing removed");
+    free(first_cause);
+    return r;
 }

@@ -8,6 +8,7 @@
 
 #define TESTUTIL_TAG "run"
 #include "testutil.h"
+#include "shmnames.h"
 #include "eventlist.h"
 
 #include <check.h>
@@ -78,9 +79,7 @@ static void run(const char *tmp, const char *const *argv, run_result *r)
 
 static int segment_exists(pid_t pid)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)pid);
-    return access(path, F_OK) == 0;
+    return shm_exists_pid(pid);
 }
 
 static int skip_sanitized(void)

@@ -1,6 +1,7 @@
 /* Tests of the session: state machine, the recorder with real threads, what reaches the
  * recording, the mailbox from another process, fork, options. */
 #include "collectors.h"
+#include "shmnames.h"
 
 #include <check.h>
 #include <errno.h>
@@ -108,13 +109,11 @@ START_TEST(state_machine)
     ck_assert_int_eq(termsight_session_create(NULL, &other), TERMSIGHT_E_SESSION_EXISTS);
     ck_assert_ptr_null(other);
 
-    char shm[64];
-    snprintf(shm, sizeof shm, "/dev/shm/termsight-%d", (int)getpid());
-    ck_assert_int_eq(access(shm, F_OK), 0);
+    ck_assert(shm_exists_pid(getpid()));
     char run[1024];
     snprintf(run, sizeof run, "%s", termsight_run_folder(s));
     ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
-    ck_assert_int_ne(access(shm, F_OK), 0); /* the segment is removed */
+    ck_assert(!shm_exists_pid(getpid())); /* the segment is removed */
     ck_assert_ptr_null(termsight_session_current());
 
     tally t;
@@ -603,9 +602,7 @@ START_TEST(exit_flushes_and_removes)
     int status;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    char shm[64];
-    snprintf(shm, sizeof shm, "/dev/shm/termsight-%d", (int)child);
-    ck_assert_int_ne(access(shm, F_OK), 0);
+    ck_assert(!shm_exists_pid(child));
     tally t;
     read_recording(run, &t, NULL, NULL);
     ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 777);

@@ -34,8 +34,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* The name source_open looks for: this process's pid. */
-    snprintf(shm_name, sizeof shm_name, "/" TS_SEGMENT_PREFIX "%d", (int)getpid());
+    /* A name source_open looks for: this process's pid (with the random part it has when the
+     * collector makes it). */
+    snprintf(shm_name, sizeof shm_name, "/" TS_SEGMENT_PREFIX "%d-0123456789abcdef", (int)getpid());
     shm_fd = shm_open(shm_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     devnull = fopen("/dev/null", "w");
     if (shm_fd < 0 || !devnull) {

@@ -11,6 +11,7 @@
 
 #define TESTUTIL_TAG "hostile-seg"
 #include "testutil.h"
+#include "shmnames.h"
 #include "cliutil.h"
 
 #include <cJSON.h>
@@ -81,7 +82,7 @@ static void segment_drop(void)
 
 static void shm_file(char *out, size_t cap)
 {
-    snprintf(out, cap, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)seg_pid);
+    shm_plant_path(seg_pid, out, cap);
 }
 
 /* Puts bytes at the segment's name, mode 0600, replacing whatever is there. */

@@ -5,6 +5,7 @@
 #define TERMSIGHT_MODEL_TEST_H
 
 #include "model.h"
+#include "shmnames.h"
 
 #include <check.h>
 #include <errno.h>
@@ -60,12 +61,8 @@ static inline pid_t mt_pid(int offset)
  * test case, so that a failed test leaves nothing in /dev/shm. */
 static inline void mt_unlink_band(void)
 {
-    for (int k = 0; k < MT_PID_BAND; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d",
-                 (int)(500000000 + (mt_runner_pid % 4194304) * MT_PID_BAND + k));
-        shm_unlink(name);
-    }
+    for (int k = 0; k < MT_PID_BAND; k++)
+        shm_unlink_pid((pid_t)(500000000 + (mt_runner_pid % 4194304) * MT_PID_BAND + k));
 }
 
 static inline segment_config mt_config(pid_t pid)
@@ -108,10 +105,7 @@ static inline segment *mt_attach(pid_t pid, int writable)
 
 static inline int mt_shm_exists(pid_t pid)
 {
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof path, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)pid);
-    return stat(path, &st) == 0;
+    return shm_exists_pid(pid);
 }
 
 static inline const char *mt_tmp_base(void)

@@ -24,7 +24,19 @@ static uint64_t realtime_ns(void)
 
 static void shm_path(pid_t pid, char *out, size_t cap)
 {
-    snprintf(out, cap, "/dev/shm/" TS_SEGMENT_PREFIX "%d", (int)pid);
+    shm_path_of_pid(pid, out, cap);
+    ck_assert_msg(out[0], "pid %d has no segment, or several", (int)pid);
+}
+
+/* "/termsight-<pid>-" and 16 lowercase hex digits. */
+static void check_name(const char *name, pid_t pid)
+{
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "/termsight-%d-", (int)pid);
+    size_t pl = strlen(prefix);
+    ck_assert_msg(!strncmp(name, prefix, pl) && strlen(name) == pl + 16 &&
+                      strspn(name + pl, "0123456789abcdef") == 16,
+                  "name %s", name);
 }
 
 static char *tmp_make(void)
@@ -159,14 +171,14 @@ START_TEST(test_create_attach_round_trip)
     umask(old_mask);
 
     char want[64];
-    snprintf(want, sizeof want, "/termsight-%d", (int)pid);
-    ck_assert_str_eq(segment_shm_name(s), want);
+    snprintf(want, sizeof want, "%s", segment_shm_name(s));
+    check_name(want, pid);
     ts_segment_header *h = segment_header(s);
     check_header(h, &cfg, segment_size(s));
     ck_assert_uint_ge(h->start_realtime_ns, before);
     ck_assert_uint_le(h->start_realtime_ns, after);
 
-    char path[64];
+    char path[96];
     shm_path(pid, path, sizeof path);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
@@ -201,7 +213,9 @@ START_TEST(test_create_attach_round_trip)
     ck_assert(!mt_shm_exists(pid));
     ck_assert_int_eq(segment_attach(pid, 0, &named, &cause), -1);
     ck_assert_ptr_null(named);
-    ck_assert_msg(strstr(cause, "no such segment") && strstr(cause, want), "%s", cause);
+    char pid_text[32];
+    snprintf(pid_text, sizeof pid_text, "pid %d", (int)pid);
+    ck_assert_msg(strstr(cause, "no such segment") && strstr(cause, pid_text), "%s", cause);
     free(cause);
 }
 END_TEST
@@ -635,7 +649,7 @@ START_TEST(test_attach_checks_pid)
     segment_config cfg = mt_config(pid);
     segment *s = mt_create(&cfg);
     char name[64];
-    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)other);
+    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d-0123456789abcdef", (int)other);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, segment_header(s), segment_size(s)), (ssize_t)segment_size(s));
@@ -773,35 +787,40 @@ END_TEST
 /* Leftovers, listing, cleaning                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(test_leftover_replaced)
+/* A second segment for the same pid (a program that execs: its earlier image left one): a new
+ * object under another name, the earlier one untouched; attach picks the newer, and cleaning
+ * removes both. */
+START_TEST(test_same_pid_twice)
 {
     pid_t pid = mt_pid(11);
     segment_config cfg = mt_config(pid);
-    cfg.process = "previous owner";
+    cfg.process = "previous image";
     segment *old = mt_create(&cfg);
     atomic_store(&segment_header(old)->state, TS_STATE_COLLECTING);
     atomic_store(&segment_header(old)->events_recorded, 77);
-    /* The previous owner died without cleaning up: its object stays under our name. */
 
-    cfg.process = "new owner";
+    cfg.process = "new image";
     segment *s = mt_create(&cfg);
-    ck_assert_str_eq(segment_header(s)->process, "new owner");
+    ck_assert_str_ne(segment_shm_name(s), segment_shm_name(old));
+    ck_assert_str_eq(segment_header(s)->process, "new image");
     ck_assert_uint_eq(atomic_load(&segment_header(s)->state), TS_STATE_IDLE);
-    ck_assert_uint_eq(atomic_load(&segment_header(s)->events_recorded), 0);
+    ck_assert_uint_eq(atomic_load(&segment_header(old)->events_recorded), 77);
+    char paths[SHM_NAMES_MAX][96];
+    ck_assert_int_eq(shm_paths_of_pid(pid, paths, SHM_NAMES_MAX), 2);
 
     segment *a = mt_attach(pid, 0);
-    ck_assert_str_eq(segment_header(a)->process, "new owner");
-    /* A new object, not the old one rewritten. */
-    atomic_store(&segment_header(old)->events_recorded, 99);
-    ck_assert_uint_eq(atomic_load(&segment_header(a)->events_recorded), 0);
+    ck_assert_str_eq(segment_header(a)->process, "new image");
     segment_close(a, 0);
-    segment_close(old, 0); /* its name now belongs to s */
-    ck_assert(mt_shm_exists(pid));
-    segment_close(s, 1);
+    segment_close(old, 0);
+    segment_close(s, 0);
+    char *cause = NULL;
+    ck_assert_int_eq(segment_remove_stale(pid, &cause), 2);
     ck_assert(!mt_shm_exists(pid));
 }
 END_TEST
 
+/* Another user's object named for our pid (planted before we start): never opened, never in
+ * our way. */
 START_TEST(test_foreign_owner_refused)
 {
     if (geteuid() != 0) {
@@ -810,31 +829,36 @@ START_TEST(test_foreign_owner_refused)
     }
     pid_t pid = mt_pid(12);
     segment_config cfg = mt_config(pid);
-    segment *s = mt_create(&cfg);
-    char path[64];
-    shm_path(pid, path, sizeof path);
-    ck_assert_int_eq(chown(path, 12345, 12345), 0);
+    char planted[96];
+    shm_plant_path(pid, planted, sizeof planted);
+    int fd = open(planted, O_RDWR | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fchown(fd, 12345, 12345), 0);
+    close(fd);
 
-    char *cause = NULL;
-    segment *t = NULL;
-    ck_assert_int_eq(segment_create(&cfg, &t, &cause), -1);
-    ck_assert_ptr_null(t);
-    ck_assert_msg(strstr(cause, "belongs to uid 12345"), "%s", cause);
-    free(cause);
+    segment *s = mt_create(&cfg); /* under another name */
+    ck_assert_str_ne(segment_shm_name(s), planted + strlen("/dev/shm"));
     struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(stat(planted, &st), 0);
     ck_assert_uint_eq(st.st_uid, 12345); /* left alone */
 
-    cause = NULL;
+    /* attach finds ours among the two */
+    segment *t = mt_attach(pid, 0);
+    ck_assert_str_eq(segment_header(t)->process, "model-test");
+    segment_close(t, 0);
+
+    /* Alone, the planted one is refused by its owner. */
+    segment_close(s, 1);
+    char *cause = NULL;
+    t = NULL;
     ck_assert_int_eq(segment_attach(pid, 0, &t, &cause), -1);
     ck_assert_msg(strstr(cause, "belongs to uid 12345"), "%s", cause);
     free(cause);
-
     cause = NULL;
     ck_assert_int_eq(segment_remove_stale(pid, &cause), -1);
     ck_assert_msg(strstr(cause, "belongs to uid 12345"), "%s", cause);
     free(cause);
-    ck_assert(mt_shm_exists(pid));
+    ck_assert_int_eq(stat(planted, &st), 0);
 
     segment_info *list = NULL;
     int n = segment_list(&list, &cause);
@@ -842,7 +866,7 @@ START_TEST(test_foreign_owner_refused)
     for (int i = 0; i < n; i++)
         ck_assert_int_ne(list[i].pid, pid); /* only this user's segments */
     free(list);
-    segment_close(s, 1);
+    unlink(planted);
 }
 END_TEST
 
@@ -872,7 +896,7 @@ START_TEST(test_list_and_remove_stale)
     segment *mine = mt_create(&cfg);
     ck_assert_int_eq(segment_header(mine)->pid, me);
 
-    /* A damaged object with a segment's name. */
+    /* A damaged object with a segment's name (the form older versions gave). */
     char name[64];
     snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)broken);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -885,7 +909,7 @@ START_TEST(test_list_and_remove_stale)
     int n = segment_list(&list, &cause);
     ck_assert_msg(n >= 3, "%d: %s", n, cause ? cause : "");
     for (int i = 1; i < n; i++)
-        ck_assert_int_lt(list[i - 1].pid, list[i].pid);
+        ck_assert_int_le(list[i - 1].pid, list[i].pid);
 
     const segment_info *gi = list_find(list, n, dead);
     ck_assert_ptr_nonnull(gi);
@@ -897,8 +921,7 @@ START_TEST(test_list_and_remove_stale)
     ck_assert_uint_eq(gi->events_recorded, 1234);
     ck_assert_uint_eq(gi->drops, 5);
     ck_assert_uint_eq(gi->start_realtime_ns, d_start);
-    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)dead);
-    ck_assert_str_eq(gi->shm_name, name);
+    check_name(gi->shm_name, dead);
 
     const segment_info *mi = list_find(list, n, me);
     ck_assert_ptr_nonnull(mi);
@@ -920,9 +943,9 @@ START_TEST(test_list_and_remove_stale)
     cause = NULL;
     ck_assert(mt_shm_exists(me));
 
-    ck_assert_int_eq(segment_remove_stale(dead, &cause), 0);
+    ck_assert_int_eq(segment_remove_stale(dead, &cause), 1);
     ck_assert(!mt_shm_exists(dead));
-    ck_assert_int_eq(segment_remove_stale(broken, &cause), 0);
+    ck_assert_int_eq(segment_remove_stale(broken, &cause), 1);
     ck_assert(!mt_shm_exists(broken));
     /* Twice: nothing left to remove. */
     ck_assert_int_eq(segment_remove_stale(dead, &cause), -1);
@@ -969,7 +992,7 @@ START_TEST(test_reused_pid_is_stale)
     ck_assert_int_eq(ci->readable, 1);
     free(list);
     ck_assert_int_eq(kill(child, 0), 0); /* the process really is alive */
-    ck_assert_int_eq(segment_remove_stale(child, &cause), 0);
+    ck_assert_int_eq(segment_remove_stale(child, &cause), 1);
     ck_assert(!mt_shm_exists(child));
 
     close(p[1]);
@@ -1007,7 +1030,7 @@ static Suite *segment_suite(void)
 
     tc = tcase_create("stale");
     tcase_add_unchecked_fixture(tc, NULL, mt_unlink_band);
-    tcase_add_test(tc, test_leftover_replaced);
+    tcase_add_test(tc, test_same_pid_twice);
     tcase_add_test(tc, test_foreign_owner_refused);
     tcase_add_test(tc, test_list_and_remove_stale);
     tcase_add_test(tc, test_reused_pid_is_stale);

@@ -27,6 +27,14 @@ work=$(mktemp -d "$base/top-tmux.XXXXXX") || exit 1
 sock="termsight-test-$$-${work##*.}"
 socket=""
 trainer=""
+pids="" # every trainer started, for the cleanup
+
+# The segments of a pid in /dev/shm ("termsight-<pid>-<random>"), one per line.
+shm_of() {
+    for f in /dev/shm/termsight-"$1"-*; do
+        [ -e "$f" ] && echo "$f"
+    done
+}
 
 t() {
     tmux -L "$sock" -f /dev/null "$@"
@@ -35,13 +43,13 @@ t() {
 cleanup() {
     t kill-server 2>/dev/null
     [ -n "$socket" ] && rm -f "$socket" # tmux leaves it behind
-    if [ -n "$trainer" ]; then
-        kill -9 "$trainer" 2>/dev/null
-        wait "$trainer" 2>/dev/null
-        # Killed, it could not remove its segment: remove that one only (ls --clean would take
-        # every stale segment of this user, other tests' included).
-        rm -f "/dev/shm/termsight-$trainer"
-    fi
+    for p in $pids; do
+        kill -9 "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+        # Killed, it could not remove its segment: remove those of its pid only (ls --clean
+        # would take every stale segment of this user, other tests' included).
+        shm_of "$p" | xargs -r rm -f
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -118,8 +126,9 @@ ln -s "$MLP_TRAIN" "$work/$name" || exit 1
 start_trainer() {
     "$work/$name" --no-start --steps 100000 --output "$work/out" >>"$work/train.log" 2>&1 &
     started=$!
+    pids="$pids $started"
     i=0
-    while [ ! -e "/dev/shm/termsight-$started" ]; do
+    while [ -z "$(shm_of "$started")" ]; do
         [ "$i" -lt 100 ] || fail "mlp_train made no profiler session in 10 s"
         kill -0 "$started" 2>/dev/null || fail "mlp_train ended"
         sleep 0.1
@@ -305,7 +314,7 @@ t send-keys -t top q
 wait_for 'ts-prompt$'
 kill -9 "$second"
 wait "$second" 2>/dev/null
-rm -f "/dev/shm/termsight-$second"
+shm_of "$second" | xargs -r rm -f
 ok "several sessions of one name: a chooser"
 
 # top waits for a session that does not exist yet; it appears, trains and ends; the last data

@@ -66,9 +66,7 @@ static uint64_t op_count(const analysis *a)
 
 static void unlink_own(void)
 {
-    char name[64];
-    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)getpid());
-    shm_unlink(name);
+    shm_unlink_pid(getpid());
 }
 
 START_TEST(test_observe)
@@ -251,7 +249,7 @@ START_TEST(test_foreign_segment)
     } cases[] = {{0, 0}, {16, 0xab}, {4096, 0}, {65536, 0x54}};
     pid_t pid = mt_pid(2);
     char name[64];
-    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d", (int)pid);
+    snprintf(name, sizeof name, "/" TS_SEGMENT_PREFIX "%d-0123456789abcdef", (int)pid);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
         ck_assert_int_ge(fd, 0);
