@@ -137,13 +137,13 @@ static int parse_pid(const char *entry, pid_t *pid)
     return 1;
 }
 
-/* The shm names ("/termsight-...") in SHM_DIR that name pid, up to max of them: their count, or
- * -1 when SHM_DIR cannot be read. */
-static int names_of_pid(pid_t pid, char (*names)[64], int max)
+/* The shm names ("/termsight-...") in SHM_DIR that name pid, up to max of them: their count (at
+ * least 1), or -1 with *cause when there is none or SHM_DIR cannot be read. */
+static int names_of_pid(pid_t pid, char (*names)[64], int max, char **cause)
 {
     DIR *d = opendir(SHM_DIR);
     if (!d)
-        return -1;
+        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
     int n = 0;
     struct dirent *e;
     while (n < max && (e = readdir(d))) {
@@ -152,7 +152,7 @@ static int names_of_pid(pid_t pid, char (*names)[64], int max)
             snprintf(names[n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
     }
     closedir(d);
-    return n;
+    return n ? n : cause_set(cause, "pid %d: no such segment", (int)pid);
 }
 
 #define PID_NAMES_MAX 16 /* segments one pid may have left (each exec makes one) */
@@ -379,11 +379,9 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
 {
     *out = NULL;
     char names[PID_NAMES_MAX][64];
-    int n = names_of_pid(pid, names, PID_NAMES_MAX);
+    int n = names_of_pid(pid, names, PID_NAMES_MAX, cause);
     if (n < 0)
-        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    if (n == 0)
-        return cause_set(cause, "pid %d: no such segment", (int)pid);
+        return -1;
     if (n == 1)
         return attach_of_pid(names[0], pid, writable, out, cause);
     /* Several (an exec'd program's earlier image left one, or another user planted some): the
@@ -627,11 +625,9 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
 int segment_remove_stale(pid_t pid, char **cause)
 {
     char names[PID_NAMES_MAX][64];
-    int n = names_of_pid(pid, names, PID_NAMES_MAX);
+    int n = names_of_pid(pid, names, PID_NAMES_MAX, cause);
     if (n < 0)
-        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    if (n == 0)
-        return cause_set(cause, "pid %d: no such segment", (int)pid);
+        return -1;
     int removed = 0;
     char *first_cause = NULL;
     for (int i = 0; i < n; i++) {
