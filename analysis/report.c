@@ -368,27 +368,6 @@ static int check_target(const char *target, char **cause)
 }
 
 /* mkdir -p of a folder's parents. */
-static int make_parents(const char *path, char **cause)
-{
-    char *p = strdup(path);
-    if (!p)
-        return cause_set(cause, "out of memory");
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-            int e = errno;
-            cause_set(cause, "cannot create %s: %s", p, strerror(e));
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    free(p);
-    return 0;
-}
-
 static void sync_dir_files(int dirfd)
 {
     int fd = dup(dirfd);
@@ -803,7 +782,7 @@ static void remove_stale_tmps(const char *target)
 /* Creates the temporary folder beside the target, after removing stale ones. */
 static int make_tmp(report *r, char **cause)
 {
-    if (make_parents(r->target, cause) < 0)
+    if (path_mkdirs(r->target, 0, 0777, cause) < 0)
         return -1;
     remove_stale_tmps(r->target);
     for (int tries = 0; tries < 100; tries++) {

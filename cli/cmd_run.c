@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <regex.h>
 #include <signal.h>
@@ -97,7 +98,9 @@ static void forward(int sig)
         kill(child_pid, sig);
 }
 
-/* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>", the newest. */
+/* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 hex digits>", the
+ * newest of those that are real folders of this user (something planted under such a name, a
+ * link above all, is never reported). */
 static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
 {
     DIR *d = opendir(dir);
@@ -106,15 +109,23 @@ static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
     char key[32];
     snprintf(key, sizeof key, "-%d-", (int)pid);
     size_t klen = strlen(key);
+    enum { STAMP = 15, SUFFIX = STAMP + 1 + 8 }; /* after the pid: stamp, '-', random part */
     char best[256] = "";
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        /* the pid is followed by the 15-character time stamp */
-        if (len < klen + 15 || strncmp(e->d_name + len - 15 - klen, key, klen) != 0)
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (len < klen + SUFFIX || len >= sizeof best ||
+            strncmp(n + len - SUFFIX - klen, key, klen) != 0 || n[len - 9] != '-' ||
+            strspn(n + len - 8, "0123456789abcdef") != 8)
             continue;
-        if (strcmp(e->d_name + len - 15, best + (best[0] ? strlen(best) - 15 : 0)) > 0 || !best[0])
-            snprintf(best, sizeof best, "%s", e->d_name);
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        /* Newest by its time stamp (the random part after it is no order). */
+        if (!best[0] || strncmp(n + len - SUFFIX, best + strlen(best) - SUFFIX, STAMP) > 0)
+            snprintf(best, sizeof best, "%s", n);
     }
     closedir(d);
     if (!best[0])
@@ -202,6 +213,16 @@ static int run_run(int argc, char **argv, int check)
         return 1;
     if (mkdir(output, 0755) != 0 && errno != EEXIST) {
         cli_error("run: cannot create %s: %s", output, strerror(errno));
+        return 1;
+    }
+    /* The collector's rule for its output folder (collectors/util.c): a link there is followed
+     * only when it is the user's own or root's, never one planted in a shared folder. */
+    struct stat lst;
+    if (lstat(output, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid() &&
+        lst.st_uid != 0) {
+        cli_error("run: the output folder %s is a symbolic link of uid %u, which is not followed "
+                  "(only your own links or root's are)",
+                  output, (unsigned)lst.st_uid);
         return 1;
     }
     char out_abs[PATH_MAX];

@@ -58,6 +58,7 @@ struct termsight_session {
     char run_folder[1024];
     char recording_dir[1100];
     uint64_t start_ns, start_realtime_ns; /* as the header says them, kept: never read back */
+    int recording_fd; /* the recording folder, made at the first start; -1 before */
 
     segment *seg;
     strtab *names;
@@ -286,8 +287,14 @@ void util_process_name(char *out, size_t cap);
 /* name made safe as one path component: '/', control bytes and leading dots become '_'. */
 void util_path_component(const char *name, char *out, size_t cap);
 
-/* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>". */
+/* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>". */
 int util_run_folder(const char *output, const char *process, int pid, char *out, size_t cap);
+
+/* Creates run_folder (its output folder first, when missing) and its recording/ folder, each
+ * exclusively with mode 0700, through folder descriptors and never through a link, except a
+ * link at the output folder that is the user's own or root's. Returns the recording folder's
+ * descriptor, or -1 with why (cap bytes). */
+int util_make_recording_dir(const char *run_folder, char *why, size_t cap);
 
 /* Parses an unsigned decimal in [min, max]; 0 on success, -1 otherwise. */
 int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out);

@@ -267,6 +267,7 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->done, NULL);
     s->opts = *opts;
+    s->recording_fd = -1;
     s->output_path = strdup(opts->output_path);
     s->fp_start_op = dup_or_null(opts->fp_start_op);
     s->bp_end_op = dup_or_null(opts->bp_end_op);
@@ -336,7 +337,15 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
 
     if (opts->start_collecting) {
         rc = termsight_start(s);
-        if (rc) {
+        if (rc == TERMSIGHT_E_RECORDING) {
+            /* The run folder or the recording cannot be made (a full disk, a folder that is
+             * not ours): the program must not stop training for it. The session stays, not
+             * collecting, for a monitor to see and a later start to try again; said once. */
+            fprintf(stderr,
+                    "termsight: not collecting: %s (the program runs on unprofiled; a "
+                    "later start may succeed)\n",
+                    last_error);
+        } else if (rc) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", last_error);
             termsight_session_destroy(s);
@@ -455,37 +464,37 @@ static void write_window_metadata(termsight_session *s)
  * given back so that the recording can still be closed with a note of what was lost. */
 #define RESERVE_BYTES (64u << 10)
 
-static void reserve_path(const termsight_session *s, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/" TS_RECORDING_RESERVE, s->recording_dir);
-}
-
 static void reserve_take(const termsight_session *s)
 {
-    char path[sizeof s->recording_dir + 32];
-    reserve_path(s, path, sizeof path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    int fd = openat(s->recording_fd, TS_RECORDING_RESERVE,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0)
         return; /* no reserve: a full disk then ends the recording without its note */
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
-        unlink(path);
+        unlinkat(s->recording_fd, TS_RECORDING_RESERVE, 0);
     close(fd);
 }
 
 static void reserve_give_back(const termsight_session *s)
 {
-    char path[sizeof s->recording_dir + 32];
-    reserve_path(s, path, sizeof path);
     struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
-        unlink(path);
+    if (s->recording_fd >= 0 &&
+        fstatat(s->recording_fd, TS_RECORDING_RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlinkat(s->recording_fd, TS_RECORDING_RESERVE, 0);
 }
 
+/* On the recorder thread: the run folder and its recording/ made at the first start (kept open,
+ * in the recorder's own descriptor table), the recording opened in it. */
 static int open_recording(termsight_session *s)
 {
     if (s->writer)
         return 0;
+    char why_dir[512];
+    if (s->recording_fd < 0 &&
+        (s->recording_fd = util_make_recording_dir(s->run_folder, why_dir, sizeof why_dir)) < 0)
+        return session_fail(TERMSIGHT_E_RECORDING, "%s", why_dir);
     recording_meta meta = {
         .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
     snprintf(meta.process, sizeof meta.process, "%s", s->process);
@@ -494,7 +503,7 @@ static int open_recording(termsight_session *s)
     meta.start_ns = s->start_ns;
     gethostname(meta.host, sizeof meta.host - 1);
     char *why = NULL;
-    if (recording_writer_open(s->recording_dir, &meta, &s->writer, &why) != 0) {
+    if (recording_writer_openat(s->recording_fd, s->recording_dir, &meta, &s->writer, &why) != 0) {
         int rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot open recording");
         free(why);
         return rc;
@@ -642,8 +651,10 @@ static int cmd_end(termsight_session *s)
     } else if (atomic_load(&s->record_error) && s->window) {
         close_failed_recording(s);
     }
-    if (s->window)
-        reserve_give_back(s);
+    reserve_give_back(s);
+    if (s->recording_fd >= 0)
+        close(s->recording_fd);
+    s->recording_fd = -1;
     pthread_mutex_unlock(&s->drain);
     set_state(s, TS_STATE_ENDED);
     atomic_store(&s->recorder_quit, 1);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,8 +108,95 @@ int util_run_folder(const char *output, const char *process, int pid, char *out,
     localtime_r(&now, &tm);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    int n = snprintf(out, cap, "%s/%s-%d-%s", output, safe, pid, stamp);
+    /* A random part: nobody can plant something at the name before the collector makes it. */
+    uint32_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint32_t)(now ^ ((uint64_t)pid << 16) ^ (uint64_t)(uintptr_t)out);
+    int n = snprintf(out, cap, "%s/%s-%d-%s-%08x", output, safe, pid, stamp, r);
     return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* Opens the folder at path (O_DIRECTORY): a last component that is a symbolic link is followed
+ * only when the link is the user's own or root's (the rule of the kernel's protected_symlinks,
+ * which covers the other components where it is on: a link another user planted in a shared
+ * folder such as /tmp may lead anywhere). Returns the descriptor, or -1 with why. */
+static int open_folder(const char *path, const char *what, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+        struct stat lst;
+        if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+            if (lst.st_uid != geteuid() && lst.st_uid != 0) {
+                snprintf(why, cap,
+                         "the %s %s is a symbolic link of uid %u, which is not followed "
+                         "(only your own links or root's are)",
+                         what, path, (unsigned)lst.st_uid);
+                errno = EPERM;
+                return -1;
+            }
+            fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        } else {
+            errno = ENOTDIR;
+        }
+    }
+    if (fd < 0)
+        snprintf(why, cap, "cannot open the %s %s: %s", what, path, strerror(errno));
+    return fd;
+}
+
+/* Makes name in the folder at dirfd (mode 0700, exclusively) and opens it, never through a
+ * link; it must be a folder of this user. Returns its descriptor, or -1 with why. */
+static int make_own_folder(int dirfd, const char *name, const char *path, char *why, size_t cap)
+{
+    if (mkdirat(dirfd, name, 0700) != 0) {
+        snprintf(why, cap, "cannot create folder %s: %s", path,
+                 errno == EEXIST ? "it exists already (not made by this session)"
+                                 : strerror(errno));
+        return -1;
+    }
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        snprintf(why, cap, "cannot use folder %s: %s", path,
+                 fd < 0 ? strerror(errno) : "not the folder just made");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int util_make_recording_dir(const char *run_folder, char *why, size_t cap)
+{
+    char *dir = strdup(run_folder);
+    if (!dir) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : dir;
+    const char *output = slash ? (slash == dir ? "/" : dir) : ".";
+    if (slash)
+        *slash = 0;
+    char *cause = NULL;
+    int rec = -1;
+    if (path_mkdirs(output, 1, 0700, &cause) != 0) {
+        snprintf(why, cap, "%s", cause ? cause : "cannot create the output folder");
+        free(cause);
+    } else {
+        int out = open_folder(output, "output folder", why, cap);
+        int run = out < 0 ? -1 : make_own_folder(out, name, run_folder, why, cap);
+        if (run >= 0) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/" TS_RECORDING_DIR, run_folder);
+            rec = make_own_folder(run, TS_RECORDING_DIR, path, why, cap);
+            close(run);
+        }
+        if (out >= 0)
+            close(out);
+    }
+    free(dir);
+    return rec;
 }
 
 int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out)

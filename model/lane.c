@@ -24,6 +24,11 @@ int lane_claim(const segment *s, uint32_t tid, lane_writer *w)
             !atomic_compare_exchange_strong_explicit(&l->state, &expect, TS_LANE_OWNED,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
+        if (segment_lane_ready(s, i) != 0) {
+            /* Its pages cannot be had (shared memory is full): no lane, rather than a SIGBUS. */
+            atomic_store_explicit(&l->state, TS_LANE_FREE, memory_order_release);
+            return -1;
+        }
         atomic_store_explicit(&l->tid, tid, memory_order_relaxed);
         uint64_t gen = atomic_fetch_add_explicit(&l->generation, 1, memory_order_relaxed) + 1;
         w->lane = l;

@@ -21,6 +21,11 @@
  * failures read `return cause_set(cause, "...", ...);`. */
 int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Creates the folders on path that do not exist yet, with mode (less the umask): its parents,
+ * and path itself when with_last. Existing ones are left as they are. Returns 0, or -1 with
+ * *cause naming the folder that could not be made. */
+int path_mkdirs(const char *path, int with_last, mode_t mode, char **cause);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Event record                                                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -380,6 +385,11 @@ ts_event *segment_ring(const segment *s, uint32_t i);
  * range. */
 ts_lane *segment_lane_ctl(const segment *s, uint32_t i);
 
+/* The creator's, before lane i's first use: has its ring's pages (a full shared-memory file
+ * system then fails here rather than with SIGBUS at a store). 0, or -1 when they cannot be had;
+ * a claim is made once per lane. A system call: on a thread's first event only. */
+int segment_lane_ready(const segment *s, uint32_t i);
+
 /* Lanes ever claimed (readers scan this many): the creator's own count, or the header's, capped
  * at the lane count, for an attacher. */
 uint32_t segment_lanes_used(const segment *s);
@@ -610,6 +620,11 @@ typedef struct recording_writer recording_writer;
  * recording/ folder, must be folders of this user and not symbolic links: else -1. */
 int recording_writer_open(const char *dir, const recording_meta *meta, recording_writer **out,
                           char **cause);
+
+/* The same in the folder open as dirfd (dir names it in messages): dir/events.tsr opened there,
+ * never through a link, and only when it is a regular file of this user. */
+int recording_writer_openat(int dirfd, const char *dir, const recording_meta *meta,
+                            recording_writer **out, char **cause);
 
 /* STRINGS chunks holding ids first .. first+count-1 (one, or several over 16 MiB). */
 int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count,

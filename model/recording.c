@@ -180,51 +180,20 @@ static int writer_chunk(recording_writer *w, uint16_t type, const struct iovec *
     return 0;
 }
 
-/* mkdir -p with mode 0700 for the folders it creates. */
-static int writer_mkdirs(const char *dir, char **cause)
-{
-    char *p = strdup(dir);
-    if (!p)
-        return cause_set(cause, "out of memory");
-    size_t len = strlen(p);
-    while (len > 1 && p[len - 1] == '/')
-        p[--len] = '\0';
-    for (char *s = p + 1;; s++) {
-        if (*s && *s != '/')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-            int err = errno;
-            cause_set(cause, "cannot create folder %s: %s", p, strerror(err));
-            free(p);
-            return -1;
-        }
-        *s = c;
-        if (!c)
-            break;
-    }
-    free(p);
-    struct stat st;
-    if (stat(dir, &st) < 0)
-        return cause_set(cause, "cannot create folder %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return cause_set(cause, "cannot create folder %s: it exists and is not a folder", dir);
-    return 0;
-}
-
 /* A folder the writer names itself must be a real folder of this user: a symbolic link or
  * another user's folder found there was put by someone else, and is never written into. */
 static int writer_own_dir(const char *dir, char **cause)
 {
     struct stat st;
-    if (writer_mkdirs(dir, cause) < 0)
+    if (path_mkdirs(dir, 1, 0700, cause) < 0)
         return -1;
     if (lstat(dir, &st) < 0)
         return cause_set(cause, "cannot use folder %s: %s", dir, strerror(errno));
     if (S_ISLNK(st.st_mode))
         return cause_set(
             cause, "cannot write into %s: it is a symbolic link, which is never followed", dir);
+    if (!S_ISDIR(st.st_mode))
+        return cause_set(cause, "cannot create folder %s: it exists and is not a folder", dir);
     if (st.st_uid != geteuid())
         return cause_set(cause, "cannot write into %s: it belongs to uid %u, not to you (uid %u)",
                          dir, (unsigned)st.st_uid, (unsigned)geteuid());
@@ -261,15 +230,26 @@ int recording_writer_open(const char *dir, const recording_meta *meta, recording
         return cause_set(cause, "no recording folder given");
     if (writer_dirs(dir, cause) < 0)
         return -1;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return cause_set(cause, "cannot open folder %s: %s", dir, strerror(errno));
+    int r = recording_writer_openat(dfd, dir, meta, out, cause);
+    close(dfd);
+    return r;
+}
 
+int recording_writer_openat(int dirfd, const char *dir, const recording_meta *meta,
+                            recording_writer **out, char **cause)
+{
+    *out = NULL;
     recording_writer *w = calloc(1, sizeof(*w));
     if (!w || asprintf(&w->path, "%s/%s", dir, TS_RECORDING_FILE) < 0) {
         free(w);
         return cause_set(cause, "out of memory");
     }
     /* O_NONBLOCK: a FIFO planted at the path fails instead of blocking the recorder. */
-    w->fd =
-        open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    w->fd = openat(dirfd, TS_RECORDING_FILE,
+                   O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (w->fd < 0) {
         int err = errno;
         if (err == ELOOP)
@@ -284,6 +264,12 @@ int recording_writer_open(const char *dir, const recording_meta *meta, recording
     struct stat st;
     if (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         cause_set(cause, "cannot write %s: not a regular file", w->path);
+        recording_writer_close(w, NULL);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        cause_set(cause, "cannot write %s: it belongs to uid %u, not to you (uid %u)", w->path,
+                  (unsigned)st.st_uid, (unsigned)geteuid());
         recording_writer_close(w, NULL);
         return -1;
     }

@@ -38,6 +38,7 @@ struct segment {
      * memory (the segment holds their mirrors). NULL and unused in an attacher. */
     ts_lane *ctl;
     _Atomic uint32_t lanes_used;
+    uint8_t *ready; /* the creator's: lane i's ring pages are had (segment_lane_ready) */
 };
 
 static void geometry_from(segment *s, const ts_segment_header *h)
@@ -107,6 +108,18 @@ static void shm_name_new(pid_t pid, char *out, size_t cap)
 }
 
 #define CREATE_TRIES 16 /* names tried before giving up: each taken one was a planted object */
+
+/* Makes the pages of [p, p + len) present and writable (MADV_POPULATE_WRITE, Linux 5.14): on a
+ * full tmpfs that fails with an error instead of a SIGBUS at the first store. 0 also where the
+ * kernel does not know the advice (the pages then come as they are touched). */
+static int populate(void *p, uint64_t len)
+{
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
+    len += (uintptr_t)p - a;
+    if (madvise((void *)a, len, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
+        return 0;
+    return -1;
+}
 
 /* The pid in a name of SHM_DIR: "termsight-<pid>-<16 hex digits>", or "termsight-<pid>" (the
  * names older versions gave, still listed so that they can be cleaned). 1 and *pid, or 0. */
@@ -213,6 +226,19 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     s->base = base;
     s->size = l.size;
     s->writable = 1;
+    /* Everything but the rings is written from the start: its pages are had now, so that a
+     * full shared-memory file system fails here, with a message, rather than kill the process
+     * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
+    if (populate(base, l.rings_off) != 0 ||
+        populate((uint8_t *)base + l.string_index_off, l.size - l.string_index_off) != 0) {
+        int e = errno;
+        munmap(base, l.size);
+        shm_unlink(s->name);
+        free(s);
+        return cause_set(cause, "cannot have %llu bytes of shared memory in " SHM_DIR ": %s",
+                         (unsigned long long)(l.size - (l.string_index_off - l.rings_off)),
+                         strerror(e));
+    }
 
     ts_segment_header *h = base;
     h->endian = 0x01020304u;
@@ -250,6 +276,14 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         return cause_set(cause, "out of memory");
     }
     memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
+    s->ready = calloc(cfg->lane_count, 1);
+    if (!s->ready) {
+        munmap(base, l.size);
+        shm_unlink(s->name);
+        free(s->ctl);
+        free(s);
+        return cause_set(cause, "out of memory");
+    }
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     h->magic = TS_SEGMENT_MAGIC;
@@ -428,6 +462,7 @@ void segment_close(segment *s, int remove)
         segment_unlink(s);
     munmap(s->base, s->size);
     free(s->ctl);
+    free(s->ready);
     free(s);
 }
 
@@ -484,6 +519,19 @@ ts_event *segment_ring(const segment *s, uint32_t i)
         return NULL;
     uint64_t bytes = (uint64_t)s->g.lane_events * sizeof(ts_event);
     return segment_at(s, s->g.rings_off + (uint64_t)i * bytes, bytes);
+}
+
+int segment_lane_ready(const segment *s, uint32_t i)
+{
+    ts_event *ring = segment_ring(s, i);
+    if (!ring)
+        return -1;
+    if (!s->ready || s->ready[i])
+        return 0;
+    if (populate(ring, (uint64_t)s->g.lane_events * sizeof(ts_event)) != 0)
+        return -1;
+    s->ready[i] = 1;
+    return 0;
 }
 
 ts_lane *segment_lane_ctl(const segment *s, uint32_t i)

@@ -72,9 +72,14 @@ typedef struct termsight_session termsight_session;
 /* Creates this process's session: the segment, the recorder thread and, when start_collecting,
  * the first collection window. opts NULL means termsight_options_init's values. Fails with
  * TERMSIGHT_E_SESSION_EXISTS when one exists, TERMSIGHT_E_INVALID for bad options,
- * TERMSIGHT_E_SYSTEM when shared memory, the run folder or the thread cannot be had. Under
- * `termsight run` (TERMSIGHT_AUTOSTART=1) a session exists before main: the first create returns
- * it with TERMSIGHT_OK, with the run's options rather than opts, and the caller then owns it. */
+ * TERMSIGHT_E_SYSTEM when shared memory or a thread cannot be had. When only the first window
+ * cannot open (the run folder or the recording cannot be made: a full disk, an output folder
+ * that is another user's link), the session is still created, not collecting, with one line on
+ * stderr saying why: the training runs on, a monitor shows the session, a later start may
+ * succeed. Under `termsight run` (TERMSIGHT_AUTOSTART=1) a session exists before main: the first
+ * create returns it with TERMSIGHT_OK, with the run's options rather than opts, and the caller
+ * then owns it. A program that cannot have a session should train on without one (the examples
+ * do). */
 TERMSIGHT_API int termsight_session_create(const termsight_options *opts, termsight_session **out);
 
 /* Opens a collection window. TERMSIGHT_E_ALREADY_COLLECTING while collecting. */

@@ -3,6 +3,7 @@
 import ctypes
 import functools
 import os
+import warnings
 import re
 import subprocess
 
@@ -422,11 +423,19 @@ class Profiler:
                 keep.append(_bytes(a[key], key))
                 setattr(opts, key, keep[-1])
 
+        self._lib = lib
+        self._off = None
         handle = ctypes.c_void_p()
         rc = lib.termsight_session_create(ctypes.byref(opts), ctypes.byref(handle))
+        if rc in (_lib.E_SYSTEM, _lib.E_RECORDING):
+            # The system refused what a session needs (shared memory, a thread): the training
+            # must run all the same. Said once; this Profiler then does nothing.
+            self._off = lib.termsight_last_error().decode("utf-8", "replace")
+            warnings.warn("termsight: profiling is off: %s (the program runs on unprofiled)"
+                          % self._off, RuntimeWarning, stacklevel=2)
+            return
         if rc != _lib.OK:
             _raise(rc, "Profiler")
-        self._lib = lib
         self._session = handle.value
         self._remember_folder()
 
@@ -437,6 +446,12 @@ class Profiler:
             f = self._lib.termsight_run_folder(self._session)
             if f:
                 self._run_folder = os.fsdecode(f)
+
+    @property
+    def off(self):
+        """Why profiling is off (a string), or None: a Profiler whose session the system refused
+        warns once and then does nothing, so that the training runs on."""
+        return self._off
 
     def _handle(self, what):
         if self._session is None:
@@ -451,23 +466,31 @@ class Profiler:
 
     @property
     def state(self):
-        """"idle", "collecting", "stopped", or "closed" after close()."""
+        """"idle", "collecting", "stopped", "closed" after close(), or "off"."""
+        if self._off is not None:
+            return "off"
         if self._session is None:
             return "closed"
         return self._lib.termsight_state(self._session).decode()
 
     @property
     def events_recorded(self):
+        if self._off is not None:
+            return 0
         return self._lib.termsight_events_recorded(self._handle("events_recorded"))
 
     @property
     def events_dropped(self):
+        if self._off is not None:
+            return 0
         return self._lib.termsight_events_dropped(self._handle("events_dropped"))
 
-    # -- control --
+    # -- control (each does nothing when profiling is off) --
 
     def start(self):
         """Opens a collection window; RuntimeError while collecting."""
+        if self._off is not None:
+            return
         rc = self._lib.termsight_start(self._handle("start"))
         if rc != _lib.OK:
             _raise(rc, "start")
@@ -476,12 +499,16 @@ class Profiler:
     def stop(self):
         """Closes the window (what was emitted before is recorded); RuntimeError when not
         collecting."""
+        if self._off is not None:
+            return
         rc = self._lib.termsight_stop(self._handle("stop"))
         if rc != _lib.OK:
             _raise(rc, "stop")
 
     def flush(self):
         """Writes everything emitted so far to the recording and syncs it."""
+        if self._off is not None:
+            return
         rc = self._lib.termsight_flush(self._handle("flush"))
         if rc != _lib.OK:
             _raise(rc, "flush")
@@ -521,7 +548,9 @@ class Profiler:
     def analyse(self, offline_path=None, pretty=False):
         """Writes the report folder and returns its path: of this session's run (flushed first
         when collecting; collection goes on), or of offline_path (a run folder, recording/ or
-        events.tsr, e.g. of a run that crashed)."""
+        events.tsr, e.g. of a run that crashed). None when profiling was off."""
+        if offline_path is None and self._off is not None:
+            return None
         if offline_path is None:
             if not isinstance(pretty, bool):
                 raise TypeError("pretty must be a bool, not %s" % type(pretty).__name__)
@@ -537,6 +566,8 @@ class Profiler:
         if not isinstance(op_name, (str, list, tuple)):
             raise TypeError("op_name must be a str or a list of str, not %s"
                             % type(op_name).__name__)
+        if self._off is not None:
+            return None
         return op_analyse(self._folder_for_analysis("op_analyse"), op_name)
 
     # -- events (process-wide; methods for convenience) --
@@ -551,6 +582,8 @@ class Profiler:
 
     def queue(self, name, capacity, role="pipeline", producer=None, consumer=None):
         """See termsight.queue(); sizes are not recorded with data_process=False."""
+        if self._off is not None:  # sizes are not recorded: no session
+            return Queue(self._lib, 0, name, _uint(capacity, "capacity", 1, 2**64 - 1), False)
         return queue(name, capacity, role, producer, consumer, _enabled=self._data_process)
 
     def mark(self, text):

@@ -66,8 +66,8 @@ static void run(const char *tmp, const char *const *argv, run_result *r)
     }
     fclose(f);
     if (r->folder[0]) {
-        /* "<process>-<pid>-<YYYYmmdd-HHMMSS>" */
-        const char *end = r->folder + strlen(r->folder) - 16;
+        /* "<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 hex digits>" */
+        const char *end = r->folder + strlen(r->folder) - 16 - 9;
         const char *p = end;
         while (p > r->folder && p[-1] != '-')
             p--;

@@ -8,6 +8,7 @@
 #include "model.h"
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +64,57 @@ static inline int faults_main(const char *name, int timeout, const TTest *const 
         tcase_add_test(tc, *tests);
     suite_add_tcase(s, tc);
     return tests_run(s);
+}
+
+/* ---- A private mount namespace ------------------------------------------------------------- */
+
+#define FAULTS_IN_NAMESPACE "FAULTS_PRIVATE_MOUNTS"
+
+/* For main: runs this program again in a private mount namespace (unshare -m as root, -rm
+ * otherwise), where the tests may mount small file systems. In the first process it returns the
+ * second's exit status (77, skip, where no namespace or tmpfs mount can be had); in the second,
+ * -1: go on with the tests. */
+static inline int faults_private_mounts(void)
+{
+    if (getenv(FAULTS_IN_NAMESPACE)) {
+        /* unshare -rm maps us to root in a user namespace, which may still not allow tmpfs. */
+        char probe[] = "/tmp/faults-probe-XXXXXX";
+        if (!mkdtemp(probe))
+            return 1;
+        int can = mount("faults", probe, "tmpfs", 0, "size=64k") == 0;
+        int err = errno;
+        if (can)
+            umount(probe);
+        rmdir(probe);
+        if (!can) {
+            printf("skip: cannot mount a tmpfs in a private mount namespace: %s\n", strerror(err));
+            return 77;
+        }
+        return -1;
+    }
+    const char *how = geteuid() == 0 ? "-m" : "-rm";
+    char probe[64];
+    snprintf(probe, sizeof probe, "unshare %s -- true 2>/dev/null", how);
+    if (system(probe) != 0) {
+        printf("skip: cannot make a private mount namespace (unshare %s fails)\n", how);
+        return 77;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = 0;
+    setenv(FAULTS_IN_NAMESPACE, "1", 1);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        execlp("unshare", "unshare", how, "--", self, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st))
+        return 1;
+    return WEXITSTATUS(st);
 }
 
 /* ---- The fault_emitter child ($FAULT_EMITTER) ----------------------------------------------- */
@@ -175,6 +228,16 @@ static inline void emitter_finish(emitter *e, emitter_result *r)
     fclose(e->out);
     ck_assert_int_eq(waitpid(e->pid, &r->status, 0), e->pid);
     munmap((void *)e->progress, e->threads * sizeof(uint64_t));
+}
+
+/* emitter_finish, and the emitter ended as it should: exit 0, stop and destroy answered 0. */
+static inline void emitter_finish_ok(emitter *e, emitter_result *r)
+{
+    emitter_finish(e, r);
+    ck_assert_msg(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0,
+                  "the training process ended with status %#x", r->status);
+    ck_assert_int_eq(r->stop_rc, 0);
+    ck_assert_int_eq(r->destroy_rc, 0);
 }
 
 /* SIGKILLs the emitter and reaps it. */

@@ -12,9 +12,6 @@
 #include "faults.h"
 
 #include <errno.h>
-#include <sys/mount.h>
-
-#define IN_NAMESPACE "FAULTS_PRIVATE_MOUNTS"
 
 static int record_failed(void *ctx)
 {
@@ -121,52 +118,11 @@ START_TEST(disk_full)
 }
 END_TEST
 
-/* Runs this program again in a private mount namespace; returns its exit status, or 77. */
-static int rerun_in_namespace(void)
-{
-    const char *how = geteuid() == 0 ? "-m" : "-rm";
-    char probe[64];
-    snprintf(probe, sizeof probe, "unshare %s -- true 2>/dev/null", how);
-    if (system(probe) != 0) {
-        printf("skip: cannot make a private mount namespace (unshare %s fails)\n", how);
-        return 77;
-    }
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return 1;
-    self[n] = 0;
-    setenv(IN_NAMESPACE, "1", 1);
-    fflush(NULL);
-    pid_t child = fork();
-    if (child == 0) {
-        execlp("unshare", "unshare", how, "--", self, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st))
-        return 1;
-    return WEXITSTATUS(st);
-}
-
 int main(void)
 {
-    if (!getenv(IN_NAMESPACE))
-        return rerun_in_namespace();
-    /* unshare -rm maps us to root in a user namespace, which may still not allow tmpfs. */
-    char probe[] = "/tmp/faults-probe-XXXXXX";
-    if (!mkdtemp(probe))
-        return 1;
-    int can = mount("faults", probe, "tmpfs", 0, "size=64k") == 0;
-    int err = errno;
-    if (can)
-        umount(probe);
-    rmdir(probe);
-    if (!can) {
-        printf("skip: cannot mount a tmpfs in a private mount namespace: %s\n", strerror(err));
-        return 77;
-    }
-
+    int rc = faults_private_mounts();
+    if (rc >= 0)
+        return rc;
     const TTest *tests[] = {disk_full, NULL};
     return faults_main("disk_full", 120, tests);
 }

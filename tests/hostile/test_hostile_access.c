@@ -179,18 +179,20 @@ END_TEST
 enum plant { P_FILE_LINK, P_RECDIR_LINK, P_RUN_LINK, P_RUN_FOREIGN, P_RECDIR_FOREIGN, P__COUNT };
 
 static const struct {
-    const char *label, *says;
+    const char *label;
     int root;
 } plants[P__COUNT] = {
-    {"a link at recording/events.tsr", "symbolic link", 0},
-    {"a link at recording/", "symbolic link", 0},
-    {"a link at the run folder", "symbolic link", 0},
-    {"a run folder of another user", "belongs to uid", 1},
-    {"a recording/ folder of another user", "belongs to uid", 1},
+    {"a link at recording/events.tsr", 0},
+    {"a link at recording/", 0},
+    {"a link at the run folder", 0},
+    {"a run folder of another user", 1},
+    {"a recording/ folder of another user", 1},
 };
 
-/* Plants at the run folder this process would get in the next seconds (its name holds the pid
- * and the time, to the second). */
+/* Plants at the run folders this process could get in the next seconds, as far as anyone can
+ * tell (the pid and the time, to the second, with or without a random part of the right form):
+ * the session starts all the same under a name with a random part nobody could plant at, and
+ * what was planted, and what it points to, stay as they were. */
 START_TEST(test_planted)
 {
     if (plants[_i].root && need_root(plants[_i].label))
@@ -202,52 +204,156 @@ START_TEST(test_planted)
     ck_assert_int_eq(mkdir(victims, 0755), 0);
     char *victim = victim_make(tmp, "victim-file");
     time_t now = time(NULL);
+    int planted = 0;
     for (int k = 0; k < 4; k++) {
-        time_t t = now + k;
-        struct tm tm;
-        localtime_r(&t, &tm);
-        char stamp[32], *run;
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        ck_assert_int_ge(asprintf(&run, "%s/" PROCESS "-%d-%s", out, (int)getpid(), stamp), 0);
-        char *rec = path_join(run, TS_RECORDING_DIR);
-        char *file = path_join(rec, TS_RECORDING_FILE);
-        switch (_i) {
-        case P_FILE_LINK:
-            ck_assert_int_eq(mkdir(run, 0700), 0);
-            ck_assert_int_eq(mkdir(rec, 0700), 0);
-            ck_assert_int_eq(symlink(victim, file), 0);
-            break;
-        case P_RECDIR_LINK:
-            ck_assert_int_eq(mkdir(run, 0700), 0);
-            ck_assert_int_eq(symlink(victims, rec), 0);
-            break;
-        case P_RUN_LINK:
-            ck_assert_int_eq(symlink(victims, run), 0);
-            break;
-        case P_RUN_FOREIGN:
-            ck_assert_int_eq(mkdir(run, 0777), 0);
-            ck_assert_int_eq(chown(run, OTHER_UID, OTHER_UID), 0);
-            break;
-        default:
-            ck_assert_int_eq(mkdir(run, 0700), 0);
-            ck_assert_int_eq(mkdir(rec, 0777), 0);
-            ck_assert_int_eq(chown(rec, OTHER_UID, OTHER_UID), 0);
-            break;
+        for (int form = 0; form < 2; form++) {
+            time_t t = now + k;
+            struct tm tm;
+            localtime_r(&t, &tm);
+            char stamp[32], *run;
+            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+            ck_assert_int_ge(asprintf(&run, "%s/" PROCESS "-%d-%s%s", out, (int)getpid(), stamp,
+                                      form ? "-0123abcd" : ""),
+                             0);
+            char *rec = path_join(run, TS_RECORDING_DIR);
+            char *file = path_join(rec, TS_RECORDING_FILE);
+            switch (_i) {
+            case P_FILE_LINK:
+                ck_assert_int_eq(mkdir(run, 0700), 0);
+                ck_assert_int_eq(mkdir(rec, 0700), 0);
+                ck_assert_int_eq(symlink(victim, file), 0);
+                break;
+            case P_RECDIR_LINK:
+                ck_assert_int_eq(mkdir(run, 0700), 0);
+                ck_assert_int_eq(symlink(victims, rec), 0);
+                break;
+            case P_RUN_LINK:
+                ck_assert_int_eq(symlink(victims, run), 0);
+                break;
+            case P_RUN_FOREIGN:
+                ck_assert_int_eq(mkdir(run, 0777), 0);
+                ck_assert_int_eq(chown(run, OTHER_UID, OTHER_UID), 0);
+                break;
+            default:
+                ck_assert_int_eq(mkdir(run, 0700), 0);
+                ck_assert_int_eq(mkdir(rec, 0777), 0);
+                ck_assert_int_eq(chown(rec, OTHER_UID, OTHER_UID), 0);
+                break;
+            }
+            planted++;
+            free(file);
+            free(rec);
+            free(run);
         }
-        free(file);
-        free(rec);
-        free(run);
     }
     termsight_options o = options_for(out);
     termsight_session *s = NULL;
     int rc = termsight_session_create(&o, &s);
-    ck_assert_msg(rc != TERMSIGHT_OK, "%s: the session started", plants[_i].label);
-    ck_assert_msg(strstr(termsight_last_error(), plants[_i].says), "%s: %s", plants[_i].label,
-                  termsight_last_error());
+    ck_assert_msg(rc == TERMSIGHT_OK, "%s: %s", plants[_i].label, termsight_last_error());
+    ck_assert_str_eq(termsight_state(s), "collecting");
+    termsight_mark("recorded");
+    ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
+    char *run = strdup(termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    /* A folder of its own, with its recording. */
+    mode_expect(run, S_IFDIR, 0700);
+    char *file = path_join(run, TS_RECORDING_DIR "/" TS_RECORDING_FILE);
+    mode_expect(file, S_IFREG, 0600);
+    /* Everything planted still there, as it was; nothing written where it points. */
+    DIR *d = opendir(out);
+    ck_assert_ptr_nonnull(d);
+    int entries = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        entries += de->d_name[0] != '.';
+    closedir(d);
+    ck_assert_int_eq(entries, planted + 1);
     victim_expect(victim);
     folder_empty(victims);
-    ck_assert_msg(!shm_exists_pid(getpid()), "the segment was left behind");
+    free(file);
+    free(run);
     free(victim);
+    free(victims);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* The output folder is a symbolic link: another user's (planted in a shared folder such as /tmp)
+ * is not followed, and the training is not stopped for it: the session is created, not
+ * collecting; one of ours is followed. */
+START_TEST(test_output_link)
+{
+    if (need_root("another user's link"))
+        return;
+    char *tmp = tmp_make();
+    char *target = path_join(tmp, "target");
+    ck_assert_int_eq(mkdir(target, 0777), 0);
+    char *link = path_join(tmp, "output");
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_int_eq(lchown(link, OTHER_UID, OTHER_UID), 0);
+
+    termsight_options o = options_for(link);
+    termsight_session *s = NULL;
+    ck_assert_msg(termsight_session_create(&o, &s) == TERMSIGHT_OK, "%s", termsight_last_error());
+    ck_assert_str_eq(termsight_state(s), "idle");
+    ck_assert_int_eq(termsight_start(s), TERMSIGHT_E_RECORDING);
+    ck_assert_msg(
+        strstr(termsight_last_error(), "symbolic link of uid 65534, which is not followed"), "%s",
+        termsight_last_error());
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    folder_empty(target);
+
+    /* Ours: followed. */
+    ck_assert_int_eq(lchown(link, geteuid(), getegid()), 0);
+    char *run = session_run(link);
+    ck_assert_msg(!strncmp(run, link, strlen(link)), "%s", run);
+    char *real = path_join(target, run + strlen(link) + 1);
+    mode_expect(real, S_IFDIR, 0700);
+    free(real);
+    free(run);
+    free(link);
+    free(target);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* termsight run reports the run folder its command's session made: never something planted
+ * under a name of the same form (here by the command itself, which knows its pid, with a time
+ * stamp that makes it the newest), and refuses an output folder that is another user's link. */
+START_TEST(test_run_reports_its_folder)
+{
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    char *victims = path_join(tmp, "victims");
+    ck_assert_int_eq(mkdir(victims, 0755), 0);
+    char script[1024];
+    snprintf(script, sizeof script, "ln -s %s \"%s/sh-$$-20991231-235959-deadbeef\"", victims, out);
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"run", "-o", out, "--", "sh", "-c", script, NULL}, &r);
+    ck_assert_msg(r.status == 0, "run: %d %s", r.status, r.err);
+    const char *key = "termsight: run folder ";
+    const char *p = strstr(r.err, key);
+    ck_assert_msg(p, "no run folder in: %s", r.err);
+    p += strlen(key);
+    char folder[2048];
+    snprintf(folder, sizeof folder, "%.*s", (int)strcspn(p, "\n"), p);
+    ck_assert_msg(!strstr(folder, "20991231"), "the planted link was reported: %s", folder);
+    mode_expect(folder, S_IFDIR, 0700);
+    cli_result_free(&r);
+    folder_empty(victims);
+
+    if (!need_root("another user's link as run's output folder")) {
+        char *link = path_join(tmp, "link");
+        ck_assert_int_eq(symlink(victims, link), 0);
+        ck_assert_int_eq(lchown(link, OTHER_UID, OTHER_UID), 0);
+        cli_run(tmp, (const char *const[]){"run", "-o", link, "--", "true", NULL}, &r);
+        ck_assert_int_eq(r.status, 1);
+        err_expect(&r, "is a symbolic link of uid 65534, which is not followed");
+        cli_result_free(&r);
+        folder_empty(victims);
+        free(link);
+    }
     free(victims);
     free(out);
     tmp_remove(tmp);
@@ -551,6 +657,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_modes);
     tcase_add_loop_test(tc, test_planted, 0, P__COUNT);
+    tcase_add_test(tc, test_output_link);
+    tcase_add_test(tc, test_run_reports_its_folder);
     tcase_add_loop_test(tc, test_shm_squatted, 0, S__COUNT);
     tcase_add_test(tc, test_top_foreign_owner);
     tcase_add_test(tc, test_report_links);
