@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,7 +39,11 @@ struct segment {
      * memory (the segment holds their mirrors). NULL and unused in an attacher. */
     ts_lane *ctl;
     _Atomic uint32_t lanes_used;
-    uint8_t *ready; /* the creator's: lane i's ring pages are had (segment_lane_ready) */
+    /* The creator's: lane i's ring pages are had (segment_lane_ready); full once shared memory
+     * refused a ring. Under ready_lock. */
+    _Atomic uint8_t *ready;
+    pthread_mutex_t ready_lock;
+    int full;
 };
 
 static void geometry_from(segment *s, const ts_segment_header *h)
@@ -277,6 +282,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     }
     memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
     s->ready = calloc(cfg->lane_count, 1);
+    pthread_mutex_init(&s->ready_lock, NULL);
     if (!s->ready) {
         munmap(base, l.size);
         shm_unlink(s->name);
@@ -462,7 +468,9 @@ void segment_close(segment *s, int remove)
         segment_unlink(s);
     munmap(s->base, s->size);
     free(s->ctl);
-    free(s->ready);
+    if (s->ready)
+        pthread_mutex_destroy(&s->ready_lock);
+    free((void *)s->ready);
     free(s);
 }
 
@@ -523,15 +531,30 @@ ts_event *segment_ring(const segment *s, uint32_t i)
 
 int segment_lane_ready(const segment *s, uint32_t i)
 {
+    segment *m = (segment *)s;
     ts_event *ring = segment_ring(s, i);
     if (!ring)
         return -1;
-    if (!s->ready || s->ready[i])
+    if (!s->ready || atomic_load_explicit(&m->ready[i], memory_order_acquire))
         return 0;
-    if (populate(ring, (uint64_t)s->g.lane_events * sizeof(ts_event)) != 0)
-        return -1;
-    s->ready[i] = 1;
-    return 0;
+    /* One at a time: rings populated side by side would each take part of what is left and all
+     * fail. A ring that fails gives its pages back, and after one failure no more is tried
+     * (shared memory is full: each try would cost a system call and pages for nothing). */
+    pthread_mutex_lock(&m->ready_lock);
+    int rc = 0;
+    if (!atomic_load_explicit(&m->ready[i], memory_order_relaxed)) {
+        uint64_t len = (uint64_t)s->g.lane_events * sizeof(ts_event);
+        if (m->full || populate(ring, len) != 0) {
+            if (!m->full)
+                madvise(ring, len, MADV_REMOVE);
+            m->full = 1;
+            rc = -1;
+        } else {
+            atomic_store_explicit(&m->ready[i], 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&m->ready_lock);
+    return rc;
 }
 
 ts_lane *segment_lane_ctl(const segment *s, uint32_t i)
