@@ -1,4 +1,5 @@
-/* mailbox: commands from a frontend to the collector, through the segment.
+/* mailbox: commands from a frontend to the collector, through the segment's control
+ * object.
  *
  * One request at a time. A frontend claims the mailbox by moving req_seq from an even, answered
  * value to odd, writes the command, and publishes it by moving req_seq to the next even value.
@@ -12,7 +13,7 @@
 
 static ts_mailbox *mailbox_of(const segment *s)
 {
-    return segment_at(s, segment_geometry_of(s)->mailbox_off, sizeof(ts_mailbox));
+    return segment_mailbox(s);
 }
 
 const char *mailbox_cmd_name(uint32_t cmd)

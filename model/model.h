@@ -375,6 +375,13 @@ const char *segment_shm_name(const segment *s);
 
 const segment_geometry *segment_geometry_of(const segment *s);
 
+/* The control mailbox: in an object of its own beside the segment ("<name>-ctl", mode 0600),
+ * mapped writable for the creator and for a writable attach; NULL for a read-only attach. The
+ * segment itself is mode 0400 and every attach maps it read-only: a monitor writes commands,
+ * nothing else. */
+typedef struct ts_mailbox ts_mailbox;
+ts_mailbox *segment_mailbox(const segment *s);
+
 /* The lane record and ring of lane i in the segment, or NULL when i is out of range. */
 ts_lane *segment_lane(const segment *s, uint32_t i);
 ts_event *segment_ring(const segment *s, uint32_t i);
@@ -541,16 +548,16 @@ enum ts_cmd {
 #define TS_MAILBOX_ARG 256
 #define TS_MAILBOX_MSG 256
 
-/* The mailbox in the segment. req_seq is even when stable and odd while a frontend writes a
- * command; the collector answers by setting ack_seq to the request's sequence. */
-typedef struct ts_mailbox {
+/* The mailbox, in the segment's control object. req_seq is even when stable and odd while a
+ * frontend writes a command; the collector answers by setting ack_seq to the request's sequence. */
+struct ts_mailbox {
     _Atomic uint64_t req_seq;
     _Atomic uint64_t ack_seq;
     _Atomic uint32_t cmd;
     _Atomic int32_t status;
     char arg[TS_MAILBOX_ARG];
     char msg[TS_MAILBOX_MSG];
-} ts_mailbox;
+};
 
 /* The collector's memory of a frontend's unfinished claim, to release it when abandoned. */
 typedef struct mailbox_state {

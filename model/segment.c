@@ -1,8 +1,9 @@
 /* segment: the shared-memory object a collector creates and frontends attach to.
  *
- * Layout: header page, lane records, rings, string index, string arena, mailbox; every region
- * page-aligned and described by offsets in the header. Attach trusts nothing: sizes, offsets and
- * counts are checked against the real size of the mapping before any is used, and every later
+ * Layout: header page, lane records, rings, string index, string arena; every region
+ * page-aligned and described by offsets in the header. The mailbox, the one thing a monitor
+ * writes, is an object of its own beside it ("<name>-ctl"). Attach trusts nothing: sizes, offsets
+ * and counts are checked against the real size of the mapping before any is used, and every later
  * access goes through segment_at(). */
 #include "model.h"
 
@@ -43,8 +44,90 @@ struct segment {
      * refused a ring. Under ready_lock. */
     _Atomic uint8_t *ready;
     pthread_mutex_t ready_lock;
+    int ready_lock_made;
     int full;
+    ts_mailbox *mailbox; /* the control object's mapping (writable); NULL when read-only */
 };
+
+static int populate(void *p, uint64_t len);
+
+#define CTL_SUFFIX "-ctl" /* the control object beside a segment: its name + this */
+#define CTL_SIZE   4096u
+
+/* a then b into buf of cap bytes: 0, or -1 with errno ENAMETOOLONG when they do not fit (a
+ * name cut short would name some other object). */
+static int join2(char *buf, size_t cap, const char *a, const char *b)
+{
+    int n = snprintf(buf, cap, "%s%s", a, b);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* Creates and maps the control object beside the segment named name. 0, or -1 with errno. */
+static int ctl_create(const char *name, ts_mailbox **out)
+{
+    char ctl[96];
+    if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) != 0)
+        return -1;
+    int fd = shm_open(ctl, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    void *m = MAP_FAILED;
+    if (fchmod(fd, 0600) == 0 && ftruncate(fd, CTL_SIZE) == 0)
+        m = mmap(NULL, CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED || populate(m, CTL_SIZE) != 0) {
+        e = errno;
+        if (m != MAP_FAILED)
+            munmap(m, CTL_SIZE);
+        shm_unlink(ctl);
+        errno = e;
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+/* Unmaps (when mapped) and removes (when a shm name) the control object beside name. */
+static void ctl_remove(const char *name, ts_mailbox *m)
+{
+    if (m)
+        munmap(m, CTL_SIZE);
+    if (name[0] == '/' && !strchr(name + 1, '/')) {
+        char ctl[96];
+        if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) == 0)
+            shm_unlink(ctl);
+    }
+}
+
+/* Opens and maps, writable, the control object beside the segment named label (a shm name, or
+ * a path for a file copy): it must be a regular file of this user, of the control object's
+ * size. 0, or -1 with *cause. */
+static int ctl_attach(const char *label, ts_mailbox **out, char **cause)
+{
+    char ctl[4200];
+    if (join2(ctl, sizeof ctl, label, CTL_SUFFIX) != 0)
+        return cause_set(cause, "%s: name too long", label);
+    int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    int is_shm = label[0] == '/' && !strchr(label + 1, '/');
+    int fd = is_shm ? shm_open(ctl, flags, 0) : open(ctl, flags);
+    if (fd < 0)
+        return cause_set(cause, "%s: no control object for commands (%s)", label, strerror(errno));
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        (uint64_t)st.st_size >= CTL_SIZE)
+        m = mmap(NULL, CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return cause_set(cause, "%s: its control object is not one of yours, or not whole", label);
+    *out = m;
+    return 0;
+}
 
 static void geometry_from(segment *s, const ts_segment_header *h)
 {
@@ -81,8 +164,8 @@ static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t strings, 
     l.rings_off = round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
     l.string_index_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
     l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
-    l.mailbox_off = round_up(l.string_arena_off + arena, PAGE);
-    l.size = round_up(l.mailbox_off + sizeof(ts_mailbox), PAGE);
+    l.mailbox_off = 0; /* the mailbox is in the control object (ctl_create) */
+    l.size = round_up(l.string_arena_off + arena, PAGE);
     return l;
 }
 
@@ -212,38 +295,45 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         free(s);
         return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
     }
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0) {
-        int e = errno;
-        close(fd);
-        shm_unlink(s->name);
-        free(s);
-        return cause_set(cause, "cannot size shared memory to %llu bytes: %s",
-                         (unsigned long long)l.size, strerror(e));
-    }
-    void *base = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (base == MAP_FAILED) {
-        int e = errno;
-        shm_unlink(s->name);
-        free(s);
-        return cause_set(cause, "cannot map shared memory: %s", strerror(e));
-    }
-    s->base = base;
-    s->size = l.size;
-    s->writable = 1;
+    void *base = MAP_FAILED;
+    int e = 0;
+    const char *what = "cannot size shared memory";
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0)
+        goto fail;
+    what = "cannot map shared memory";
+    base = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        goto fail;
     /* Everything but the rings is written from the start: its pages are had now, so that a
      * full shared-memory file system fails here, with a message, rather than kill the process
      * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
+    what = "cannot have the shared memory the segment starts with";
     if (populate(base, l.rings_off) != 0 ||
-        populate((uint8_t *)base + l.string_index_off, l.size - l.string_index_off) != 0) {
-        int e = errno;
-        munmap(base, l.size);
-        shm_unlink(s->name);
-        free(s);
-        return cause_set(cause, "cannot have %llu bytes of shared memory in " SHM_DIR ": %s",
-                         (unsigned long long)(l.size - (l.string_index_off - l.rings_off)),
-                         strerror(e));
+        populate((uint8_t *)base + l.string_index_off, l.size - l.string_index_off) != 0)
+        goto fail;
+    /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
+     * is read-only for every process but this one (which keeps its writable mapping): a monitor
+     * that strays cannot write into lanes or names, whatever the collector already does not
+     * trust there. */
+    what = "cannot create the segment's control object";
+    if (ctl_create(s->name, &s->mailbox) != 0)
+        goto fail;
+    what = "cannot make the segment read-only for others";
+    if (fchmod(fd, 0400) != 0)
+        goto fail;
+    close(fd);
+    s->base = base;
+    s->size = l.size;
+    s->writable = 1;
+    s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
+    s->ready = calloc(cfg->lane_count, 1);
+    if (!s->ctl || !s->ready) {
+        segment_close(s, 1);
+        return cause_set(cause, "out of memory");
     }
+    memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
+    pthread_mutex_init(&s->ready_lock, NULL);
+    s->ready_lock_made = 1;
 
     ts_segment_header *h = base;
     h->endian = 0x01020304u;
@@ -273,28 +363,22 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->string_arena_off = l.string_arena_off;
     h->mailbox_off = l.mailbox_off;
     geometry_from(s, h);
-    s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
-    if (!s->ctl) {
-        munmap(base, l.size);
-        shm_unlink(s->name);
-        free(s);
-        return cause_set(cause, "out of memory");
-    }
-    memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
-    s->ready = calloc(cfg->lane_count, 1);
-    pthread_mutex_init(&s->ready_lock, NULL);
-    if (!s->ready) {
-        munmap(base, l.size);
-        shm_unlink(s->name);
-        free(s->ctl);
-        free(s);
-        return cause_set(cause, "out of memory");
-    }
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     h->magic = TS_SEGMENT_MAGIC;
     *out = s;
     return 0;
+
+fail:
+    e = errno;
+    close(fd);
+    if (base != MAP_FAILED)
+        munmap(base, l.size);
+    ctl_remove(s->name, s->mailbox);
+    shm_unlink(s->name);
+    free(s);
+    return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what, (unsigned long long)l.size,
+                     strerror(e));
 }
 
 int segment_validate(const void *base, uint64_t size, char **cause)
@@ -357,7 +441,8 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
         return cause_set(cause, "%s: too small for a termsight segment (%lld bytes)", label,
                          (long long)st.st_size);
     uint64_t size = (uint64_t)st.st_size;
-    void *base = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+    /* Read-only whatever the caller does: what a monitor may write is the control object. */
+    void *base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
         return cause_set(cause, "%s: cannot map: %s", label, strerror(errno));
     char *why = NULL;
@@ -374,9 +459,12 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
     }
     s->base = base;
     s->size = size;
-    s->writable = writable;
     copy_str(s->name, sizeof s->name, label);
     geometry_from(s, base);
+    if (writable && ctl_attach(label, &s->mailbox, cause) != 0) {
+        segment_close(s, 0);
+        return -1;
+    }
     *out = s;
     return 0;
 }
@@ -385,7 +473,7 @@ int segment_attach_name(const char *name, int writable, segment **out, char **ca
 {
     *out = NULL;
     /* O_NONBLOCK: a FIFO planted at the name fails the checks below instead of hanging. */
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     /* "/termsight-123" is a shm name; anything with another slash is a file path. */
     int is_shm = name[0] == '/' && !strchr(name + 1, '/');
     int fd = is_shm ? shm_open(name, flags, 0) : open(name, flags);
@@ -467,8 +555,10 @@ void segment_close(segment *s, int remove)
     if (remove)
         segment_unlink(s);
     munmap(s->base, s->size);
+    if (s->mailbox)
+        munmap(s->mailbox, CTL_SIZE);
     free(s->ctl);
-    if (s->ready)
+    if (s->ready_lock_made)
         pthread_mutex_destroy(&s->ready_lock);
     free((void *)s->ready);
     free(s);
@@ -476,8 +566,10 @@ void segment_close(segment *s, int remove)
 
 void segment_unlink(const segment *s)
 {
-    if (s->name[0] == '/' && !strchr(s->name + 1, '/'))
+    if (s->name[0] == '/' && !strchr(s->name + 1, '/')) {
         shm_unlink(s->name);
+        ctl_remove(s->name, NULL);
+    }
     /* The rings hold most of the pages; give them back now. A late writer still finds mapped
      * memory (a fresh zero page), never a fault. */
     if (s->writable) {
@@ -507,6 +599,11 @@ uint64_t segment_size(const segment *s)
 const char *segment_shm_name(const segment *s)
 {
     return s->name;
+}
+
+ts_mailbox *segment_mailbox(const segment *s)
+{
+    return s->mailbox;
 }
 
 const segment_geometry *segment_geometry_of(const segment *s)
@@ -599,8 +696,11 @@ static int segment_alive(pid_t pid, const char *shm_name)
     FILE *f = fopen(path, "re");
     if (!f)
         return 1; /* exists, cannot tell more */
-    char want[80];
-    snprintf(want, sizeof want, SHM_DIR "%s", shm_name);
+    char want[96];
+    if (join2(want, sizeof want, SHM_DIR, shm_name) != 0) {
+        fclose(f);
+        return 1; /* cannot tell more */
+    }
     size_t wl = strlen(want);
     char line[4096];
     int found = 0;
@@ -680,7 +780,8 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
      * remove, not something to follow or to block on. /dev/shm is sticky: only we can remove or
      * replace an entry of ours between the look and the unlink. */
     char path[96];
-    snprintf(path, sizeof path, SHM_DIR "%s", name);
+    if (join2(path, sizeof path, SHM_DIR, name) != 0)
+        return cause_set(cause, "%s: name too long", name);
     struct stat st;
     if (lstat(path, &st) != 0)
         return cause_set(cause, "%s: %s", name, strerror(errno));
@@ -690,6 +791,11 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
         return cause_set(cause, "%s: process %d is alive", name, (int)pid);
     if (unlink(path) != 0)
         return cause_set(cause, "%s: %s", name, strerror(errno));
+    /* Its control object, when it is ours too. */
+    char ctl[128];
+    if (join2(ctl, sizeof ctl, path, CTL_SUFFIX) == 0 && lstat(ctl, &st) == 0 &&
+        st.st_uid == geteuid())
+        unlink(ctl);
     return 0;
 }
 

@@ -31,7 +31,7 @@ static const char *const stage_names[] = {"claimed", "posted", "waiting"};
 
 static ts_mailbox *mailbox_in(const segment *seg)
 {
-    ts_mailbox *m = segment_at(seg, segment_header(seg)->mailbox_off, sizeof(ts_mailbox));
+    ts_mailbox *m = segment_mailbox(seg);
     ck_assert_ptr_nonnull(m);
     return m;
 }

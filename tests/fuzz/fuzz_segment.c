@@ -3,10 +3,12 @@
  *
  * The input is a segment image, from its first byte; an image shorter than the size its header
  * claims (at most IMAGE_MAX) is extended with zeros, so that mutated headers of a real segment
- * stay small seeds. Three passes:
+ * stay small seeds. Bytes past that size are the control object's (the mailbox a monitor writes;
+ * zeros when there are none). Three passes:
  * - segment_validate over exactly the input's bytes (ASan catches a read past them);
  * - the image as a shm object attached by name, read-only, then every lane observed and peeked,
- *   names fetched by any id, the mailbox read and written as a frontend and a collector would;
+ *   names fetched by any id; attached again for commands, the mailbox read and written as a
+ *   frontend and a collector would;
  * - the same object under this process's pid through source_open, polled, and drawn as
  *   `termsight top --once` and `--json` draw it.
  * Promises: a bad image is refused with a message; from a valid one every pointer handed out lies
@@ -21,13 +23,16 @@
 
 #define IMAGE_MAX (1u << 20)
 
-static char shm_name[64];
-static int shm_fd = -1;
+#define CTL_BYTES 4096u /* the control object's size (segment.c) */
+
+static char shm_name[64], ctl_name[80];
+static int shm_fd = -1, ctl_fd = -1;
 static FILE *devnull;
 
 static void remove_shm(void)
 {
     shm_unlink(shm_name);
+    shm_unlink(ctl_name);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -37,9 +42,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* A name source_open looks for: this process's pid (with the random part it has when the
      * collector makes it). */
     snprintf(shm_name, sizeof shm_name, "/" TS_SEGMENT_PREFIX "%d-0123456789abcdef", (int)getpid());
+    snprintf(ctl_name, sizeof ctl_name, "%s-ctl", shm_name);
     shm_fd = shm_open(shm_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ctl_fd = shm_open(ctl_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     devnull = fopen("/dev/null", "w");
-    if (shm_fd < 0 || !devnull) {
+    if (shm_fd < 0 || ctl_fd < 0 || !devnull) {
         perror("fuzz_segment: setup");
         abort();
     }
@@ -151,19 +158,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(cause);
     free(exact);
 
-    /* The image, zero-extended to what the header claims. */
+    /* The image, zero-extended to what the header claims; what lies past it, the control
+     * object's first bytes. */
     uint64_t want = size;
     if (size >= sizeof(ts_segment_header)) {
         uint64_t claimed;
         memcpy(&claimed, data + offsetof(ts_segment_header, segment_size), sizeof claimed);
-        if (claimed > size && claimed <= IMAGE_MAX)
+        if (claimed <= IMAGE_MAX)
             want = claimed;
     }
     uint8_t *image = calloc(1, want ? want : 1);
+    uint8_t ctl[CTL_BYTES] = {0};
     if (!image)
         return 0;
-    memcpy(image, data, size);
+    memcpy(image, data, size < want ? size : want);
+    if (size > want)
+        memcpy(ctl, data + want, size - want < sizeof ctl ? size - want : sizeof ctl);
     fuzz_fd_fill(shm_fd, image, want);
+    fuzz_fd_fill(ctl_fd, ctl, sizeof ctl);
 
     segment *s = NULL;
     cause = NULL;

@@ -154,7 +154,16 @@ static void segments(void)
     uint64_t seq;
     if (mailbox_send(s, TS_CMD_MARK, "epoch 1", &seq, &why) != 0)
         fail("segment", why);
-    put_image("mailbox-pending.seg", base, segment_size(s));
+    /* The segment, then its control object (fuzz_segment reads what lies past the segment as
+     * the mailbox). */
+    size_t size = segment_size(s), ctl = sizeof(ts_mailbox);
+    uint8_t *both = malloc(size + ctl);
+    if (!both)
+        fail("segment", "out of memory");
+    memcpy(both, base, size);
+    memcpy(both + size, segment_mailbox(s), ctl);
+    put("fuzz_segment", "mailbox-pending.seg", both, size + ctl);
+    free(both);
     strtab_destroy(t);
     segment_close(s, 1);
 }

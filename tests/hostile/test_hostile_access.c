@@ -130,7 +130,10 @@ START_TEST(test_modes)
     ck_assert_msg(termsight_session_create(&o, &s) == TERMSIGHT_OK, "%s", termsight_last_error());
     char shm[96];
     shm_path(getpid(), shm, sizeof shm);
-    mode_expect(shm, S_IFREG, 0600);
+    mode_expect(shm, S_IFREG, 0400); /* read-only for every process but its owner's */
+    char ctl[128];
+    snprintf(ctl, sizeof ctl, "%s-ctl", shm);
+    mode_expect(ctl, S_IFREG, 0600); /* its control object, where monitors write commands */
     termsight_mark("m");
     ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
     char *run = strdup(termsight_run_folder(s));
@@ -414,7 +417,7 @@ START_TEST(test_shm_squatted)
     ck_assert_int_eq(n, 3);
     for (int i = 0; i < n; i++)
         if (strcmp(paths[i], planted[0]) && strcmp(paths[i], planted[1]))
-            mode_expect(paths[i], S_IFREG, 0600);
+            mode_expect(paths[i], S_IFREG, 0400);
     ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
     for (int k = 0; k < 2; k++) {
         struct stat st;
@@ -469,7 +472,7 @@ START_TEST(test_top_foreign_owner)
     ck_assert_int_eq(segment_attach(getpid(), 1, &w, &cause), -1);
     ck_assert_msg(strstr(cause, "belongs to uid 65534"), "%s", cause);
     free(cause);
-    const ts_mailbox *mb = segment_at(s, segment_header(s)->mailbox_off, sizeof(ts_mailbox));
+    const ts_mailbox *mb = segment_mailbox(s);
     ck_assert_uint_eq(atomic_load(&mb->req_seq), 0);
 
     /* ls does not list it, and --clean leaves it. */

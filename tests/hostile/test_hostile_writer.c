@@ -1,8 +1,10 @@
 /* A monitor that writes into the segment: any process of the user can map it writable (a buggy
- * or hostile monitor) and rewrite the header's live state, the lanes' records and the mailbox
- * while the training process emits. The training process must treat all of it as untrusted input:
- * it never crashes, never hangs, never writes more than it was given, and records exactly what
- * its threads emitted (every event recorded or counted as dropped).
+ * or hostile monitor; the collector makes the segment read-only for others and every attach maps
+ * it so, but its owner may change the mode back, as this test does) and rewrite the header's live
+ * state, the lanes' records and the mailbox while the training process emits. The training process
+ * must treat all of it as untrusted input: it never crashes, never hangs, never writes more than it
+ * was given, and records exactly what its threads emitted (every event recorded or counted as
+ * dropped).
  *
  * Reproduced before the collector kept its own copies: string_used set to 0xF0000000 and a mark
  * posted made the recorder thread intern the mark's text far outside the name store (a segfault);
@@ -12,6 +14,7 @@
 #include "testutil.h"
 
 #include "../faults/faults.h"
+#include "shmnames.h"
 
 #include <sys/stat.h>
 
@@ -25,6 +28,28 @@ static uint64_t file_size(const char *run)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/* The segment mapped writable the way a hostile process of the user can: the collector leaves
+ * it mode 0400 and every attach maps it read-only, but its owner (same user) may change the mode
+ * back. W(p) is the writable address of p, a pointer into seg's read-only mapping. */
+static uint8_t *rw_base;
+static const uint8_t *ro_base;
+#define W(p) ((__typeof__(p))(void *)(rw_base + ((const uint8_t *)(p)-ro_base)))
+
+static void map_writable(const segment *seg, pid_t pid)
+{
+    char path[96];
+    shm_path_of_pid(pid, path, sizeof path);
+    ck_assert_msg(path[0], "pid %d has no segment, or several", (int)pid);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    void *m = mmap(NULL, segment_size(seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert(m != MAP_FAILED);
+    close(fd);
+    rw_base = m;
+    ro_base = (const uint8_t *)segment_header(seg);
+}
+
 /* One round of scribbling: every field a monitor can reach gets a hostile value from the table,
  * a different one each round. */
 static void scribble(segment *seg, unsigned round)
@@ -34,7 +59,7 @@ static void scribble(segment *seg, unsigned round)
         1ull << 40, UINT64_MAX, UINT64_MAX - 1, 63,         4096};
     const size_t nv = sizeof values / sizeof values[0];
     uint64_t v = values[round % nv], w = values[(round * 7 + 3) % nv];
-    ts_segment_header *h = segment_header(seg);
+    ts_segment_header *h = W(segment_header(seg));
     atomic_store(&h->state, (uint32_t)v);
     atomic_store(&h->lanes_used, (uint32_t)w);
     atomic_store(&h->string_count, (uint32_t)v);
@@ -53,7 +78,7 @@ static void scribble(segment *seg, unsigned round)
     h->string_arena_off = v;
     const segment_geometry *g = segment_geometry_of(seg);
     for (uint32_t i = 0; i < g->lane_count; i++) {
-        ts_lane *l = segment_lane(seg, i);
+        ts_lane *l = W(segment_lane(seg, i));
         /* tails past heads, heads far ahead, states and owners flipped */
         atomic_store(&l->head, round & 2 ? v : atomic_load(&l->head) + 5);
         atomic_store(&l->tail, atomic_load(&l->head) + w + 1);
@@ -64,10 +89,12 @@ static void scribble(segment *seg, unsigned round)
     /* The index of the names, and the lengths in the arena, point anywhere. */
     uint32_t *index = segment_at(seg, g->string_index_off, (uint64_t)g->string_max * 4);
     ck_assert_ptr_nonnull(index);
+    index = W(index);
     for (uint32_t i = 0; i < 64 && i < g->string_max; i++)
         __atomic_store_n(&index[i], (uint32_t)(v + i), __ATOMIC_RELAXED);
     uint32_t *arena = segment_at(seg, g->string_arena_off, 64);
     ck_assert_ptr_nonnull(arena);
+    arena = W(arena);
     __atomic_store_n(&arena[round % 16], (uint32_t)w, __ATOMIC_RELAXED);
 }
 
@@ -76,7 +103,7 @@ static void scribble(segment *seg, unsigned round)
 static void restore_layout(segment *seg)
 {
     const segment_geometry *g = segment_geometry_of(seg);
-    ts_segment_header *h = segment_header(seg);
+    ts_segment_header *h = W(segment_header(seg));
     h->lane_count = g->lane_count;
     h->lane_events = g->lane_events;
     h->lanes_off = g->lanes_off;
@@ -97,6 +124,7 @@ START_TEST(scribbling_monitor)
     segment *seg;
     char *why = NULL;
     ck_assert_msg(segment_attach(e.pid, 1, &seg, &why) == 0, "attach: %s", why);
+    map_writable(seg, e.pid);
 
     unsigned marks_ok = 0, round;
     uint64_t end = faults_now_ns() + 2000000000ull;
@@ -120,6 +148,7 @@ START_TEST(scribbling_monitor)
     }
     ck_assert(emitter_advances(&e, 10)); /* never blocked */
     restore_layout(seg);
+    munmap(rw_base, segment_size(seg));
     segment_close(seg, 0);
 
     emitter_result r;

@@ -6,7 +6,7 @@
 
 static ts_mailbox *mailbox_of(const segment *s)
 {
-    ts_mailbox *m = segment_at(s, segment_header(s)->mailbox_off, sizeof(ts_mailbox));
+    ts_mailbox *m = segment_mailbox(s);
     ck_assert_ptr_nonnull(m);
     return m;
 }

@@ -140,14 +140,13 @@ static void check_header(const ts_segment_header *h, const segment_config *cfg, 
     ck_assert_uint_eq(h->lanes_off % PAGE, 0);
     ck_assert_uint_eq(h->rings_off % PAGE, 0);
     ck_assert_uint_eq(h->string_arena_off % PAGE, 0);
-    ck_assert_uint_eq(h->mailbox_off % PAGE, 0);
+    ck_assert_uint_eq(h->mailbox_off, 0); /* the mailbox is in the control object */
     ck_assert_uint_le(h->lanes_off + (uint64_t)h->lane_count * sizeof(ts_lane), h->rings_off);
     ck_assert_uint_le(h->rings_off + (uint64_t)h->lane_count * h->lane_events * sizeof(ts_event),
                       h->string_index_off);
     ck_assert_uint_le(h->string_index_off + (uint64_t)h->string_max * sizeof(uint32_t),
                       h->string_arena_off);
-    ck_assert_uint_le(h->string_arena_off + h->string_arena, h->mailbox_off);
-    ck_assert_uint_le(h->mailbox_off + sizeof(ts_mailbox), size);
+    ck_assert_uint_le(h->string_arena_off + h->string_arena, size);
 }
 
 START_TEST(test_create_attach_round_trip)
@@ -183,7 +182,7 @@ START_TEST(test_create_attach_round_trip)
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
-    ck_assert_uint_eq(st.st_mode & 07777, 0600);
+    ck_assert_uint_eq(st.st_mode & 07777, 0400); /* read-only but for the owner's own mapping */
     ck_assert_uint_eq(st.st_uid, geteuid());
     ck_assert_uint_eq((uint64_t)st.st_size, segment_size(s));
 
@@ -304,22 +303,35 @@ START_TEST(test_read_only_attach)
     segment *rw = mt_attach(pid, 1);
     char perms[5];
 
-    mapping_perms(segment_header(ro), perms);
-    ck_assert_msg(perms[0] == 'r' && perms[1] == '-' && perms[3] == 's', "read-only: %s", perms);
-    /* Every region, not just the header page. */
-    ts_mailbox *m = segment_at(ro, segment_header(ro)->mailbox_off, sizeof(ts_mailbox));
+    /* Both attaches map the segment read-only: only the control object is writable, and only
+     * for a writable attach. */
+    ck_assert_ptr_null(segment_mailbox(ro));
+    segment *both[2] = {ro, rw};
+    for (int k = 0; k < 2; k++) {
+        mapping_perms(segment_header(both[k]), perms);
+        ck_assert_msg(perms[0] == 'r' && perms[1] == '-' && perms[3] == 's', "%s: %s",
+                      k ? "writable attach" : "read-only attach", perms);
+        ck_assert_int_eq(kernel_store(segment_header(both[k])->record_notice, 'Z'), EFAULT);
+        const segment_geometry *g = segment_geometry_of(both[k]);
+        ck_assert_int_eq(kernel_store(segment_at(both[k], g->string_arena_off, 1), 'Z'), EFAULT);
+    }
+    ts_mailbox *m = segment_mailbox(rw);
     ck_assert_ptr_nonnull(m);
     mapping_perms(m, perms);
-    ck_assert_msg(perms[1] == '-', "read-only mailbox: %s", perms);
-    ck_assert_int_eq(kernel_store(segment_header(ro)->record_notice, 'Z'), EFAULT);
-    ck_assert_int_eq(kernel_store(m->arg, 'Z'), EFAULT);
-
-    mapping_perms(segment_header(rw), perms);
-    ck_assert_msg(perms[0] == 'r' && perms[1] == 'w' && perms[3] == 's', "read-write: %s", perms);
-    ck_assert_int_eq(kernel_store(segment_header(rw)->record_notice, 'Z'), 0);
-    /* Shared, not private: the owner and the read-only reader see the store. */
-    ck_assert_int_eq(segment_header(s)->record_notice[0], 'Z');
-    ck_assert_int_eq(segment_header(ro)->record_notice[0], 'Z');
+    ck_assert_msg(perms[0] == 'r' && perms[1] == 'w' && perms[3] == 's', "mailbox: %s", perms);
+    ck_assert_int_eq(kernel_store(m->arg, 'Z'), 0);
+    /* Shared, not private: the owner sees the store. */
+    ck_assert_int_eq(segment_mailbox(s)->arg[0], 'Z');
+    /* The segment is read-only for every process but its owner's mapping; the control object
+     * is the owner's alone. */
+    char path[96];
+    shm_path(pid, path, sizeof path);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0400);
+    strcat(path, "-ctl");
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600);
 
     segment_close(ro, 0);
     segment_close(rw, 0);
@@ -629,8 +641,7 @@ START_TEST(test_header_byte_flips)
             uint64_t index_end = h->string_index_off + (uint64_t)h->string_max * 4;
             ck_assert_msg(lanes_end <= h->rings_off && rings_end <= h->string_index_off &&
                               index_end <= h->string_arena_off &&
-                              h->string_arena_off + h->string_arena <= h->mailbox_off &&
-                              h->mailbox_off + sizeof(ts_mailbox) <= size,
+                              h->string_arena_off + h->string_arena <= size,
                           "byte %zu ^ %#x accepted with regions outside", off, masks[m]);
         }
     }
