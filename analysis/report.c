@@ -1071,6 +1071,34 @@ static void j_name(cJSON *o, const char *key, scratch *sc, const analysis *a, ui
     cJSON_AddStringToObject(o, key, clean_id(sc, a, id, 1));
 }
 
+int report_job_of(const analysis *a, report_job *job)
+{
+    memset(job, 0, sizeof *job);
+    const char *id = analysis_config_value(a, "job");
+    if (!id || !*id)
+        return 0;
+    const struct {
+        const char *key;
+        char *out;
+    } texts[] = {{"job", job->id}, {"job_source", job->source}, {"host", job->host}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const char *v = analysis_config_value(a, texts[i].key);
+        snprintf(texts[i].out, sizeof job->id, "%s", v ? v : "");
+    }
+    const struct {
+        const char *key;
+        long *out;
+    } nums[] = {
+        {"rank", &job->rank}, {"local_rank", &job->local_rank}, {"world_size", &job->world_size}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const char *v = analysis_config_value(a, nums[i].key);
+        char *end;
+        long n = v && *v ? strtol(v, &end, 10) : -1;
+        *nums[i].out = v && *v && !*end && n >= 0 && n <= INT32_MAX ? n : -1;
+    }
+    return 1;
+}
+
 static void j_text(cJSON *o, const char *key, const char *bytes, size_t len)
 {
     char *buf = malloc(4 * len + 1);
@@ -1139,6 +1167,28 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     }
     report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
     report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+
+    /* The job this process was a rank of, as its session recorded it; null when none. */
+    report_job job;
+    if (report_job_of(a, &job)) {
+        cJSON *jo = cJSON_AddObjectToObject(root, "job");
+        j_text(jo, "id", job.id, strlen(job.id));
+        j_text(jo, "source", job.source, strlen(job.source));
+        j_text(jo, "host", job.host, strlen(job.host));
+        const struct {
+            const char *key;
+            long value;
+        } ranks[] = {
+            {"rank", job.rank}, {"local_rank", job.local_rank}, {"world_size", job.world_size}};
+        for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+            if (ranks[i].value >= 0)
+                cJSON_AddNumberToObject(jo, ranks[i].key, (double)ranks[i].value);
+            else
+                cJSON_AddNullToObject(jo, ranks[i].key);
+        }
+    } else {
+        cJSON_AddNullToObject(root, "job");
+    }
 
     cJSON *tm = cJSON_AddObjectToObject(root, "time");
     int any = t->first_ns != UINT64_MAX;
@@ -1341,6 +1391,19 @@ static void print_meta_line(const report *r, FILE *out)
                 r->meta.minor);
     } else {
         fputs("run:        (the recording has no description)\n", out);
+    }
+    report_job job;
+    if (report_job_of(r->a, &job)) {
+        char id[4 * sizeof job.id + 1];
+        clean_text(job.id, strlen(job.id), id, 0);
+        fprintf(out, "job:        %s", id);
+        if (job.rank >= 0)
+            fprintf(out, ", rank %ld", job.rank);
+        if (job.world_size > 0)
+            fprintf(out, " of %ld", job.world_size);
+        if (job.local_rank >= 0)
+            fprintf(out, " (local rank %ld)", job.local_rank);
+        fputc('\n', out);
     }
     size_t len = strlen(r->info.recording);
     char *rec = malloc(4 * len + 1);

@@ -100,6 +100,16 @@ size_t report_clean(const char *bytes, size_t len, char *out);
  * out of memory. */
 int report_json_u64(void *object, const char *key, uint64_t v);
 
+/* The job a recording's process was a rank of, from its recorded options (the session's CONFIG
+ * job, job_source, host, rank, local_rank, world_size). Texts as recorded (not cleaned). */
+typedef struct report_job {
+    char id[64], source[64], host[64];
+    long rank, local_rank, world_size; /* -1 when not recorded */
+} report_job;
+
+/* 1 and *job when the recording names a job, else 0. */
+int report_job_of(const analysis *a, report_job *job);
+
 /* Names for the enums, as written in the files. */
 const char *report_step_source_name(uint32_t source); /* none, marks, option, auto */
 const char *report_verdict_name(uint32_t verdict);    /* none, ok, data_processing, ... */

@@ -10,9 +10,10 @@ static void ls_usage(FILE *out)
 {
     fputs("usage: termsight ls [--clean]\n"
           "\n"
-          "Lists the profiler sessions of this user: pid, process, state (idle, collecting,\n"
-          "stopped), events recorded, events dropped, start time and run folder. A session whose\n"
-          "process is gone is marked stale.\n"
+          "Lists the profiler sessions of this user: pid, process, rank, state (idle,\n"
+          "collecting, stopped), events recorded, events dropped, start time and run folder,\n"
+          "grouped by training job (the ranks of a job in rank order, under a line naming the\n"
+          "job). A session whose process is gone is marked stale.\n"
           "\n"
           "  --clean   remove the shared memory of stale sessions (their processes ended\n"
           "            without closing them), after adding what their lanes still held to\n"
@@ -26,6 +27,34 @@ static void start_text(uint64_t realtime_ns, char *out, size_t cap)
     struct tm tm;
     if (!realtime_ns || !localtime_r(&t, &tm) || !strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm))
         snprintf(out, cap, "-");
+}
+
+/* Sessions of no job first, then job by job, ranks in order. */
+static int by_job(const void *a, const void *b)
+{
+    const segment_info *x = a, *y = b;
+    int c = strcmp(x->job, y->job);
+    if (c)
+        return c;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* "job <id>: N sessions of W ranks here" before the first session of each job. */
+static void job_line(const segment_info *list, int n, int i)
+{
+    const segment_info *s = &list[i];
+    if (!s->readable || !s->job[0] ||
+        (i > 0 && list[i - 1].readable && !strcmp(list[i - 1].job, s->job)))
+        return;
+    int count = 0;
+    for (int k = i; k < n && list[k].readable && !strcmp(list[k].job, s->job); k++)
+        count++;
+    printf("job %s: %d session%s", s->job, count, count == 1 ? "" : "s");
+    if (s->world_size > 0)
+        printf(" of %d rank%s", (int)s->world_size, s->world_size == 1 ? "" : "s");
+    puts(" on this machine");
 }
 
 static int ls_run(int argc, char **argv, int check)
@@ -75,18 +104,27 @@ static int ls_run(int argc, char **argv, int check)
         free(list);
         return 0;
     }
-    printf("%-8s %-16s %-11s %12s %10s %-19s %s\n", "PID", "PROCESS", "STATE", "EVENTS", "DROPS",
-           "STARTED", "RUN FOLDER");
+    /* Unreadable ones (no job known) first, then by job. */
+    for (int i = 0; i < n; i++)
+        if (!list[i].readable)
+            list[i].job[0] = 0, list[i].rank = -1;
+    qsort(list, (size_t)n, sizeof *list, by_job);
+    printf("%-8s %-16s %-6s %-11s %12s %10s %-19s %s\n", "PID", "PROCESS", "RANK", "STATE",
+           "EVENTS", "DROPS", "STARTED", "RUN FOLDER");
     for (int i = 0; i < n; i++) {
         const segment_info *s = &list[i];
+        job_line(list, n, i);
         if (!s->readable) {
-            printf("%-8d %-16s %-11s %s%s\n", (int)s->pid, "?", "unreadable", s->error,
+            printf("%-8d %-16s %-6s %-11s %s%s\n", (int)s->pid, "?", "-", "unreadable", s->error,
                    s->alive ? "" : " (stale: process gone)");
             continue;
         }
         char started[32];
         start_text(s->start_realtime_ns, started, sizeof started);
-        printf("%-8d %-16.16s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process,
+        char rank[16] = "-";
+        if (s->job[0] && s->rank >= 0)
+            snprintf(rank, sizeof rank, "%d", (int)s->rank);
+        printf("%-8d %-16.16s %-6s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process, rank,
                state_name(s->state), (unsigned long long)s->events_recorded,
                (unsigned long long)s->drops, started, s->run_folder,
                s->alive ? "" : " (stale: process gone; termsight ls --clean removes it)");

@@ -98,36 +98,69 @@ static void forward(int sig)
         kill(child_pid, sig);
 }
 
-/* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 hex digits>", the
- * newest of those that are real folders of this user (something planted under such a name, a
- * link above all, is never reported). */
-static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
+/* Whether name is the run folder of a process with key "-<pid>-" in it: "...-<pid>-<YYYYmmdd-
+ * HHMMSS>-<8 hex digits>". */
+enum { STAMP = 15, SUFFIX = STAMP + 1 + 8 }; /* after the pid: stamp, '-', random part */
+static int run_folder_of(const char *n, const char *key, size_t klen)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    char key[32];
-    snprintf(key, sizeof key, "-%d-", (int)pid);
+    size_t len = strlen(n);
+    return len >= klen + SUFFIX && strncmp(n + len - SUFFIX - klen, key, klen) == 0 &&
+           n[len - 9] == '-' && strspn(n + len - 8, "0123456789abcdef") == 8;
+}
+
+static int own_folder(int dirfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+           st.st_uid == geteuid();
+}
+
+/* The newest run folder of pid in the folder at fd (closed here) into best ("<prefix><name>"),
+ * when newer than what best holds; with depth 1, also in the job folders under it. */
+static void scan_run_folders(int fd, const char *prefix, const char *key, int depth, char *best,
+                             size_t cap)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
     size_t klen = strlen(key);
-    enum { STAMP = 15, SUFFIX = STAMP + 1 + 8 }; /* after the pid: stamp, '-', random part */
-    char best[256] = "";
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *n = e->d_name;
-        size_t len = strlen(n);
-        if (len < klen + SUFFIX || len >= sizeof best ||
-            strncmp(n + len - SUFFIX - klen, key, klen) != 0 || n[len - 9] != '-' ||
-            strspn(n + len - 8, "0123456789abcdef") != 8)
+        if (n[0] == '.' || !own_folder(dirfd(d), n))
             continue;
-        struct stat st;
-        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
-            st.st_uid != geteuid())
-            continue;
-        /* Newest by its time stamp (the random part after it is no order). */
-        if (!best[0] || strncmp(n + len - SUFFIX, best + strlen(best) - SUFFIX, STAMP) > 0)
-            snprintf(best, sizeof best, "%s", n);
+        if (run_folder_of(n, key, klen)) {
+            size_t len = strlen(n), bl = strlen(best);
+            /* Newest by its time stamp (the random part after it is no order). */
+            if (!bl || strncmp(n + len - SUFFIX, best + bl - SUFFIX, STAMP) > 0)
+                snprintf(best, cap, "%s%s", prefix, n);
+        } else if (depth > 0) {
+            /* A job folder: "<job>/rank<R>-<host>-<pid>-<stamp>-<hex>". */
+            int sub = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            char p[512];
+            snprintf(p, sizeof p, "%s/", n);
+            if (sub >= 0)
+                scan_run_folders(sub, p, key, depth - 1, best, cap);
+        }
     }
     closedir(d);
+}
+
+/* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 hex digits>", or in a
+ * job folder "<job>/rank<R>-<host>-<pid>-<stamp>-<hex>": the newest of those that are real
+ * folders of this user (something planted under such a name, a link above all, is never
+ * reported). */
+static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char key[32];
+    snprintf(key, sizeof key, "-%d-", (int)pid);
+    char best[1024] = "";
+    scan_run_folders(fd, "", key, 1, best, sizeof best);
     if (!best[0])
         return -1;
     snprintf(out, cap, "%s/%s", dir, best);

@@ -47,6 +47,21 @@ typedef struct lane_run {
     size_t na, nb;
 } lane_run;
 
+/* ---- The job this process is a rank of (job.c) ------------------------------------------ */
+
+typedef struct ts_job {
+    char id[64];  /* a path component; "" when the process is no rank of a job */
+    int32_t rank; /* -1 when unknown, as the two below */
+    int32_t local_rank;
+    int32_t world_size;
+    char host[64];   /* this machine's short name, a path component */
+    char source[16]; /* where id came from: "options", "TERMSIGHT_JOB", "torchrun", "slurm",
+                      * "mpi", "torch" (ranks without a run id), "" */
+} ts_job;
+
+/* The job identity of this process: o's fields where set, else the launcher's environment. */
+void job_identify(const termsight_options *o, ts_job *job);
+
 /* ---- The session (session.c) ----------------------------------------------------------- */
 
 struct termsight_session {
@@ -55,6 +70,7 @@ struct termsight_session {
     char *fp_start_op;
     char *bp_end_op;
     char process[64];
+    ts_job job;
     char run_folder[1024];
     char recording_dir[1100];
     uint64_t start_ns, start_realtime_ns; /* as the header says them, kept: never read back */
@@ -287,14 +303,19 @@ void util_process_name(char *out, size_t cap);
 /* name made safe as one path component: '/', control bytes and leading dots become '_'. */
 void util_path_component(const char *name, char *out, size_t cap);
 
-/* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>". */
-int util_run_folder(const char *output, const char *process, int pid, char *out, size_t cap);
+/* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>"; for a rank of a job
+ * "<output>/<job>/rank<R>-<host>-<pid>-<stamp>-<hex>" (a process of a job without a rank:
+ * "<output>/<job>/<process>-<host>-<pid>-<stamp>-<hex>"). job may be NULL. */
+int util_run_folder(const char *output, const char *process, const ts_job *job, int pid, char *out,
+                    size_t cap);
 
-/* Creates run_folder (its output folder first, when missing) and its recording/ folder, each
- * exclusively with mode 0700, through folder descriptors and never through a link, except a
- * link at the output folder that is the user's own or root's. Returns the recording folder's
- * descriptor, or -1 with why (cap bytes). */
-int util_make_recording_dir(const char *run_folder, char *why, size_t cap);
+/* Creates run_folder, which util_run_folder made under output: the output folder first, when
+ * missing, then a job folder (shared with the job's other ranks: made unless there, and it must
+ * be this user's), then the run folder and its recording/ folder, each exclusively with mode
+ * 0700. All through folder descriptors and never through a link, except a link at the output
+ * folder that is the user's own or root's. Returns the recording folder's descriptor, or -1 with
+ * why (cap bytes). */
+int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap);
 
 /* Parses an unsigned decimal in [min, max]; 0 on success, -1 otherwise. */
 int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out);

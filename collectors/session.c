@@ -97,6 +97,7 @@ void termsight_options_init(termsight_options *o)
     o->max_threads = DEFAULT_MAX_THREADS;
     o->sample_interval_ms = DEFAULT_SAMPLE_MS;
     o->timeline_limit_mb = DEFAULT_TIMELINE_MB;
+    o->rank = o->local_rank = o->world_size = -1; /* job and ranks: from the environment */
 
     const char *v;
     if ((v = getenv("TERMSIGHT_OUTPUT")) && *v)
@@ -123,9 +124,16 @@ static int bad_option(const char *field, const char *env, uint32_t value, const 
 
 int session_check_options(const termsight_options *o)
 {
-    if (o->struct_size < sizeof *o)
+    /* Programs built before the job fields were added pass the shorter struct: accepted, and
+     * read that far (termsight_session_create). */
+    if (o->struct_size < offsetof(termsight_options, job))
         return session_fail(TERMSIGHT_E_INVALID,
                             "termsight_options not initialized with termsight_options_init");
+    if (o->struct_size >= sizeof *o &&
+        (o->rank < -1 || o->local_rank < -1 || o->world_size < -1 || o->world_size == 0))
+        return session_fail(TERMSIGHT_E_INVALID,
+                            "option rank, local_rank or world_size is invalid: -1 (from the "
+                            "environment) or a rank from 0, a world size from 1");
     uint32_t le = o->lane_events;
     if (le < 64 || le > (1u << 24) || (le & (le - 1)))
         return bad_option("lane_events", "TERMSIGHT_LANE_EVENTS", le,
@@ -217,14 +225,21 @@ static char *dup_or_null(const char *v)
 
 int termsight_session_create(const termsight_options *opts, termsight_session **out)
 {
-    termsight_options defaults;
+    termsight_options full;
     if (!out)
         return session_fail(TERMSIGHT_E_INVALID, "out is NULL");
     *out = NULL;
-    if (!opts) {
-        termsight_options_init(&defaults);
-        opts = &defaults;
+    termsight_options_init(&full);
+    if (opts) {
+        int rc = session_check_options(opts);
+        if (rc)
+            return rc;
+        /* A shorter struct (an older program) is read as far as it goes; the rest keeps the
+         * defaults. */
+        memcpy(&full, opts, opts->struct_size < sizeof full ? opts->struct_size : sizeof full);
+        full.struct_size = sizeof full;
     }
+    opts = &full;
     int rc = session_check_options(opts);
     if (rc)
         return rc;
@@ -280,10 +295,13 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     else
         util_process_name(s->process, sizeof s->process);
 
+    job_identify(opts, &s->job);
+    s->opts.job = NULL; /* kept as s->job */
+
     tsclock_init(&ts_clock,
                  !(getenv("TERMSIGHT_CLOCK") && !strcmp(getenv("TERMSIGHT_CLOCK"), "monotonic")));
-    if (!s->output_path || util_run_folder(s->output_path, s->process, (int)getpid(), s->run_folder,
-                                           sizeof s->run_folder) != 0) {
+    if (!s->output_path || util_run_folder(s->output_path, s->process, &s->job, (int)getpid(),
+                                           s->run_folder, sizeof s->run_folder) != 0) {
         session_free(s);
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_INVALID, "output path too long: %s", opts->output_path);
@@ -299,6 +317,11 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         .lane_events = opts->lane_events,
         .string_max = STRING_IDS,
         .string_arena = STRING_ARENA,
+        .job = s->job.id,
+        .host = s->job.host,
+        .rank = s->job.rank,
+        .local_rank = s->job.local_rank,
+        .world_size = s->job.world_size,
     };
     char *why = NULL;
     if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0) {
@@ -435,6 +458,28 @@ static void write_window_metadata(termsight_session *s)
             marker(TS_KIND_CONFIG, intern(s, config[i].key), intern(s, config[i].value), 0);
         recorder_append_locked(s, &ev, 1);
     }
+    if (s->job.id[0]) {
+        const struct {
+            const char *key;
+            int32_t value;
+        } ranks[] = {{"rank", s->job.rank},
+                     {"local_rank", s->job.local_rank},
+                     {"world_size", s->job.world_size}};
+        const char *texts[][2] = {
+            {"job", s->job.id}, {"job_source", s->job.source}, {"host", s->job.host}};
+        for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+            ts_event ev = marker(TS_KIND_CONFIG, intern(s, texts[i][0]), intern(s, texts[i][1]), 0);
+            recorder_append_locked(s, &ev, 1);
+        }
+        for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+            char v[16];
+            if (ranks[i].value < 0)
+                continue;
+            snprintf(v, sizeof v, "%d", (int)ranks[i].value);
+            ts_event ev = marker(TS_KIND_CONFIG, intern(s, ranks[i].key), intern(s, v), 0);
+            recorder_append_locked(s, &ev, 1);
+        }
+    }
     char num[32];
     snprintf(num, sizeof num, "%u", s->opts.timeline_limit_mb);
     ts_event tl = marker(TS_KIND_CONFIG, intern(s, "timeline_limit_mb"), intern(s, num), 0);
@@ -492,8 +537,8 @@ static int open_recording(termsight_session *s)
     if (s->writer)
         return 0;
     char why_dir[512];
-    if (s->recording_fd < 0 &&
-        (s->recording_fd = util_make_recording_dir(s->run_folder, why_dir, sizeof why_dir)) < 0)
+    if (s->recording_fd < 0 && (s->recording_fd = util_make_recording_dir(
+                                    s->output_path, s->run_folder, why_dir, sizeof why_dir)) < 0)
         return session_fail(TERMSIGHT_E_RECORDING, "%s", why_dir);
     recording_meta meta = {
         .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};

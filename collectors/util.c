@@ -99,7 +99,8 @@ void util_path_component(const char *name, char *out, size_t cap)
     out[n] = 0;
 }
 
-int util_run_folder(const char *output, const char *process, int pid, char *out, size_t cap)
+int util_run_folder(const char *output, const char *process, const ts_job *job, int pid, char *out,
+                    size_t cap)
 {
     char safe[64];
     util_path_component(process, safe, sizeof safe);
@@ -112,7 +113,15 @@ int util_run_folder(const char *output, const char *process, int pid, char *out,
     uint32_t r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         r = (uint32_t)(now ^ ((uint64_t)pid << 16) ^ (uint64_t)(uintptr_t)out);
-    int n = snprintf(out, cap, "%s/%s-%d-%s-%08x", output, safe, pid, stamp, r);
+    int n;
+    if (!job || !job->id[0])
+        n = snprintf(out, cap, "%s/%s-%d-%s-%08x", output, safe, pid, stamp, r);
+    else if (job->rank >= 0)
+        n = snprintf(out, cap, "%s/%s/rank%d-%s-%d-%s-%08x", output, job->id, (int)job->rank,
+                     job->host, pid, stamp, r);
+    else
+        n = snprintf(out, cap, "%s/%s/%s-%s-%d-%s-%08x", output, job->id, safe, job->host, pid,
+                     stamp, r);
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
@@ -166,36 +175,74 @@ static int make_own_folder(int dirfd, const char *name, const char *path, char *
     return fd;
 }
 
-int util_make_recording_dir(const char *run_folder, char *why, size_t cap)
+/* Makes name in the folder at dirfd unless it is there, and opens it, never through a link: a
+ * folder that ranks of one job share, so it must be one of this user's. Returns its descriptor,
+ * or -1 with why. */
+static int open_shared_folder(int dirfd, const char *name, const char *path, char *why, size_t cap)
 {
-    char *dir = strdup(run_folder);
-    if (!dir) {
-        snprintf(why, cap, "out of memory");
+    if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, cap, "cannot create folder %s: %s", path, strerror(errno));
         return -1;
     }
-    char *slash = strrchr(dir, '/');
-    const char *name = slash ? slash + 1 : dir;
-    const char *output = slash ? (slash == dir ? "/" : dir) : ".";
-    if (slash)
-        *slash = 0;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+        snprintf(why, cap, "cannot use folder %s: %s", path,
+                 fd < 0 ? (errno == ELOOP || errno == ENOTDIR ? "not a folder (a link?)"
+                                                              : strerror(errno))
+                        : "it belongs to another user");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap)
+{
+    size_t ol = strlen(output);
+    if (strncmp(run_folder, output, ol) != 0 || run_folder[ol] != '/' || !run_folder[ol + 1]) {
+        snprintf(why, cap, "run folder %s is not in the output folder %s", run_folder, output);
+        return -1;
+    }
     char *cause = NULL;
-    int rec = -1;
     if (path_mkdirs(output, 1, 0700, &cause) != 0) {
         snprintf(why, cap, "%s", cause ? cause : "cannot create the output folder");
         free(cause);
-    } else {
-        int out = open_folder(output, "output folder", why, cap);
-        int run = out < 0 ? -1 : make_own_folder(out, name, run_folder, why, cap);
-        if (run >= 0) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/" TS_RECORDING_DIR, run_folder);
-            rec = make_own_folder(run, TS_RECORDING_DIR, path, why, cap);
-            close(run);
-        }
-        if (out >= 0)
-            close(out);
+        return -1;
     }
-    free(dir);
+    int dir = open_folder(output, "output folder", why, cap);
+    /* What follows the output folder: "<run>" or "<job>/<run>", each component one folder. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s", output);
+    const char *rest = run_folder + ol + 1;
+    while (dir >= 0) {
+        const char *slash = strchr(rest, '/');
+        size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
+        char name[256];
+        if (!len || len >= sizeof name) {
+            snprintf(why, cap, "bad run folder name %s", run_folder);
+            close(dir);
+            return -1;
+        }
+        memcpy(name, rest, len);
+        name[len] = 0;
+        size_t pl = strlen(path);
+        snprintf(path + pl, sizeof path - pl, "/%s", name);
+        int next = slash ? open_shared_folder(dir, name, path, why, cap)
+                         : make_own_folder(dir, name, path, why, cap);
+        close(dir);
+        dir = next;
+        if (!slash)
+            break;
+        rest = slash + 1;
+    }
+    if (dir < 0)
+        return -1;
+    char rec_path[4200];
+    snprintf(rec_path, sizeof rec_path, "%s/" TS_RECORDING_DIR, run_folder);
+    int rec = make_own_folder(dir, TS_RECORDING_DIR, rec_path, why, cap);
+    close(dir);
     return rec;
 }
 

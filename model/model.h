@@ -289,6 +289,14 @@ typedef struct ts_segment_header {
     _Atomic uint32_t strings_recorded; /* ids written to the recording so far */
     uint32_t reserved0;
     _Atomic uint64_t write_drops; /* events lost because the recording could not be written */
+
+    /* The job (README: Distributed training), set at creation. */
+    char job[64];  /* NUL-terminated; "" when the process is no rank of a job */
+    char host[64]; /* NUL-terminated */
+    int32_t rank;  /* -1 when unknown, as the two below */
+    int32_t local_rank;
+    int32_t world_size;
+    uint32_t reserved1;
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -331,15 +339,18 @@ typedef struct segment_geometry {
 } segment_geometry;
 
 typedef struct segment_config {
-    pid_t pid;              /* name and header pid; 0 means getpid() */
-    const char *process;    /* process name for the header */
-    const char *run_folder; /* recording destination for the header */
-    const char *clock;      /* clock name for the header */
-    uint64_t start_ns;      /* collector clock at creation */
-    uint32_t lane_count;    /* 1 .. 4096 */
-    uint32_t lane_events;   /* power of two, 64 .. 2^24 */
-    uint32_t string_max;    /* 16 .. 2^24 */
-    uint32_t string_arena;  /* bytes, 4096 .. 2^30 */
+    pid_t pid;                            /* name and header pid; 0 means getpid() */
+    const char *process;                  /* process name for the header */
+    const char *run_folder;               /* recording destination for the header */
+    const char *clock;                    /* clock name for the header */
+    uint64_t start_ns;                    /* collector clock at creation */
+    uint32_t lane_count;                  /* 1 .. 4096 */
+    uint32_t lane_events;                 /* power of two, 64 .. 2^24 */
+    uint32_t string_max;                  /* 16 .. 2^24 */
+    uint32_t string_arena;                /* bytes, 4096 .. 2^30 */
+    const char *job;                      /* the job this process is a rank of; NULL or "": none */
+    const char *host;                     /* this machine's name; NULL: none */
+    int32_t rank, local_rank, world_size; /* in the job; -1: unknown; read only with a job */
 } segment_config;
 
 /* Creates "/termsight-<pid>-<random>" mode 0600, exclusively: the random part (getrandom) keeps
@@ -416,6 +427,8 @@ typedef struct segment_info {
     uint64_t drops;
     uint64_t start_realtime_ns;
     char run_folder[1024];
+    char job[64]; /* "" when none */
+    int32_t rank, world_size;
     char error[256];
 } segment_info;
 

@@ -353,6 +353,12 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     h->start_ns = cfg->start_ns;
     copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
+    copy_str(h->job, sizeof h->job, cfg->job ? cfg->job : "");
+    copy_str(h->host, sizeof h->host, cfg->host ? cfg->host : "");
+    int in_job = cfg->job && *cfg->job;
+    h->rank = in_job && cfg->rank >= 0 ? cfg->rank : -1;
+    h->local_rank = in_job && cfg->local_rank >= 0 ? cfg->local_rank : -1;
+    h->world_size = in_job && cfg->world_size > 0 ? cfg->world_size : -1;
     h->lane_count = cfg->lane_count;
     h->lane_events = cfg->lane_events;
     h->lanes_off = l.lanes_off;
@@ -757,6 +763,9 @@ int segment_list(segment_info **out, char **cause)
             info->readable = 1;
             copy_str(info->process, sizeof info->process, h->process);
             copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
+            copy_str(info->job, sizeof info->job, h->job);
+            info->rank = h->rank;
+            info->world_size = h->world_size;
             info->state = atomic_load_explicit(&h->state, memory_order_acquire);
             info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
             info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);

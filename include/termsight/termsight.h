@@ -59,6 +59,13 @@ typedef struct termsight_options {
     const char *fp_start_op;     /* operator that starts the forward pass; NULL: automatic */
     const char *bp_end_op;       /* operator that ends the backward pass; NULL: automatic */
     const char *process_name;    /* name shown by ls/top; NULL: /proc/self/comm */
+    /* The training job this process is a rank of (README: Distributed training). NULL and -1:
+     * from the environment the launcher left (torchrun, Slurm, Open MPI, TERMSIGHT_JOB...).
+     * A job's run folders go under one job folder, <output_path>/<job>/. */
+    const char *job;    /* job id; NULL: from the environment; "" with no rank: no job */
+    int32_t rank;       /* this process's rank in the job; -1: from the environment */
+    int32_t local_rank; /* its rank on this machine; -1: from the environment */
+    int32_t world_size; /* the job's ranks; -1: from the environment */
 } termsight_options;
 
 /* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see

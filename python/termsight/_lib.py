@@ -46,6 +46,10 @@ class Options(ctypes.Structure):
         ("fp_start_op", ctypes.c_char_p),
         ("bp_end_op", ctypes.c_char_p),
         ("process_name", ctypes.c_char_p),
+        ("job", ctypes.c_char_p),
+        ("rank", ctypes.c_int32),
+        ("local_rank", ctypes.c_int32),
+        ("world_size", ctypes.c_int32),
     ]
 
 

@@ -60,6 +60,10 @@ _DEFAULTS = {
     "fp_start_op": None,
     "bp_end_op": None,
     "process_name": None,
+    "job": None,
+    "rank": None,
+    "local_rank": None,
+    "world_size": None,
 }
 _BOOLS = ("start_profile", "op_time", "profile_memory", "profile_communication",
           "data_process", "sync_enable")
@@ -368,6 +372,10 @@ class Profiler:
     sample_ms=None        CPU and memory sampling interval (options.sample_interval_ms).
     lane_events=None      events per thread ring, a power of two (options.lane_events).
     max_threads, fp_start_op, bp_end_op, process_name: the options of the same name.
+    job, rank, local_rank, world_size  the training job this process is a rank of; None: from
+                          the launcher's environment (torchrun, Slurm, Open MPI, TERMSIGHT_JOB).
+                          Set rank and world_size when ranks are started without those variables
+                          (torch.multiprocessing.spawn). See the README's Distributed training.
 
     The Ascend-only keywords (aicore_metrics, l2_cache, parallel_strategy, hbm_ddr, pcie) raise
     ValueError; any other keyword raises TypeError. Arguments not given keep the library's
@@ -418,7 +426,10 @@ class Profiler:
                            ("max_threads", "max_threads")):
             if a[key] is not None:
                 setattr(opts, field, _uint(a[key], key, 0, 2**32 - 1))
-        for key in ("fp_start_op", "bp_end_op", "process_name"):
+        for key, low in (("rank", 0), ("local_rank", 0), ("world_size", 1)):
+            if a[key] is not None:
+                setattr(opts, key, _uint(a[key], key, low, 2**31 - 1))
+        for key in ("fp_start_op", "bp_end_op", "process_name", "job"):
             if a[key] is not None:
                 keep.append(_bytes(a[key], key))
                 setattr(opts, key, keep[-1])

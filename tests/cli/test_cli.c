@@ -454,7 +454,8 @@ static pid_t dead_pid(int k)
     return (pid_t)(5000000 + (getpid() % 100000) * 10 + k);
 }
 
-static segment *ls_segment(pid_t pid, const char *process, uint32_t state)
+static segment *ls_job_segment(pid_t pid, const char *process, uint32_t state, const char *job,
+                               int32_t rank)
 {
     segment_config cfg = {.pid = pid,
                           .process = process,
@@ -463,7 +464,11 @@ static segment *ls_segment(pid_t pid, const char *process, uint32_t state)
                           .lane_count = 2,
                           .lane_events = 64,
                           .string_max = 16,
-                          .string_arena = 4096};
+                          .string_arena = 4096,
+                          .job = job,
+                          .rank = rank,
+                          .local_rank = rank,
+                          .world_size = 2};
     segment *s;
     char *why = NULL;
     ck_assert_msg(segment_create(&cfg, &s, &why) == 0, "create: %s", why);
@@ -472,6 +477,11 @@ static segment *ls_segment(pid_t pid, const char *process, uint32_t state)
     atomic_store(&h->events_recorded, 4242);
     atomic_store(&h->drops, 7);
     return s;
+}
+
+static segment *ls_segment(pid_t pid, const char *process, uint32_t state)
+{
+    return ls_job_segment(pid, process, state, NULL, -1);
 }
 
 static const char *line_with(const cli_result *r, const char *needle)
@@ -535,6 +545,39 @@ START_TEST(test_ls_lists_and_cleans)
 }
 END_TEST
 
+/* Sessions grouped by job, ranks in order, under a line naming the job; sessions of no job
+ * first. */
+START_TEST(test_ls_groups_jobs)
+{
+    char *tmp = tmp_make();
+    segment *segs[] = {
+        ls_job_segment(dead_pid(3), "rank-b1", TS_STATE_COLLECTING, "jobB", 1),
+        ls_job_segment(dead_pid(4), "rank-a1", TS_STATE_COLLECTING, "jobA", 1),
+        ls_job_segment(dead_pid(5), "rank-a0", TS_STATE_COLLECTING, "jobA", 0),
+        ls_job_segment(dead_pid(6), "solo", TS_STATE_IDLE, NULL, 3),
+    };
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"ls", NULL}, &r);
+    ck_assert_int_eq(r.status, 0);
+    const char *solo = line_with(&r, "solo"), *a = line_with(&r, "job jobA: "),
+               *a0 = line_with(&r, "rank-a0"), *a1 = line_with(&r, "rank-a1"),
+               *b = line_with(&r, "job jobB: "), *b1 = line_with(&r, "rank-b1");
+    ck_assert_msg(solo < a && a < a0 && a0 < a1 && a1 < b && b < b1, "order:\n%s", r.out);
+    ck_assert(!strncmp(a, "job jobA: 2 sessions of 2 ranks on this machine", 47));
+    ck_assert(!strncmp(b, "job jobB: 1 session of 2 ranks", 30));
+    /* The RANK column: the rank for a job's sessions, "-" without a job. */
+    char want[64];
+    snprintf(want, sizeof want, "%-8d %-16s %-6s ", (int)dead_pid(4), "rank-a1", "1");
+    ck_assert_msg(!strncmp(a1, want, strlen(want)), "%s", a1);
+    snprintf(want, sizeof want, "%-8d %-16s %-6s ", (int)dead_pid(6), "solo", "-");
+    ck_assert_msg(!strncmp(solo, want, strlen(want)), "%s", solo);
+    cli_result_free(&r);
+    for (size_t i = 0; i < sizeof segs / sizeof segs[0]; i++)
+        segment_close(segs[i], 1);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_ls_usage)
 {
     char *tmp = tmp_make();
@@ -560,6 +603,7 @@ Suite *ls_suite(void)
     Suite *s = suite_create("ls");
     TCase *tc = tcase_create("sessions");
     tcase_add_test(tc, test_ls_lists_and_cleans);
+    tcase_add_test(tc, test_ls_groups_jobs);
     tcase_add_test(tc, test_ls_usage);
     suite_add_tcase(s, tc);
     return s;

@@ -240,6 +240,34 @@ START_TEST(api_program_adopts_session)
 }
 END_TEST
 
+/* A rank of a job: termsight run reports its run folder in the job folder. */
+START_TEST(rank_of_a_job)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    setenv("TERMSIGHT_JOB", "tj", 1);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    const char *argv[] = {"--", need_env("MLP_TRAIN"), "--steps", "5", NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    unsetenv("TERMSIGHT_JOB");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    ck_assert_int_eq(r.status, 0);
+    char want[4096];
+    snprintf(want, sizeof want, "%s/out/tj/rank1-", tmp);
+    ck_assert_msg(!strncmp(r.folder, want, strlen(want)), "run folder %s", r.folder);
+    event_list l;
+    read_all(r.folder, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 5);
+    ck_assert(!segment_exists(r.pid));
+    list_free(&l);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(exit_status_passthrough)
 {
     if (skip_sanitized())
@@ -497,6 +525,7 @@ int main(void)
     tcase_add_test(tc, step_pattern_option);
     tcase_add_test(tc, steps_window);
     tcase_add_test(tc, api_program_adopts_session);
+    tcase_add_test(tc, rank_of_a_job);
     tcase_add_test(tc, exit_status_passthrough);
     tcase_add_test(tc, sigterm_recovered);
     tcase_add_test(tc, fork_child_not_recorded);

@@ -239,6 +239,43 @@ class Session(Base):
         self.assertIn(("mark", "hello mark"), [(e["kind"], e["name"]) for e in ev])
         self.assertIn(("thread_name", "trainer"), [(e["kind"], e["name"]) for e in ev])
 
+    def test_job_identity(self):
+        # Ranks started without the launcher's variables (torch.multiprocessing.spawn) name
+        # themselves; the run folder goes under the job folder and the report says the job.
+        r = self.child("""
+            p = termsight.Profiler(output_path=out, job="exp-3", rank=2, local_rank=0,
+                                   world_size=4)
+            with p.step():
+                pass
+            p.stop()
+            folder = p.run_folder
+            report = p.analyse()
+            p.close()
+            emit({"folder": folder, "report": report})
+            """, env={"RANK": "9", "WORLD_SIZE": "16", "TORCHELASTIC_RUN_ID": "other"})
+        parent, leaf = os.path.split(r["folder"])
+        self.assertEqual(parent, os.path.join(self.tmp, "data", "exp-3"))
+        self.assertTrue(leaf.startswith("rank2-"), leaf)
+        with open(os.path.join(r["report"], "summary.json")) as f:
+            job = json.load(f)["job"]
+        self.assertEqual(job["id"], "exp-3")
+        self.assertEqual((job["rank"], job["local_rank"], job["world_size"]), (2, 0, 4))
+        self.assertEqual(job["source"], "options")
+
+        # From torchrun's variables when the program says nothing.
+        r = self.child("""
+            p = termsight.Profiler(output_path=out)
+            emit({"folder": p.run_folder})
+            p.close()
+            """, env={"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2",
+                      "TORCHELASTIC_RUN_ID": "run-77"})
+        self.assertTrue(r["folder"].startswith(os.path.join(self.tmp, "data", "run-77", "rank1-")),
+                        r["folder"])
+
+        for kw, bad in (("rank", -1), ("world_size", 0), ("rank", "1")):
+            with self.assertRaises((ValueError, TypeError)):
+                termsight.Profiler(**{kw: bad})
+
     def test_start_stop_errors(self):
         r = self.child("""
             res = {}
