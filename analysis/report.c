@@ -53,6 +53,10 @@ static const char *const report_files[] = {
     "summary.json",
     "report.txt",
     "timeline.json",
+    /* a job report's (job.c) */
+    "ranks.csv",
+    "job_steps.csv",
+    "job_step_trace.csv",
 };
 #define N_REPORT_FILES (sizeof report_files / sizeof report_files[0])
 
@@ -1724,6 +1728,8 @@ static int swap_in(report *r, int existed, char **cause)
     return cause_set(cause, "cannot create %s: %s", r->target, strerror(errno));
 }
 
+static int commit(report *r, int existed, char **cause);
+
 static int finish_files(report *r, int existed, char **cause)
 {
     csv_close(r, &r->steps, "step_trace.csv");
@@ -1780,6 +1786,12 @@ static int finish_files(report *r, int existed, char **cause)
     }
     free(qf);
     free(adv);
+    return commit(r, existed, cause);
+}
+
+/* The temporary folder, its files written, takes the target's place. */
+static int commit(report *r, int existed, char **cause)
+{
     if (r->werr)
         return cause_set(cause, "cannot write %s/%s: %s", r->target,
                          r->werr_file ? r->werr_file : "?", strerror(r->werr));
@@ -1794,6 +1806,73 @@ static int finish_files(report *r, int existed, char **cause)
     }
     free(parent);
     return 0;
+}
+
+/* ---- A report folder for other writers (the job report) ----------------------------------- */
+
+struct report_dir {
+    report *r; /* only its folder part: target, tmp, dirfd, files, write error */
+    int existed;
+};
+
+int report_dir_open(const char *target, report_dir **out, char **cause)
+{
+    *out = NULL;
+    int ex = check_target(target, cause);
+    if (ex < 0)
+        return -1;
+    report_dir *d = calloc(1, sizeof *d);
+    report *r = calloc(1, sizeof *r);
+    if (!d || !r || !(r->target = strdup(target))) {
+        free(d);
+        if (r)
+            free(r->target);
+        free(r);
+        return cause_set(cause, "out of memory");
+    }
+    r->dirfd = -1;
+    d->r = r;
+    d->existed = ex == 2;
+    if (make_tmp(r, cause) < 0) {
+        report_dir_abort(d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+FILE *report_dir_file(report_dir *d, const char *name)
+{
+    return create_file(d->r, name);
+}
+
+int report_dir_close_file(report_dir *d, FILE *f, const char *name)
+{
+    return close_file(d->r, f, name);
+}
+
+int report_dir_fd(const report_dir *d)
+{
+    return d->r->dirfd;
+}
+
+int report_dir_commit(report_dir *d, char **cause)
+{
+    int rc = commit(d->r, d->existed, cause);
+    if (rc == 0) {
+        free(d->r->tmp); /* swapped in: nothing to remove */
+        d->r->tmp = NULL;
+    }
+    report_dir_abort(d);
+    return rc;
+}
+
+void report_dir_abort(report_dir *d)
+{
+    if (!d)
+        return;
+    report_free(d->r);
+    free(d);
 }
 
 /* ---- The run -------------------------------------------------------------------------------- */

@@ -110,6 +110,20 @@ typedef struct report_job {
 /* 1 and *job when the recording names a job, else 0. */
 int report_job_of(const analysis *a, report_job *job);
 
+/* A report folder written by another writer (the job report, job.c) the way report_run writes
+ * its own: into a new folder beside the target, which then takes the target's place in one
+ * rename; an existing target is replaced only when it holds report files and nothing else. */
+typedef struct report_dir report_dir;
+int report_dir_open(const char *target, report_dir **out, char **cause);
+/* A new file (0644) in the folder, or NULL (the error is kept for commit). */
+FILE *report_dir_file(report_dir *d, const char *name);
+int report_dir_close_file(report_dir *d, FILE *f, const char *name);
+int report_dir_fd(const report_dir *d);
+/* Swaps the folder in and frees d: 0, or -1 with *cause (a write error, or the swap). */
+int report_dir_commit(report_dir *d, char **cause);
+/* Removes the unfinished folder and frees d. */
+void report_dir_abort(report_dir *d);
+
 /* Names for the enums, as written in the files. */
 const char *report_step_source_name(uint32_t source); /* none, marks, option, auto */
 const char *report_verdict_name(uint32_t verdict);    /* none, ok, data_processing, ... */

@@ -2,13 +2,17 @@
  *
  * The work is report_run's (analysis/report.h); this file parses the command line, shows
  * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
- * seeds' op_analyse), and maps failures to exit statuses. */
+ * seeds' op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
+ * several at a time on threads of this process, then the job report (analysis/job.h). */
 #include "cli.h"
+#include "job.h"
 #include "report.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,7 +42,20 @@ static void analyse_usage(FILE *out)
           "A recording cut short or damaged is analysed up to its last whole chunk, with a\n"
           "warning saying what was skipped. Exit status: 0 (also after skipping damage), 1\n"
           "when the recording is missing, empty or not a recording, or the report cannot be\n"
-          "written, 2 on bad usage.\n",
+          "written, 2 on bad usage.\n"
+          "\n"
+          "termsight analyse [options] JOB_FOLDER\n"
+          "\n"
+          "A job folder (<output>/<job>/, holding the run folders of a job's ranks) gets the\n"
+          "job report: each rank's run folder is analysed as above, several at a time, then\n"
+          "their reports are merged into JOB_FOLDER/report/ (or DIR): the ranks side by side,\n"
+          "the steps aligned by number with the slowest rank of each, the stragglers and their\n"
+          "cause, one timeline with a process per rank. A rank that cannot be used is left out\n"
+          "with a warning and the rest is merged.\n"
+          "\n"
+          "  -j, --jobs N            rank analyses at a time (default: the CPUs, at most 8)\n"
+          "      --merge-only        merge the reports the ranks have, analysing none (when\n"
+          "                          they were analysed elsewhere, e.g. on a Dask cluster)\n",
           out);
 }
 
@@ -46,12 +63,14 @@ static int analyse_bad_usage(void)
 {
     fputs("usage: termsight analyse [-o DIR] [--op NAME] [--pretty] [--timeline-limit MB]\n"
           "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
-          "                         RUN_FOLDER_OR_RECORDING\n",
+          "                         RUN_FOLDER_OR_RECORDING\n"
+          "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
+          "                         [--timeline-limit MB] JOB_FOLDER\n",
           stderr);
     return 2;
 }
 
-enum { OPT_OUT = 1, OPT_OP, OPT_PRETTY, OPT_LIMIT, OPT_PEAK, OPT_FP, OPT_BP };
+enum { OPT_OUT = 1, OPT_OP, OPT_PRETTY, OPT_LIMIT, OPT_PEAK, OPT_FP, OPT_BP, OPT_JOBS, OPT_MERGE };
 
 static const struct {
     const char *lng, *shrt;
@@ -60,7 +79,8 @@ static const struct {
     {"--output", "-o", OPT_OUT, 1},       {"--op", NULL, OPT_OP, 1},
     {"--pretty", NULL, OPT_PRETTY, 0},    {"--timeline-limit", NULL, OPT_LIMIT, 1},
     {"--peak-tflops", NULL, OPT_PEAK, 1}, {"--fp-start", NULL, OPT_FP, 1},
-    {"--bp-end", NULL, OPT_BP, 1},
+    {"--bp-end", NULL, OPT_BP, 1},        {"--jobs", "-j", OPT_JOBS, 1},
+    {"--merge-only", NULL, OPT_MERGE, 0},
 };
 
 /* Which option arg is, or 0; *value is what follows '=' in "--op=MatMul", else NULL. */
@@ -189,12 +209,97 @@ static int print_op(const analysis *a, const char *name)
     return 0;
 }
 
+/* ---- A job folder ------------------------------------------------------------------------ */
+
+typedef struct rank_work {
+    char **folders;
+    int n;
+    _Atomic int next;
+    const report_options *opt;
+    char **causes; /* per folder: why its analysis failed, or NULL */
+} rank_work;
+
+static void *rank_worker(void *arg)
+{
+    rank_work *w = arg;
+    for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
+        char *cause = NULL;
+        if (report_write(w->folders[i], w->opt, &cause) < 0)
+            w->causes[i] = cause ? cause : strdup("analyse failed");
+        else
+            free(cause);
+    }
+    return NULL;
+}
+
+/* Each rank's analysis, `threads` at a time; a failure is said and the rest goes on. */
+static void analyse_ranks(char **folders, int n, const report_options *opt, int threads)
+{
+    rank_work w = {
+        .folders = folders, .n = n, .opt = opt, .causes = calloc((size_t)n, sizeof(char *))};
+    if (!w.causes)
+        return;
+    if (threads > n)
+        threads = n;
+    pthread_t t[64];
+    int started = 0;
+    for (; started < threads - 1 && started < 64; started++)
+        if (pthread_create(&t[started], NULL, rank_worker, &w) != 0)
+            break;
+    rank_worker(&w);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < n; i++) {
+        if (w.causes[i])
+            cli_error("analyse: %s: %s", folders[i], w.causes[i]);
+        free(w.causes[i]);
+    }
+    free(w.causes);
+}
+
+static int analyse_job(const char *path, const report_options *o, int threads, int merge_only)
+{
+    char **folders;
+    char *cause = NULL;
+    int n = job_rank_folders(path, &folders, &cause);
+    if (n <= 0) {
+        cli_error("analyse: %s", cause ? cause : "no run folders");
+        free(cause);
+        return 1;
+    }
+    if (!merge_only) {
+        report_options rank_opt = *o;
+        rank_opt.out_dir = NULL; /* each rank's own report/ */
+        rank_opt.progress = NULL;
+        analyse_ranks(folders, n, &rank_opt, threads);
+    }
+    job_folders_free(folders, n);
+    job_options jo;
+    job_options_init(&jo);
+    jo.out_dir = o->out_dir;
+    jo.pretty = o->pretty;
+    jo.timeline_limit_mb = o->timeline_limit_mb;
+    job_report *j = NULL;
+    if (job_report_run(path, &jo, &j, &cause) < 0) {
+        cli_error("analyse: %s", cause ? cause : "cannot merge the job's reports");
+        free(cause);
+        return 1;
+    }
+    job_report_print(j, stdout);
+    job_report_free(j);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("analyse: cannot write the output: %s", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 static int analyse_run(int argc, char **argv, int check)
 {
     report_options o;
     report_options_init(&o);
     const char *path = NULL, *op = NULL;
-    int options = 1;
+    int options = 1, threads = 0, merge_only = 0, rank_only = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -251,9 +356,21 @@ static int analyse_run(int argc, char **argv, int check)
                 break;
             case OPT_FP:
                 o.fp_start_op = v;
+                rank_only = 1;
+                break;
+            case OPT_JOBS:
+                if ((d = parse_number(v)) < 1 || d > 64 || d != floor(d)) {
+                    cli_error("analyse: --jobs needs a whole number from 1 to 64, not '%s'", v);
+                    return analyse_bad_usage();
+                }
+                threads = (int)d;
+                break;
+            case OPT_MERGE:
+                merge_only = 1;
                 break;
             default:
                 o.bp_end_op = v;
+                rank_only = 1;
                 break;
             }
             continue;
@@ -276,6 +393,28 @@ static int analyse_run(int argc, char **argv, int check)
         o.write = 0;
     if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
         return 0;
+    if (job_is_folder(path)) {
+        if (op || o.peak_flops > 0) {
+            cli_error("analyse: %s is a job folder: --op and --peak-tflops are for one run "
+                      "folder (analyse a rank's folder for them)",
+                      path);
+            return analyse_bad_usage();
+        }
+        if (merge_only && rank_only) {
+            cli_error("analyse: --merge-only analyses no rank, so --fp-start and --bp-end have "
+                      "no use with it");
+            return analyse_bad_usage();
+        }
+        if (!threads) {
+            long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+            threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+        }
+        return analyse_job(path, &o, threads, merge_only);
+    }
+    if (threads || merge_only) {
+        cli_error("analyse: --jobs and --merge-only are for a job folder, and %s is none", path);
+        return analyse_bad_usage();
+    }
     int last = -1;
     if (isatty(STDERR_FILENO)) {
         o.progress = progress;

@@ -670,6 +670,40 @@ static char *analyse_make(const char *tmp, const char *name)
     return run;
 }
 
+/* A rank's run folder "rank<R>-h-<pid>-..." in job folder job_dir: analyse_make's recording, and
+ * the session's job options (job "j", the rank, world size 2). */
+static char *analyse_make_rank(const char *job_dir, int rank)
+{
+    char name[64];
+    snprintf(name, sizeof name, "rank%d-h-%d-20261124-000000-0000000%d", rank, 5151 + rank, rank);
+    char *run = analyse_make(job_dir, name);
+    char *dir = path_join(run, TS_RECORDING_DIR);
+    recording_writer *w = NULL;
+    char *cause = NULL;
+    recording_meta m = {.major = TS_RECORDING_MAJOR, .pid = 5151 + rank};
+    /* A second writer session appends to the recording: another window's options. */
+    ck_assert_msg(recording_writer_open(dir, &m, &w, &cause) == 0, "writer: %s", cause);
+    char rank_text[8];
+    snprintf(rank_text, sizeof rank_text, "%d", rank);
+    const char *strs[] = {"job", "j", "rank", rank_text, "world_size", "2"};
+    uint32_t lens[6];
+    for (size_t i = 0; i < 6; i++)
+        lens[i] = (uint32_t)strlen(strs[i]);
+    ck_assert_int_eq(recording_append_strings(w, 5, 6, strs, lens, &cause), 0);
+    ts_event cfg[3];
+    for (uint32_t i = 0; i < 3; i++)
+        cfg[i] = (ts_event){.kind = TS_KIND_CONFIG,
+                            .device = TS_DEVICE_HOST,
+                            .name = 5 + 2 * i,
+                            .type = 6 + 2 * i,
+                            .begin_ns = 2000000,
+                            .end_ns = 2000000};
+    ck_assert_int_eq(recording_append_events(w, cfg, 3, NULL, 0, &cause), 0);
+    ck_assert_int_eq(recording_writer_close(w, &cause), 0);
+    free(dir);
+    return run;
+}
+
 START_TEST(test_analyse_report)
 {
     char *tmp = tmp_make();
@@ -721,6 +755,67 @@ START_TEST(test_analyse_report)
     free(out);
     free(real);
     free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* A job folder: each rank analysed, then the job report; --merge-only merges what is there. */
+START_TEST(test_analyse_job)
+{
+    char *tmp = tmp_make();
+    char *job = path_join(tmp, "j");
+    ck_assert_int_eq(mkdir(job, 0700), 0);
+    char *r0 = analyse_make_rank(job, 0), *r1 = analyse_make_rank(job, 1);
+    cli_result r;
+    /* Nothing analysed yet: a merge alone has nothing to merge. */
+    cli_run(tmp, (const char *const[]){"analyse", "--merge-only", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "no rank of a job could be used"));
+    cli_result_free(&r);
+
+    cli_run(tmp, (const char *const[]){"analyse", "-j", "2", job, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "job:        j, 2 ranks of 2\n"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "skew:       2 steps aligned by number"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "stragglers: none"), "%s", r.out);
+    cli_result_free(&r);
+    const char *files[] = {"report/summary.json",  "report/ranks.csv",
+                           "report/job_steps.csv", "report/job_step_trace.csv",
+                           "report/timeline.json", "report/report.txt"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *p = path_join(job, files[i]);
+        ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
+        free(p);
+    }
+    /* Each rank has its own report too. */
+    char *p0 = path_join(r0, "report/summary.json");
+    ck_assert_int_eq(access(p0, F_OK), 0);
+    free(p0);
+
+    /* A rank's report removed: merged again without it, saying so. */
+    char *sum1 = path_join(r1, "report/summary.json");
+    ck_assert_int_eq(unlink(sum1), 0);
+    free(sum1);
+    cli_run(tmp, (const char *const[]){"analyse", "--merge-only", job, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "no report"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "rank 1 of 2 is missing"), "%s", r.out);
+    cli_result_free(&r);
+
+    /* Options that have no use on a job folder, or need one. */
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "MatMul", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "-j", "0", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--merge-only", r0, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "for a job folder"));
+    cli_result_free(&r);
+    free(r0);
+    free(r1);
+    free(job);
     tmp_remove(tmp);
 }
 END_TEST
@@ -862,6 +957,7 @@ Suite *analyse_suite(void)
     Suite *s = suite_create("analyse");
     TCase *tc = tcase_create("report");
     tcase_add_test(tc, test_analyse_report);
+    tcase_add_test(tc, test_analyse_job);
     tcase_add_test(tc, test_analyse_op);
     tcase_add_test(tc, test_analyse_bad_files);
     tcase_add_test(tc, test_analyse_truncated);

@@ -1,0 +1,1083 @@
+/* job: the job report, merged from the ranks' reports (job.h).
+ *
+ * Three passes over what the ranks' analyses wrote, none over events:
+ * - each rank's summary.json (small): who it is (job, rank, host, pid), its clock, its damage;
+ *   the ranks that can be used are chosen (one job, one folder per rank, the newest of a rank's
+ *   duplicates) and sorted by rank;
+ * - each rank's step_trace.csv, streamed: its per-step rows go to job_step_trace.csv in rank
+ *   order, its averages are summed, and per step number the slowest and fastest rank are kept
+ *   (arrays indexed by step number, not by rank: memory grows with the steps, not the ranks);
+ * - each rank's timeline files, streamed line by line into one Chrome trace: each rank's
+ *   processes renumbered (rank R's pid p becomes (R + 1) * 1000 + p) and renamed ("rank R:
+ *   ..."), its times moved onto one clock (each rank's wall clock at its start).
+ *
+ * A rank's "busy" time in a step is the step minus the time it waited in communication: what it
+ * spent on its own work (data, compute, tail). The ranks of a synchronous job have the same step
+ * times (each waits for the slowest in its collectives), so the slowest rank is the one with the
+ * most busy time, and the others' waiting is where the job loses time. */
+#include "job.h"
+
+#include "model.h"
+#include "report.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SUMMARY_BYTES (64u << 20) /* a rank's summary.json is kilobytes */
+#define MAX_STEP_NUMBER   (1u << 24)  /* steps aligned by number up to here */
+#define MAX_WARNINGS      64          /* kept one by one; the rest counted */
+#define PID_STRIDE        1000        /* rank R's trace pid p becomes (R + 1) * PID_STRIDE + p */
+
+void job_options_init(job_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeline_limit_mb = -1;
+}
+
+/* ---- Finding the ranks --------------------------------------------------------------------- */
+
+static int has_recording(int dirfd, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/" TS_RECORDING_DIR, name);
+    struct stat st;
+    return fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int job_rank_folders(const char *job_folder, char ***out, char **cause)
+{
+    *out = NULL;
+    DIR *d = opendir(job_folder);
+    if (!d)
+        return cause_set(cause, "cannot read %s: %s", job_folder, strerror(errno));
+    char **list = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || strlen(e->d_name) > 255 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            !has_recording(dirfd(d), e->d_name))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **l = realloc(list, (size_t)cap * sizeof *l);
+            if (!l)
+                break;
+            list = l;
+        }
+        if (asprintf(&list[n], "%s/%s", job_folder, e->d_name) < 0)
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(list, (size_t)n, sizeof *list, by_name);
+    *out = list;
+    return n;
+}
+
+void job_folders_free(char **folders, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(folders[i]);
+    free(folders);
+}
+
+int job_is_folder(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int own = fstatat(fd, TS_RECORDING_DIR, &st, 0) == 0;
+    close(fd);
+    if (own)
+        return 0;
+    char **f;
+    int n = job_rank_folders(path, &f, NULL);
+    /* A folder of unrelated run folders (the output folder itself) is none: a rank's folder
+     * must be among them. */
+    int ranks = 0;
+    for (int i = 0; i < n && !ranks; i++) {
+        const char *b = strrchr(f[i], '/') + 1;
+        ranks = !strncmp(b, "rank", 4) && b[4] >= '0' && b[4] <= '9';
+    }
+    job_folders_free(f, n > 0 ? n : 0);
+    return ranks;
+}
+
+/* ---- One rank, from its report ------------------------------------------------------------ */
+
+typedef struct rank_in {
+    char *folder;
+    char job[64], host[64], process[64];
+    long rank, local_rank, world_size;
+    long pid;
+    double origin_wall_us; /* the rank's time origin on the wall clock, microseconds */
+    double lost, bytes_skipped, chunks_skipped;
+    int use; /* merged; 0: left out (a warning says why) */
+
+    /* From step_trace.csv. */
+    uint64_t steps;
+    double sum_total, sum_interval, sum_fpbp, sum_tail, sum_compute, sum_wait;
+    int have_wait; /* the report had a comm_wait_us column */
+} rank_in;
+
+struct job_report {
+    char *folder, *dir;
+    rank_in *r;
+    size_t n;
+    char **warn;
+    size_t nwarn, warn_dropped;
+    long world_size;
+    uint64_t aligned_steps; /* steps that two ranks or more have */
+    double sum_skew, max_skew;
+    uint64_t max_skew_step;
+    struct straggler {
+        size_t idx;
+        const char *cause; /* "data", "compute", "tail" */
+        double excess_us, others_wait_us;
+    } * strag;
+    size_t nstrag;
+    uint64_t timeline_events, timeline_left_out, timeline_bytes;
+    uint32_t timeline_ranks;
+};
+
+static void warn(job_report *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(job_report *j, const char *fmt, ...)
+{
+    if (j->nwarn >= MAX_WARNINGS) {
+        j->warn_dropped++;
+        return;
+    }
+    char **w = realloc(j->warn, (j->nwarn + 1) * sizeof *w);
+    if (!w)
+        return;
+    j->warn = w;
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) >= 0)
+        j->warn[j->nwarn++] = line;
+    va_end(ap);
+}
+
+/* The whole of a small file, NUL-terminated, or NULL. */
+static char *slurp(const char *path, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max &&
+        (buf = malloc((size_t)st.st_size + 1))) {
+        size_t got = 0;
+        ssize_t k;
+        while (got < (size_t)st.st_size && (k = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
+            got += (size_t)k;
+        buf[got] = 0;
+    }
+    close(fd);
+    return buf;
+}
+
+static double num(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static void text(const cJSON *o, const char *key, char *out, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static long index_of(const cJSON *o, const char *key)
+{
+    double v = num(o, key, -1);
+    return v >= 0 && v <= INT32_MAX && v == floor(v) ? (long)v : -1;
+}
+
+/* Reads the rank's summary.json: 0, or -1 with why. */
+static int load_summary(rank_in *r, char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" REPORT_DIR "/summary.json", r->folder);
+    char *s = slurp(path, MAX_SUMMARY_BYTES);
+    if (!s) {
+        snprintf(why, cap, "no report (%s/summary.json: %s)", REPORT_DIR,
+                 errno ? strerror(errno) : "unreadable");
+        return -1;
+    }
+    cJSON *root = cJSON_Parse(s);
+    free(s);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(why, cap, "its %s/summary.json is not a report summary", REPORT_DIR);
+        return -1;
+    }
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(root, "job");
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "recording");
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "time");
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "events");
+    r->rank = r->local_rank = r->world_size = -1;
+    if (cJSON_IsObject(job)) {
+        text(job, "id", r->job, sizeof r->job);
+        text(job, "host", r->host, sizeof r->host);
+        r->rank = index_of(job, "rank");
+        r->local_rank = index_of(job, "local_rank");
+        r->world_size = index_of(job, "world_size");
+    }
+    text(rec, "process", r->process, sizeof r->process);
+    if (!r->host[0])
+        text(rec, "host", r->host, sizeof r->host);
+    r->pid = (long)num(rec, "pid", -1);
+    /* Wall clock of the origin: the session's start on the wall clock, plus how far the origin
+     * lies from the start on the collector's clock. */
+    double wall = num(rec, "start_realtime_ns", 0), start = num(rec, "start_ns", 0),
+           origin = num(tm, "origin_ns", start);
+    r->origin_wall_us = (wall + (origin - start)) / 1000.0;
+    r->bytes_skipped = num(rec, "bytes_skipped", 0);
+    r->chunks_skipped = num(rec, "chunks_skipped", 0);
+    r->lost = num(ev, "lost", 0);
+    cJSON_Delete(root);
+    return 0;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------ */
+
+/* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
+ * fields; returns their count. */
+static size_t csv_split(char *line, char **field, size_t max)
+{
+    size_t n = 0;
+    char *p = line;
+    while (n < max) {
+        if (*p == '"') {
+            char *w = ++p;
+            field[n++] = w;
+            while (*p) {
+                if (*p == '"' && p[1] == '"') {
+                    *w++ = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    *w++ = *p++;
+                }
+            }
+            *w = 0; /* w never passes p */
+        } else {
+            field[n++] = p;
+            p += strcspn(p, ",\r\n");
+        }
+        if (*p != ',') {
+            *p = 0;
+            break;
+        }
+        *p++ = 0;
+    }
+    return n;
+}
+
+/* text as one CSV field, quoted, its quotes doubled, made clean text first. */
+static void csv_text(FILE *f, const char *text)
+{
+    size_t len = strnlen(text, 4096);
+    char *c = malloc(4 * len + 1);
+    if (!c)
+        return;
+    report_clean(text, len, c);
+    putc('"', f);
+    for (const char *p = c; *p; p++) {
+        if (*p == '"')
+            putc('"', f);
+        putc(*p, f);
+    }
+    putc('"', f);
+    free(c);
+}
+
+enum { C_STEP, C_TOTAL, C_INTERVAL, C_FPBP, C_TAIL, C_COMPUTE, C_WAIT, N_COLS };
+static const char *const col_names[N_COLS] = {"step",    "total_us",   "interval_us", "fpbp_us",
+                                              "tail_us", "compute_us", "comm_wait_us"};
+
+/* Per step number: the slowest and fastest rank by busy time. */
+typedef struct step_agg {
+    uint32_t ranks;
+    uint32_t slowest, fastest; /* rank numbers */
+    double max_busy, min_busy, max_total;
+} step_agg;
+
+typedef struct merge {
+    job_report *j;
+    FILE *trace; /* job_step_trace.csv */
+    step_agg *agg;
+    size_t nagg;
+    uint64_t unaligned;
+} merge;
+
+static step_agg *agg_at(merge *m, uint64_t step)
+{
+    if (step >= MAX_STEP_NUMBER) {
+        m->unaligned++;
+        return NULL;
+    }
+    if (step >= m->nagg) {
+        size_t want = m->nagg ? m->nagg : 1024;
+        while (want <= step)
+            want *= 2;
+        step_agg *a = realloc(m->agg, want * sizeof *a);
+        if (!a)
+            return NULL;
+        memset(a + m->nagg, 0, (want - m->nagg) * sizeof *a);
+        m->agg = a;
+        m->nagg = want;
+    }
+    return &m->agg[step];
+}
+
+/* Streams the rank's step_trace.csv: its rows into job_step_trace.csv, its sums, the per-step
+ * aggregates. 0, or -1 with why. */
+static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" REPORT_DIR "/step_trace.csv", r->folder);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(why, cap, "no %s/step_trace.csv: %s", REPORT_DIR, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t lcap = 0;
+    int col[N_COLS];
+    for (int k = 0; k < N_COLS; k++)
+        col[k] = -1;
+    char *field[64];
+    if (getline(&line, &lcap, f) > 0) {
+        size_t nf = csv_split(line, field, 64);
+        for (size_t i = 0; i < nf; i++)
+            for (int k = 0; k < N_COLS; k++)
+                if (!strcmp(field[i], col_names[k]))
+                    col[k] = (int)i;
+    }
+    if (col[C_STEP] < 0 || col[C_TOTAL] < 0) {
+        free(line);
+        fclose(f);
+        snprintf(why, cap, "its %s/step_trace.csv has no step or total_us column", REPORT_DIR);
+        return -1;
+    }
+    r->have_wait = col[C_WAIT] >= 0;
+    while (getline(&line, &lcap, f) > 0) {
+        size_t nf = csv_split(line, field, 64);
+        /* A value that does not parse is 0; a row whose step or total does not parse is
+         * skipped. */
+        double v[N_COLS] = {0};
+        int ok = 1;
+        for (int k = 0; k < N_COLS; k++) {
+            if (col[k] < 0 || (size_t)col[k] >= nf)
+                continue;
+            char *end;
+            v[k] = strtod(field[col[k]], &end);
+            if (end != field[col[k]] && !*end && v[k] >= 0 && v[k] <= 1e15)
+                continue;
+            v[k] = 0;
+            if (k == C_STEP || k == C_TOTAL)
+                ok = 0;
+        }
+        if (!ok || v[C_STEP] != floor(v[C_STEP]))
+            continue;
+        double compute = col[C_COMPUTE] >= 0 ? v[C_COMPUTE] : fmax(0, v[C_FPBP] - v[C_WAIT]);
+        double busy = fmax(0, v[C_TOTAL] - v[C_WAIT]);
+        r->steps++;
+        r->sum_total += v[C_TOTAL];
+        r->sum_interval += v[C_INTERVAL];
+        r->sum_fpbp += v[C_FPBP];
+        r->sum_tail += v[C_TAIL];
+        r->sum_compute += compute;
+        r->sum_wait += v[C_WAIT];
+        if (m->trace)
+            fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", v[C_STEP], r->rank,
+                    v[C_TOTAL], v[C_INTERVAL], v[C_FPBP], compute, v[C_WAIT], v[C_TAIL], busy);
+        step_agg *a = agg_at(m, (uint64_t)v[C_STEP]);
+        if (!a)
+            continue;
+        if (!a->ranks || busy > a->max_busy)
+            a->max_busy = busy, a->slowest = (uint32_t)r->rank;
+        if (!a->ranks || busy < a->min_busy)
+            a->min_busy = busy, a->fastest = (uint32_t)r->rank;
+        if (v[C_TOTAL] > a->max_total)
+            a->max_total = v[C_TOTAL];
+        a->ranks++;
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+/* ---- Choosing the ranks ------------------------------------------------------------------- */
+
+static int by_rank(const void *a, const void *b)
+{
+    const rank_in *x = a, *y = b;
+    if (x->use != y->use)
+        return y->use - x->use; /* used first */
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return strcmp(x->folder, y->folder);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* The job id most ranks carry (the folder's name breaks a tie). */
+static const char *majority_job(const job_report *j)
+{
+    const char *best = NULL;
+    size_t best_n = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        if (!j->r[i].use || !j->r[i].job[0])
+            continue;
+        size_t k = 0;
+        for (size_t m = 0; m < j->n; m++)
+            k += j->r[m].use && !strcmp(j->r[m].job, j->r[i].job);
+        if (k > best_n || (k == best_n && best && !strcmp(j->r[i].job, base_name(j->folder))))
+            best = j->r[i].job, best_n = k;
+    }
+    return best;
+}
+
+static void choose_ranks(job_report *j)
+{
+    const char *job = majority_job(j);
+    for (size_t i = 0; i < j->n; i++) {
+        rank_in *r = &j->r[i];
+        if (!r->use)
+            continue;
+        if (!r->job[0] || r->rank < 0) {
+            warn(j, "%s: not a rank of a job (no job or rank recorded): left out",
+                 base_name(r->folder));
+            r->use = 0;
+        } else if (job && strcmp(r->job, job) != 0) {
+            warn(j, "%s: rank %ld of another job (%s, not %s): left out", base_name(r->folder),
+                 r->rank, r->job, job);
+            r->use = 0;
+        }
+    }
+    /* One folder per rank: the one that started last (an earlier run of the job under the same
+     * name left the others). */
+    for (size_t i = 0; i < j->n; i++) {
+        for (size_t k = 0; k < j->n; k++) {
+            rank_in *a = &j->r[i], *b = &j->r[k];
+            if (i == k || !a->use || !b->use || a->rank != b->rank)
+                continue;
+            rank_in *old = a->origin_wall_us < b->origin_wall_us ? a : b;
+            rank_in *keep = old == a ? b : a;
+            warn(j,
+                 "%s: a second folder of rank %ld (%s started later): left out, as an earlier "
+                 "run of the job",
+                 base_name(old->folder), old->rank, base_name(keep->folder));
+            old->use = 0;
+        }
+    }
+    qsort(j->r, j->n, sizeof *j->r, by_rank);
+    for (size_t i = 0; i < j->n && j->r[i].use; i++)
+        if (j->r[i].world_size > j->world_size)
+            j->world_size = j->r[i].world_size;
+    /* Ranks the world size promises that no folder holds. */
+    if (j->world_size > 0) {
+        size_t i = 0;
+        long missing = 0, first = -1;
+        for (long want = 0; want < j->world_size; want++) {
+            while (i < j->n && j->r[i].use && j->r[i].rank < want)
+                i++;
+            if (!(i < j->n && j->r[i].use && j->r[i].rank == want)) {
+                if (!missing++)
+                    first = want;
+            }
+        }
+        if (missing == 1)
+            warn(j, "rank %ld of %ld is missing: no run folder of it here", first, j->world_size);
+        else if (missing > 1)
+            warn(j,
+                 "%ld of %ld ranks are missing (the first: rank %ld): no run folders of them "
+                 "here",
+                 missing, j->world_size, first);
+    }
+}
+
+/* ---- The verdict ---------------------------------------------------------------------------- */
+
+static double avg(double sum, uint64_t n)
+{
+    return n ? sum / (double)n : 0;
+}
+
+static double busy_of(const rank_in *r)
+{
+    return avg(r->sum_total - r->sum_wait, r->steps);
+}
+
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Stragglers: ranks whose busy time passes the typical rank's (the lower median: the fastest of
+ * two, the middle of three) by JOB_STRAGGLER_SHARE of the typical step and JOB_STRAGGLER_MIN_US.
+ * The cause is the part of the step that grew most against that rank: the interval (waiting for
+ * data), the computation, or the tail. */
+static void find_stragglers(job_report *j, size_t used)
+{
+    if (used < 2)
+        return;
+    double *busy = malloc(used * sizeof *busy);
+    j->strag = calloc(used, sizeof *j->strag);
+    if (!busy || !j->strag) {
+        free(busy);
+        return;
+    }
+    for (size_t i = 0; i < used; i++)
+        busy[i] = busy_of(&j->r[i]);
+    qsort(busy, used, sizeof *busy, by_double);
+    double typical = busy[(used - 1) / 2];
+    free(busy);
+    const rank_in *base = NULL;
+    for (size_t i = 0; i < used; i++)
+        if (!base || fabs(busy_of(&j->r[i]) - typical) < fabs(busy_of(base) - typical))
+            base = &j->r[i];
+    double typical_step = avg(base->sum_total, base->steps);
+    for (size_t i = 0; i < used; i++) {
+        const rank_in *r = &j->r[i];
+        double excess = busy_of(r) - typical;
+        if (!r->steps || excess < JOB_STRAGGLER_MIN_US ||
+            excess < JOB_STRAGGLER_SHARE * fmax(typical_step, typical))
+            continue;
+        double d_interval = avg(r->sum_interval, r->steps) - avg(base->sum_interval, base->steps);
+        double d_compute = avg(r->sum_compute, r->steps) - avg(base->sum_compute, base->steps);
+        double d_tail = avg(r->sum_tail, r->steps) - avg(base->sum_tail, base->steps);
+        const char *cause = "compute";
+        if (d_interval >= d_compute && d_interval >= d_tail)
+            cause = "data";
+        else if (d_tail > d_compute)
+            cause = "tail";
+        double others = 0;
+        for (size_t k = 0; k < used; k++)
+            if (k != i)
+                others += avg(j->r[k].sum_wait, j->r[k].steps);
+        j->strag[j->nstrag++] = (struct straggler){.idx = i,
+                                                   .cause = cause,
+                                                   .excess_us = excess,
+                                                   .others_wait_us = others / (double)(used - 1)};
+    }
+}
+
+/* ---- The merged timeline ------------------------------------------------------------------- */
+
+/* Moves one trace event line of rank r into the job's trace: its pid renumbered, a process's
+ * name prefixed with the rank, its time moved by shift_us. Returns the text to write (malloc'd)
+ * or NULL for a line that is no event. */
+static char *move_event(const char *line, size_t len, const rank_in *r, double shift_us)
+{
+    while (len && (line[len - 1] == '\n' || line[len - 1] == ',' || line[len - 1] == '\r'))
+        len--;
+    if (!len || line[0] != '{')
+        return NULL;
+    cJSON *ev = cJSON_ParseWithLength(line, len);
+    if (!cJSON_IsObject(ev)) {
+        cJSON_Delete(ev);
+        return NULL;
+    }
+    cJSON *pid = cJSON_GetObjectItemCaseSensitive(ev, "pid");
+    if (cJSON_IsNumber(pid))
+        cJSON_SetNumberValue(pid, (double)(r->rank + 1) * PID_STRIDE + pid->valuedouble);
+    cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
+    if (cJSON_IsNumber(ts)) {
+        /* Three decimals, as the ranks' own files: a microsecond time with nanoseconds. */
+        char t[64];
+        snprintf(t, sizeof t, "%.3f", ts->valuedouble + shift_us);
+        cJSON_ReplaceItemInObjectCaseSensitive(ev, "ts", cJSON_CreateRaw(t));
+    }
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
+    cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
+    if (cJSON_IsString(ph) && !strcmp(ph->valuestring, "M") && cJSON_IsString(name) &&
+        !strcmp(name->valuestring, "process_name") && cJSON_IsObject(args)) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(args, "name");
+        char *renamed = NULL;
+        if (asprintf(&renamed, "rank %ld: %s", r->rank, cJSON_IsString(n) ? n->valuestring : "") >=
+            0) {
+            cJSON_ReplaceItemInObjectCaseSensitive(args, "name", cJSON_CreateString(renamed));
+            free(renamed);
+        }
+    }
+    char *out = cJSON_PrintUnformatted(ev);
+    cJSON_Delete(ev);
+    return out;
+}
+
+/* The rank's timeline files in order: timeline.json, timeline-1.json, ... */
+static FILE *open_timeline(const rank_in *r, unsigned k)
+{
+    char path[4200];
+    if (k == 0)
+        snprintf(path, sizeof path, "%s/" REPORT_DIR "/timeline.json", r->folder);
+    else
+        snprintf(path, sizeof path, "%s/" REPORT_DIR "/timeline-%u.json", r->folder, k);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
+}
+
+static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t limit)
+{
+    FILE *out = report_dir_file(d, "timeline.json");
+    if (!out)
+        return -1;
+    double origin = 0;
+    for (size_t i = 0; i < used; i++)
+        if (!i || j->r[i].origin_wall_us < origin)
+            origin = j->r[i].origin_wall_us;
+    static const char head[] = "{\"traceEvents\":[", tail[] = "\n]}\n";
+    uint64_t bytes = sizeof head - 1 + sizeof tail - 1;
+    fputs(head, out);
+    int first = 1, full = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    for (size_t i = 0; i < used; i++) {
+        rank_in *r = &j->r[i];
+        int any = 0;
+        for (unsigned k = 0;; k++) {
+            FILE *f = open_timeline(r, k);
+            if (!f)
+                break;
+            any = 1;
+            ssize_t len;
+            while ((len = getline(&line, &lcap, f)) > 0) {
+                char *ev = move_event(line, (size_t)len, r, r->origin_wall_us - origin);
+                if (!ev)
+                    continue;
+                size_t el = strlen(ev) + 2;
+                if (full || bytes + el > limit) {
+                    full = 1;
+                    j->timeline_left_out++;
+                } else {
+                    fputs(first ? "\n" : ",\n", out);
+                    fputs(ev, out);
+                    bytes += el;
+                    first = 0;
+                    j->timeline_events++;
+                }
+                free(ev);
+            }
+            fclose(f);
+        }
+        j->timeline_ranks += any;
+    }
+    free(line);
+    fputs(tail, out);
+    j->timeline_bytes = bytes;
+    return report_dir_close_file(d, out, "timeline.json");
+}
+
+/* ---- Files --------------------------------------------------------------------------------- */
+
+static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
+{
+    FILE *f = report_dir_file(d, "ranks.csv");
+    if (!f)
+        return;
+    fputs("rank,local_rank,host,pid,steps,avg_step_us,avg_interval_us,avg_fpbp_us,avg_compute_us,"
+          "avg_comm_wait_us,avg_tail_us,avg_busy_us,events_lost,bytes_skipped,straggler,"
+          "run_folder\n",
+          f);
+    for (size_t i = 0; i < used; i++) {
+        const rank_in *r = &j->r[i];
+        const char *cause = "";
+        for (size_t k = 0; k < j->nstrag; k++)
+            if (j->strag[k].idx == i)
+                cause = j->strag[k].cause;
+        fprintf(f, "%ld,%ld,", r->rank, r->local_rank);
+        csv_text(f, r->host);
+        fprintf(f, ",%ld,%" PRIu64 ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,", r->pid,
+                r->steps, avg(r->sum_total, r->steps), avg(r->sum_interval, r->steps),
+                avg(r->sum_fpbp, r->steps), avg(r->sum_compute, r->steps),
+                avg(r->sum_wait, r->steps), avg(r->sum_tail, r->steps), busy_of(r), r->lost,
+                r->bytes_skipped, cause);
+        csv_text(f, base_name(r->folder));
+        putc('\n', f);
+    }
+    report_dir_close_file(d, f, "ranks.csv");
+}
+
+static void write_steps_csv(job_report *j, report_dir *d, const merge *m)
+{
+    FILE *f = report_dir_file(d, "job_steps.csv");
+    if (!f)
+        return;
+    fputs("step,ranks,slowest_rank,slowest_busy_us,fastest_rank,fastest_busy_us,skew_us,"
+          "max_step_us\n",
+          f);
+    for (size_t s = 0; s < m->nagg; s++) {
+        const step_agg *a = &m->agg[s];
+        if (!a->ranks)
+            continue;
+        double skew = a->max_busy - a->min_busy;
+        fprintf(f, "%zu,%u,%u,%.3f,%u,%.3f,%.3f,%.3f\n", s, a->ranks, a->slowest, a->max_busy,
+                a->fastest, a->min_busy, skew, a->max_total);
+        if (a->ranks < 2)
+            continue;
+        j->aligned_steps++;
+        j->sum_skew += skew;
+        if (skew > j->max_skew)
+            j->max_skew = skew, j->max_skew_step = s;
+    }
+    report_dir_close_file(d, f, "job_steps.csv");
+}
+
+static const char *cause_text(const char *cause)
+{
+    if (!strcmp(cause, "data"))
+        return "its step interval is longer: it waits for data (its input pipeline or "
+               "DataLoader is slower)";
+    if (!strcmp(cause, "tail"))
+        return "its step tail is longer: work after the backward pass (optimizer, logging, "
+               "checkpoints) takes longer on it";
+    return "its computation is longer: its operators take longer (a slower device, more work, "
+           "or CPU contention)";
+}
+
+static cJSON *summary_json(const job_report *j, size_t used)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *ver = cJSON_AddObjectToObject(root, "termsight");
+    cJSON_AddStringToObject(ver, "version", TERMSIGHT_VERSION);
+    cJSON_AddNumberToObject(ver, "report_format", REPORT_FORMAT);
+    cJSON *job = cJSON_AddObjectToObject(root, "job");
+    cJSON_AddStringToObject(job, "id", used ? j->r[0].job : "");
+    cJSON_AddStringToObject(job, "folder", j->folder);
+    if (j->world_size > 0)
+        cJSON_AddNumberToObject(job, "world_size", (double)j->world_size);
+    else
+        cJSON_AddNullToObject(job, "world_size");
+    cJSON_AddNumberToObject(job, "ranks_found", (double)used);
+
+    cJSON *ranks = cJSON_AddArrayToObject(root, "ranks");
+    for (size_t i = 0; i < used; i++) {
+        const rank_in *r = &j->r[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", (double)r->rank);
+        if (r->local_rank >= 0)
+            cJSON_AddNumberToObject(o, "local_rank", (double)r->local_rank);
+        else
+            cJSON_AddNullToObject(o, "local_rank");
+        cJSON_AddStringToObject(o, "host", r->host);
+        cJSON_AddNumberToObject(o, "pid", (double)r->pid);
+        cJSON_AddStringToObject(o, "run_folder", r->folder);
+        report_json_u64(o, "steps", r->steps);
+        cJSON_AddNumberToObject(o, "avg_step_us", avg(r->sum_total, r->steps));
+        cJSON_AddNumberToObject(o, "avg_interval_us", avg(r->sum_interval, r->steps));
+        cJSON_AddNumberToObject(o, "avg_fpbp_us", avg(r->sum_fpbp, r->steps));
+        cJSON_AddNumberToObject(o, "avg_compute_us", avg(r->sum_compute, r->steps));
+        cJSON_AddNumberToObject(o, "avg_comm_wait_us", avg(r->sum_wait, r->steps));
+        cJSON_AddNumberToObject(o, "avg_tail_us", avg(r->sum_tail, r->steps));
+        cJSON_AddNumberToObject(o, "avg_busy_us", busy_of(r));
+        cJSON_AddBoolToObject(o, "comm_wait_measured", r->have_wait);
+        report_json_u64(o, "events_lost", (uint64_t)r->lost);
+        report_json_u64(o, "bytes_skipped", (uint64_t)r->bytes_skipped);
+        cJSON_AddItemToArray(ranks, o);
+    }
+
+    cJSON *st = cJSON_AddObjectToObject(root, "steps");
+    report_json_u64(st, "aligned", j->aligned_steps);
+    cJSON_AddNumberToObject(st, "avg_skew_us", avg(j->sum_skew, j->aligned_steps));
+    cJSON_AddNumberToObject(st, "max_skew_us", j->max_skew);
+    report_json_u64(st, "max_skew_step", j->max_skew_step);
+
+    cJSON *sg = cJSON_AddArrayToObject(root, "stragglers");
+    for (size_t k = 0; k < j->nstrag; k++) {
+        const rank_in *r = &j->r[j->strag[k].idx];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", (double)r->rank);
+        cJSON_AddStringToObject(o, "host", r->host);
+        cJSON_AddStringToObject(o, "cause", j->strag[k].cause);
+        cJSON_AddNumberToObject(o, "excess_us", j->strag[k].excess_us);
+        cJSON_AddNumberToObject(o, "others_comm_wait_us", j->strag[k].others_wait_us);
+        cJSON_AddStringToObject(o, "text", cause_text(j->strag[k].cause));
+        cJSON_AddItemToArray(sg, o);
+    }
+    cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
+    report_json_u64(tl, "events", j->timeline_events);
+    report_json_u64(tl, "left_out", j->timeline_left_out);
+    report_json_u64(tl, "bytes", j->timeline_bytes);
+    cJSON_AddNumberToObject(tl, "ranks", j->timeline_ranks);
+    cJSON *w = cJSON_AddArrayToObject(root, "warnings");
+    for (size_t i = 0; i < j->nwarn; i++)
+        cJSON_AddItemToArray(w, cJSON_CreateString(j->warn[i]));
+    report_json_u64(root, "warnings_left_out", j->warn_dropped);
+    return root;
+}
+
+static void print_ms(FILE *out, double us)
+{
+    fprintf(out, "%.3f ms", us / 1000.0);
+}
+
+static void print_report(const job_report *j, FILE *out, int brief)
+{
+    size_t used = 0;
+    while (used < j->n && j->r[used].use)
+        used++;
+    if (!brief)
+        fputs("termsight job report\n====================\n\n", out);
+    char id[4 * 64 + 1];
+    report_clean(used ? j->r[0].job : "", used ? strlen(j->r[0].job) : 0, id);
+    fprintf(out, "job:        %s, %zu rank%s", id, used, used == 1 ? "" : "s");
+    if (j->world_size > 0)
+        fprintf(out, " of %ld", j->world_size);
+    fputc('\n', out);
+    for (size_t i = 0; i < j->nwarn; i++)
+        fprintf(out, "warning:    %s\n", j->warn[i]);
+    if (j->warn_dropped)
+        fprintf(out, "warning:    and %zu more\n", j->warn_dropped);
+    if (!brief) {
+        fputs("\nRanks (averages per step)\n-------------------------\n", out);
+        fprintf(out, "%6s %-16s %8s %6s %12s %12s %12s %12s %12s\n", "RANK", "HOST", "PID", "STEPS",
+                "STEP ms", "INTERVAL ms", "COMPUTE ms", "COMM WAIT ms", "TAIL ms");
+        for (size_t i = 0; i < used; i++) {
+            const rank_in *r = &j->r[i];
+            char host[4 * sizeof r->host + 1];
+            report_clean(r->host, strlen(r->host), host);
+            fprintf(out, "%6ld %-16.16s %8ld %6" PRIu64 " %12.3f %12.3f %12.3f %12.3f %12.3f\n",
+                    r->rank, host, r->pid, r->steps, avg(r->sum_total, r->steps) / 1000,
+                    avg(r->sum_interval, r->steps) / 1000, avg(r->sum_compute, r->steps) / 1000,
+                    avg(r->sum_wait, r->steps) / 1000, avg(r->sum_tail, r->steps) / 1000);
+        }
+        fputc('\n', out);
+    }
+    if (j->aligned_steps) {
+        fprintf(out, "skew:       %" PRIu64 " steps aligned by number, average ", j->aligned_steps);
+        print_ms(out, avg(j->sum_skew, j->aligned_steps));
+        fputs(", largest ", out);
+        print_ms(out, j->max_skew);
+        fprintf(out, " (step %" PRIu64 ")\n", j->max_skew_step);
+    }
+    if (!j->nstrag)
+        fputs("stragglers: none: the ranks are balanced\n", out);
+    for (size_t k = 0; k < j->nstrag; k++) {
+        const rank_in *r = &j->r[j->strag[k].idx];
+        fprintf(out, "straggler:  rank %ld (%s): ", r->rank, j->strag[k].cause);
+        print_ms(out, j->strag[k].excess_us);
+        fprintf(out, " more work per step than the typical rank; %s",
+                cause_text(j->strag[k].cause));
+        if (j->strag[k].others_wait_us > 0) {
+            fputs(". The other ranks wait for it in communication: ", out);
+            print_ms(out, j->strag[k].others_wait_us);
+            fputs(" per step on average", out);
+        }
+        fputs("\n", out);
+    }
+    if (j->dir && brief) {
+        char dir[4 * 4096 + 1];
+        report_clean(j->dir, strnlen(j->dir, 4096), dir);
+        fprintf(out, "report:     %s\n", dir);
+    }
+}
+
+void job_report_print(const job_report *j, FILE *out)
+{
+    print_report(j, out, 1);
+}
+
+/* ---- The run -------------------------------------------------------------------------------- */
+
+void job_report_free(job_report *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->n; i++)
+        free(j->r[i].folder);
+    free(j->r);
+    for (size_t i = 0; i < j->nwarn; i++)
+        free(j->warn[i]);
+    free(j->warn);
+    free(j->strag);
+    free(j->folder);
+    free(j->dir);
+    free(j);
+}
+
+size_t job_report_warnings(const job_report *j, const char *const **lines)
+{
+    *lines = (const char *const *)j->warn;
+    return j->nwarn;
+}
+
+const char *job_report_dir(const job_report *j)
+{
+    return j->dir;
+}
+
+int job_report_run(const char *job_folder, const job_options *o, job_report **out, char **cause)
+{
+    *out = NULL;
+    job_options dflt;
+    if (!o) {
+        job_options_init(&dflt);
+        o = &dflt;
+    }
+    job_report *j = calloc(1, sizeof *j);
+    if (!j || !(j->folder = strdup(job_folder))) {
+        free(j);
+        return cause_set(cause, "out of memory");
+    }
+    size_t fl = strlen(j->folder);
+    while (fl > 1 && j->folder[fl - 1] == '/')
+        j->folder[--fl] = 0;
+    char **folders;
+    int n = job_rank_folders(j->folder, &folders, cause);
+    if (n < 0) {
+        job_report_free(j);
+        return -1;
+    }
+    if (n == 0) {
+        job_report_free(j);
+        return cause_set(cause, "%s holds no run folder (folders with recording/ in them)",
+                         job_folder);
+    }
+    j->r = calloc((size_t)n, sizeof *j->r);
+    if (!j->r) {
+        job_folders_free(folders, n);
+        job_report_free(j);
+        return cause_set(cause, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        rank_in *r = &j->r[j->n++];
+        r->folder = folders[i];
+        char why[512];
+        errno = 0;
+        r->use = load_summary(r, why, sizeof why) == 0;
+        if (!r->use)
+            warn(j, "%s: %s: left out", base_name(r->folder), why);
+    }
+    free(folders);
+    choose_ranks(j);
+    size_t used = 0;
+    while (used < j->n && j->r[used].use)
+        used++;
+    if (!used) {
+        job_report_free(j);
+        return cause_set(cause,
+                         "%s: no rank of a job could be used (each run folder needs its "
+                         "report, made by termsight analyse RUN_FOLDER, and a recorded "
+                         "job and rank)",
+                         job_folder);
+    }
+
+    char *target = NULL;
+    if (o->out_dir ? !(target = strdup(o->out_dir))
+                   : asprintf(&target, "%s/" REPORT_DIR, j->folder) < 0) {
+        job_report_free(j);
+        return cause_set(cause, "out of memory");
+    }
+    report_dir *d;
+    if (report_dir_open(target, &d, cause) < 0) {
+        free(target);
+        job_report_free(j);
+        return -1;
+    }
+    merge m = {.j = j, .trace = report_dir_file(d, "job_step_trace.csv")};
+    if (m.trace)
+        fputs("step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,tail_us,busy_us\n",
+              m.trace);
+    uint64_t min_steps = UINT64_MAX, max_steps = 0;
+    int no_wait = 0;
+    for (size_t i = 0; i < used; i++) {
+        rank_in *r = &j->r[i];
+        char why[512];
+        if (load_steps(&m, r, why, sizeof why) != 0)
+            warn(j, "rank %ld (%s): %s: its steps are not merged", r->rank, base_name(r->folder),
+                 why);
+        if (r->bytes_skipped > 0 || r->chunks_skipped > 0)
+            warn(j,
+                 "rank %ld (%s): its recording is damaged (%.0f bytes skipped in %.0f chunks): "
+                 "merged from what its analysis could read",
+                 r->rank, base_name(r->folder), r->bytes_skipped, r->chunks_skipped);
+        if (r->steps < min_steps)
+            min_steps = r->steps;
+        if (r->steps > max_steps)
+            max_steps = r->steps;
+        no_wait += !r->have_wait;
+    }
+    if (m.trace)
+        report_dir_close_file(d, m.trace, "job_step_trace.csv");
+    if (min_steps != max_steps)
+        warn(j,
+             "the ranks recorded different numbers of steps (%" PRIu64 " to %" PRIu64
+             "): steps are aligned by their numbers",
+             min_steps, max_steps);
+    if (m.unaligned)
+        warn(j, "%" PRIu64 " step rows numbered %u or more are not aligned", m.unaligned,
+             MAX_STEP_NUMBER);
+    if (no_wait)
+        warn(j,
+             "%d rank%s recorded no communication wait (no communication recorded, or an older "
+             "report): taken as 0",
+             no_wait, no_wait == 1 ? "" : "s");
+    write_steps_csv(j, d, &m);
+    free(m.agg);
+    find_stragglers(j, used);
+    write_ranks_csv(j, d, used);
+
+    double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
+    if (mb > 0)
+        write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024));
+
+    cJSON *root = summary_json(j, used);
+    char *js = root ? (o->pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
+    cJSON_Delete(root);
+    FILE *f = js ? report_dir_file(d, "summary.json") : NULL;
+    if (f) {
+        fputs(js, f);
+        fputc('\n', f);
+        report_dir_close_file(d, f, "summary.json");
+    }
+    free(js);
+    f = report_dir_file(d, "report.txt");
+    if (f) {
+        print_report(j, f, 0);
+        report_dir_close_file(d, f, "report.txt");
+    }
+    if (report_dir_commit(d, cause) < 0) {
+        free(target);
+        job_report_free(j);
+        return -1;
+    }
+    j->dir = target;
+    *out = j;
+    return 0;
+}

@@ -1,0 +1,419 @@
+/* Tests of the job report (analysis/job.c): the merge of ranks' reports. The ranks' reports
+ * are written here as report_run writes them (summary.json, step_trace.csv, timeline.json) with
+ * known step times, so that what the merge must conclude is known: which rank straggles and
+ * why, the others' communication wait, the skew per step, what is left out and said. */
+#define TESTUTIL_TAG "jobreport"
+#include "job.h"
+#include "model.h"
+#include "report.h"
+#include "testutil.h"
+#include "cliutil.h"
+
+#include <cJSON.h>
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One rank's steps: every step has these parts (microseconds); jitter_pct varies each step's
+ * compute by up to that share, step by step. */
+typedef struct rank_spec {
+    const char *job;
+    int rank, world;
+    int steps;
+    double interval, compute, wait, tail;
+    double jitter_pct;
+    double start_s;   /* wall clock of the session start, seconds */
+    int damaged;      /* bytes skipped in its recording */
+    int no_report;    /* a run folder whose analysis never ran */
+    const char *name; /* folder name; NULL: rank<R>-host-<pid>-... */
+} rank_spec;
+
+static void make_rank(const char *job_dir, const rank_spec *s, int idx)
+{
+    char name[256];
+    if (s->name)
+        snprintf(name, sizeof name, "%s", s->name);
+    else
+        snprintf(name, sizeof name, "rank%d-host%d-%d-20261124-000000-0000000%d", s->rank,
+                 s->rank / 2, 1000 + idx, idx % 10);
+    char *run = path_join(job_dir, name);
+    ck_assert_int_eq(mkdir(run, 0700), 0);
+    char *rec = path_join(run, "recording");
+    ck_assert_int_eq(mkdir(rec, 0700), 0);
+    free(rec);
+    if (s->no_report) {
+        free(run);
+        return;
+    }
+    char *rep = path_join(run, "report");
+    ck_assert_int_eq(mkdir(rep, 0755), 0);
+
+    cJSON *root = cJSON_CreateObject();
+    if (s->job) {
+        cJSON *j = cJSON_AddObjectToObject(root, "job");
+        cJSON_AddStringToObject(j, "id", s->job);
+        cJSON_AddStringToObject(j, "host", "h");
+        cJSON_AddNumberToObject(j, "rank", s->rank);
+        cJSON_AddNumberToObject(j, "local_rank", s->rank % 2);
+        cJSON_AddNumberToObject(j, "world_size", s->world);
+    } else {
+        cJSON_AddNullToObject(root, "job");
+    }
+    cJSON *r = cJSON_AddObjectToObject(root, "recording");
+    cJSON_AddStringToObject(r, "process", "python3");
+    cJSON_AddNumberToObject(r, "pid", 1000 + idx);
+    cJSON_AddNumberToObject(r, "start_realtime_ns", s->start_s * 1e9);
+    cJSON_AddNumberToObject(r, "start_ns", 5e9);
+    cJSON_AddNumberToObject(r, "bytes_skipped", s->damaged);
+    cJSON_AddNumberToObject(r, "chunks_skipped", s->damaged ? 1 : 0);
+    cJSON *t = cJSON_AddObjectToObject(root, "time");
+    cJSON_AddNumberToObject(t, "origin_ns", 5e9);
+    cJSON *e = cJSON_AddObjectToObject(root, "events");
+    cJSON_AddNumberToObject(e, "lost", 0);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char *p = path_join(rep, "summary.json");
+    file_write(p, text, strlen(text));
+    free(p);
+    free(text);
+
+    p = path_join(rep, "step_trace.csv");
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,total_us,fp_op,"
+          "bp_op,source,compute_us,comm_wait_us\n",
+          f);
+    double at = 0;
+    for (int k = 1; k <= s->steps; k++) {
+        double compute = s->compute * (1 + s->jitter_pct / 100 * ((k % 3) - 1));
+        double fpbp = compute + s->wait;
+        double total = s->interval + fpbp + s->tail;
+        fprintf(f,
+                "%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,\"Conv2d, \"\"first\"\"\",op,auto,"
+                "%.3f,%.3f\n",
+                k, at, at + total, at + s->interval, at + s->interval + fpbp, s->interval, fpbp,
+                s->tail, total, compute, s->wait);
+        at += total;
+    }
+    fclose(f);
+    free(p);
+
+    /* A timeline with one step event at 100 us on its own clock. */
+    p = path_join(rep, "timeline.json");
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"traceEvents\":[\n"
+          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"python3\"}},\n"
+          "{\"name\":\"step 1\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":100.000,\"dur\":5.000}\n"
+          "]}\n",
+          f);
+    fclose(f);
+    free(p);
+    free(rep);
+    free(run);
+}
+
+/* The text of dir/name, malloc'd. */
+static char *text_of(const char *dir, const char *name)
+{
+    char *p = path_join(dir, name);
+    int fd = open(p, O_RDONLY);
+    ck_assert_msg(fd >= 0, "no %s", p);
+    size_t len;
+    char *text = file_slurp(fd, &len);
+    close(fd);
+    free(p);
+    return text;
+}
+
+static cJSON *json_of(const char *dir, const char *name)
+{
+    char *text = text_of(dir, name);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    ck_assert_ptr_nonnull(root);
+    return root;
+}
+
+static cJSON *summary_of(const char *dir)
+{
+    return json_of(dir, "summary.json");
+}
+
+static double rank_field(const cJSON *root, int rank, const char *key)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "ranks"))
+    {
+        if (cJSON_GetObjectItem(r, "rank")->valuedouble == rank)
+            return cJSON_GetObjectItem(r, key)->valuedouble;
+    }
+    ck_abort_msg("no rank %d", rank);
+    return 0;
+}
+
+static int has_warning(const job_report *j, const char *needle)
+{
+    const char *const *w;
+    size_t n = job_report_warnings(j, &w);
+    for (size_t i = 0; i < n; i++)
+        if (strstr(w[i], needle))
+            return 1;
+    return 0;
+}
+
+/* Builds the job folder from specs, merges, returns the report (and the folder in *dir). */
+static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
+{
+    *dir = tmp_make();
+    char *job = path_join(*dir, "j");
+    ck_assert_int_eq(mkdir(job, 0700), 0);
+    for (size_t i = 0; i < n; i++)
+        make_rank(job, &specs[i], (int)i);
+    job_report *j = NULL;
+    char *cause = NULL;
+    ck_assert_msg(job_report_run(job, NULL, &j, &cause) == 0, "merge: %s", cause);
+    free(job);
+    return j;
+}
+
+/* Rank 2 waits 60 ms a step for data; ranks 0 and 1 wait as long for it in the all-reduce. */
+START_TEST(straggler_waiting_for_data)
+{
+    rank_spec s[] = {
+        {"j", 0, 3, 20, 1000, 30000, 60000, 500, 2, 100, 0, 0, NULL},
+        {"j", 1, 3, 20, 1000, 30000, 60000, 500, 2, 100.001, 0, 0, NULL},
+        {"j", 2, 3, 20, 61000, 30000, 200, 500, 2, 100.002, 0, 0, NULL},
+    };
+    char *dir;
+    job_report *j = merge_specs(s, 3, &dir);
+    cJSON *root = summary_of(job_report_dir(j));
+    const cJSON *sg = cJSON_GetObjectItem(root, "stragglers");
+    ck_assert_int_eq(cJSON_GetArraySize(sg), 1);
+    const cJSON *g = cJSON_GetArrayItem(sg, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(g, "rank")->valueint, 2);
+    ck_assert_str_eq(cJSON_GetObjectItem(g, "cause")->valuestring, "data");
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(g, "others_comm_wait_us")->valuedouble, 60000, 1);
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(g, "excess_us")->valuedouble, 60000, 1);
+    /* The contract's per-rank fields. */
+    ck_assert_double_eq_tol(rank_field(root, 0, "avg_comm_wait_us"), 60000, 0.01);
+    ck_assert_double_eq_tol(rank_field(root, 2, "avg_interval_us"), 61000, 0.01);
+    ck_assert_double_eq_tol(rank_field(root, 1, "avg_compute_us"), 30000, 30000 * 0.021);
+    ck_assert_double_eq(rank_field(root, 0, "steps"), 20);
+    ck_assert_double_eq_tol(rank_field(root, 2, "avg_step_us"), 61000 + 30000 + 200 + 500, 700);
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "ranks"), 1), "host")
+            ->valuestring,
+        "h");
+    /* Steps aligned: 20, each with rank 2 slowest. */
+    const cJSON *st = cJSON_GetObjectItem(root, "steps");
+    ck_assert_int_eq(cJSON_GetObjectItem(st, "aligned")->valueint, 20);
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "avg_skew_us")->valuedouble, 60000, 1);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "warnings")), 0);
+    cJSON_Delete(root);
+
+    /* job_steps.csv: a row per step naming rank 2. */
+    char *p = path_join(job_report_dir(j), "job_steps.csv");
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int rows = 0;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        int step, ranks, slowest;
+        ck_assert_int_eq(sscanf(line, "%d,%d,%d,", &step, &ranks, &slowest), 3);
+        ck_assert_int_eq(ranks, 3);
+        ck_assert_int_eq(slowest, 2);
+        rows++;
+    }
+    fclose(f);
+    free(p);
+    ck_assert_int_eq(rows, 20);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* Rank 1 computes 40 % longer; the cause is its computation. */
+START_TEST(straggler_computing)
+{
+    rank_spec s[] = {
+        {"j", 0, 2, 10, 1000, 50000, 20000, 500, 0, 100, 0, 0, NULL},
+        {"j", 1, 2, 10, 1000, 70000, 100, 500, 0, 100, 0, 0, NULL},
+    };
+    char *dir;
+    job_report *j = merge_specs(s, 2, &dir);
+    cJSON *root = summary_of(job_report_dir(j));
+    const cJSON *sg = cJSON_GetObjectItem(root, "stragglers");
+    ck_assert_int_eq(cJSON_GetArraySize(sg), 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 0), "rank")->valueint, 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 0), "cause")->valuestring,
+                     "compute");
+    cJSON_Delete(root);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* Four balanced ranks, a few percent apart: no straggler. */
+START_TEST(balanced_ranks)
+{
+    rank_spec s[4];
+    for (int r = 0; r < 4; r++)
+        s[r] = (rank_spec){
+            "j", r, 4, 15,  2000 + 100 * r, 40000 * (1 + 0.02 * r), 1500 - 300 * r, 400, 5,
+            100, 0, 0, NULL};
+    char *dir;
+    job_report *j = merge_specs(s, 4, &dir);
+    cJSON *root = summary_of(job_report_dir(j));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "stragglers")), 0);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "ranks")), 4);
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "job"), "world_size")->valueint,
+                     4);
+    cJSON_Delete(root);
+    char *txt = text_of(job_report_dir(j), "report.txt");
+    ck_assert_ptr_nonnull(strstr(txt, "stragglers: none"));
+    free(txt);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* What cannot be used is left out, with a line each, and the rest merged. */
+START_TEST(bad_ranks_left_out)
+{
+    rank_spec s[] = {
+        {"j", 0, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL},
+        {"j", 1, 5, 12, 1000, 30000, 100, 500, 0, 100, 4096, 0, NULL},  /* damaged, 12 steps */
+        {"other", 2, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL}, /* another job */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 50, 0, 0, "rank3-old-run"}, /* earlier run */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "rank3-new-run"},
+        {"j", 4, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 1, NULL},            /* never analysed */
+        {NULL, 0, 0, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "python3-77-x"}, /* no job */
+    };
+    char *dir;
+    job_report *j = merge_specs(s, sizeof s / sizeof s[0], &dir);
+    ck_assert(has_warning(j, "rank 2 of another job (other, not j)"));
+    ck_assert(has_warning(j, "rank3-old-run: a second folder of rank 3"));
+    ck_assert(has_warning(j, "no report"));
+    ck_assert(has_warning(j, "python3-77-x: not a rank of a job"));
+    ck_assert(has_warning(j, "its recording is damaged (4096 bytes skipped"));
+    ck_assert(has_warning(j, "different numbers of steps (10 to 12)"));
+    ck_assert(has_warning(j, "rank 2 of 5 is missing") || has_warning(j, "ranks are missing"));
+    cJSON *root = summary_of(job_report_dir(j));
+    const cJSON *ranks = cJSON_GetObjectItem(root, "ranks");
+    ck_assert_int_eq(cJSON_GetArraySize(ranks), 3); /* 0, 1, 3 (the new run) */
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(ranks, 2), "run_folder")->valuestring,
+               "rank3-new-run"));
+    cJSON_Delete(root);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* No usable rank: a clear failure, nothing written. */
+START_TEST(nothing_to_merge)
+{
+    char *dir = tmp_make();
+    char *job = path_join(dir, "j");
+    ck_assert_int_eq(mkdir(job, 0700), 0);
+    job_report *j = NULL;
+    char *cause = NULL;
+    ck_assert_int_eq(job_report_run(job, NULL, &j, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "no run folder"));
+    free(cause);
+    cause = NULL;
+    rank_spec s = {"j", 0, 1, 10, 1, 1, 1, 1, 0, 1, 0, 1, NULL};
+    make_rank(job, &s, 0);
+    ck_assert_int_eq(job_report_run(job, NULL, &j, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "no rank of a job could be used"));
+    free(cause);
+    char *rep = path_join(job, "report");
+    ck_assert_int_ne(access(rep, F_OK), 0);
+    free(rep);
+    free(job);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* One trace: each rank's processes renumbered and named after it, times on one clock. */
+START_TEST(merged_timeline)
+{
+    rank_spec s[] = {
+        {"j", 0, 2, 3, 1000, 30000, 100, 500, 0, 100.0, 0, 0, NULL},
+        {"j", 1, 2, 3, 1000, 30000, 100, 500, 0, 100.25, 0, 0, NULL}, /* started 250 ms later */
+    };
+    char *dir;
+    job_report *j = merge_specs(s, 2, &dir);
+    cJSON *root = json_of(job_report_dir(j), "timeline.json");
+    const cJSON *ev;
+    int names = 0, steps = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(root, "traceEvents"))
+    {
+        int pid = cJSON_GetObjectItem(ev, "pid")->valueint;
+        const char *name = cJSON_GetObjectItem(ev, "name")->valuestring;
+        if (!strcmp(name, "process_name")) {
+            const char *pn =
+                cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "args"), "name")->valuestring;
+            ck_assert_str_eq(pn, pid == 1001 ? "rank 0: python3" : "rank 1: python3");
+            names++;
+        } else {
+            double ts = cJSON_GetObjectItem(ev, "ts")->valuedouble;
+            ck_assert_double_eq_tol(ts, pid == 1001 ? 100.0 : 250100.0, 0.01);
+            steps++;
+        }
+    }
+    ck_assert_int_eq(names, 2);
+    ck_assert_int_eq(steps, 2);
+    cJSON_Delete(root);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+START_TEST(job_folder_detection)
+{
+    char *dir = tmp_make();
+    ck_assert(!job_is_folder(dir)); /* empty */
+    rank_spec plain = {NULL, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, "python3-1-20261124-000000-00000000"};
+    make_rank(dir, &plain, 0);
+    ck_assert(!job_is_folder(dir)); /* an output folder of unrelated runs */
+    rank_spec r = {"j", 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, NULL};
+    make_rank(dir, &r, 1);
+    ck_assert(job_is_folder(dir));
+    char *run = path_join(dir, "python3-1-20261124-000000-00000000");
+    ck_assert(!job_is_folder(run)); /* a run folder */
+    free(run);
+    tmp_remove(dir);
+}
+END_TEST
+
+static Suite *job_report_suite(void)
+{
+    Suite *s = suite_create("job_report");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, straggler_waiting_for_data);
+    tcase_add_test(tc, straggler_computing);
+    tcase_add_test(tc, balanced_ranks);
+    tcase_add_test(tc, bad_ranks_left_out);
+    tcase_add_test(tc, nothing_to_merge);
+    tcase_add_test(tc, merged_timeline);
+    tcase_add_test(tc, job_folder_detection);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(job_report_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
