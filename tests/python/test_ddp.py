@@ -11,14 +11,15 @@ import sys
 import unittest
 
 from test_binding import REPO, Base, dump
-from test_torch import HAVE_TORCH, WHY, summary  # skips and CI rules as for test_torch
+import test_torch  # skips and CI rules as for test_torch
+from test_torch import HAVE_TORCH, summary
 
 EXAMPLE = os.path.join(REPO, "examples", "ddp_train.py")
 SLOW_MS = 150.0
 STEPS = 8
 
 
-@unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
+@unittest.skipUnless(HAVE_TORCH, getattr(test_torch, "WHY", ""))
 class Ddp(Base):
     def train(self, ranks, *args):
         """Runs the example's launcher; returns {rank: run folder}."""
