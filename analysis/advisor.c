@@ -8,8 +8,13 @@
  *                                                            findings
  *   ADVICE_OPERATORS      FP/BP >= FPBP_SHARE of step, and    (FP/BP - gaps) / step x the top
  *                         operators busy >= FPBP_BUSY of it   types' share of operator time
- *   ADVICE_GAPS           gaps > GAP_SHARE of FP/BP           gaps / step
- *   ADVICE_TAIL           tail > TAIL_SHARE of step           tail / step
+ *   ADVICE_GAPS           gaps > GAP_SHARE of FP/BP (gaps     gaps / step
+ *                         exclude communication in flight)
+ *   ADVICE_COMM_WAIT      communication wait > COMM_WAIT_     wait / step
+ *                         SHARE of step
+ *   ADVICE_TAIL           tail > TAIL_SHARE of step, and,     tail / step
+ *                         when the wait was advised, tail
+ *                         less the wait > TAIL_SHARE too
  *   ADVICE_QUEUE          a bottleneck verdict not cited      interval / step
  *                         by the step-interval advice
  *   ADVICE_CPU            user < CPU_USER_LOW % with a data   interval / step
@@ -33,6 +38,7 @@
 #define FPBP_BUSY        0.50   /* ... and operators busy (not gaps) this share of FP/BP */
 #define GAP_SHARE        0.10   /* gaps between operators above this share of FP/BP */
 #define TAIL_SHARE       0.15   /* step tail above this share: communication and update */
+#define COMM_WAIT_SHARE  0.10   /* waiting for communication above this share of step time */
 #define CPU_USER_LOW     50.0   /* machine user % below this, with a data bottleneck */
 #define CPU_SYSTEM_HIGH  20.0   /* machine system % above this ... */
 #define CTX_PER_CPU_HIGH 5000.0 /* ... with more context switches per second per CPU */
@@ -40,7 +46,7 @@
 #define TOP_GAPS         3      /* gaps named */
 #define MAX_FINDINGS     16     /* queue findings read */
 #define NAME_TEXT        40     /* bytes of a name shown before "..." */
-#define MAX_CANDIDATES   (8 + MAX_FINDINGS)
+#define MAX_CANDIDATES   (9 + MAX_FINDINGS)
 
 typedef struct buf {
     char *p;
@@ -115,6 +121,7 @@ typedef struct ctx {
     double step_ns; /* interval + FP/BP + tail: the average step */
     double interval_share, fpbp_share, tail_share;
     int have_steps;
+    int comm_wait_advised;
 } ctx;
 
 /* A new suggestion; its text is written through the returned buffer. */
@@ -330,9 +337,38 @@ static void rule_gaps(ctx *x)
         ng ? ". " : " ");
 }
 
+/* Time the step waits with communication in flight and nothing computing: on a healthy rank
+ * the collective is short or overlapped, so a long wait is nearly always another rank arriving
+ * late (a straggler), which only the job's ranks side by side can name. */
+static void rule_comm_wait(ctx *x)
+{
+    if (!x->have_steps || x->s.avg_comm_wait_ns / x->step_ns <= COMM_WAIT_SHARE)
+        return;
+    double share = x->s.avg_comm_wait_ns / x->step_ns;
+    x->comm_wait_advised = 1;
+    buf title, b = add(x, ADVICE_COMM_WAIT, share, &title);
+    put(&title, "Waiting for communication: %.1f%% of step time", 100.0 * share);
+    put(&b, "The step waits ");
+    put_dur(&b, x->s.avg_comm_wait_ns);
+    put(&b, " per step (%.1f%% of the ", 100.0 * share);
+    put_dur(&b, x->step_ns);
+    put(&b, " step) with communication in flight and nothing computing (communication averages ");
+    put_dur(&b, x->s.avg_comm_ns);
+    put(&b, " per step). This is not idle time between operators: the step is blocked in a "
+            "collective, most likely waiting for another rank that is slower (its data, its "
+            "compute, its host). Compare the ranks in the job report: the slow rank is the one "
+            "that waits least. If every rank waits alike, the communication itself is slow: "
+            "overlap it with backward (gradient bucketing), communicate less, or check the "
+            "network.");
+}
+
 static void rule_tail(ctx *x)
 {
     if (!x->have_steps || x->tail_share <= TAIL_SHARE)
+        return;
+    /* A tail that is mostly the communication wait already advised is no second finding. */
+    if (x->comm_wait_advised &&
+        (x->s.avg_tail_ns - x->s.avg_comm_wait_ns) / x->step_ns <= TAIL_SHARE)
         return;
     buf title, b = add(x, ADVICE_TAIL, x->tail_share, &title);
     put(&title, "Long step tail: %.1f%% of step time after backward", 100.0 * x->tail_share);
@@ -456,6 +492,7 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
         data_bottleneck = 1;
     rule_operators(x);
     rule_gaps(x);
+    rule_comm_wait(x);
     rule_tail(x);
     rule_queues(x, qf, nq, cited);
     rule_cpu(x, data_bottleneck);

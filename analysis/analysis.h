@@ -55,7 +55,12 @@ typedef struct step_row {
     uint64_t comm_ns;      /* union of communication (TS_EF_COMM kernels, COMM_OP) */
     uint64_t pure_comm_ns; /* communication not overlapped by computation */
     uint64_t free_ns;      /* neither */
-    uint64_t gap_ns;       /* idle time between consecutive top-level ops in FP/BP */
+    uint64_t gap_ns;       /* idle time between consecutive top-level ops in FP/BP, less the
+                              time communication is in flight (that is comm_wait) */
+    /* The step waiting for communication, over [begin, end]: time during which communication
+     * is in flight and nothing computes: no compute kernel when the step has device work, else
+     * no top-level op (data fetches included, communication excluded) on the step's thread. */
+    uint64_t comm_wait_ns;
 } step_row;
 
 /* One time bucket of one queue. */
@@ -214,6 +219,7 @@ typedef struct step_summary {
     uint64_t steps; /* finalized */
     double avg_interval_ns, avg_fpbp_ns, avg_tail_ns, avg_total_ns;
     double avg_compute_ns, avg_comm_ns, avg_pure_comm_ns, avg_free_ns, avg_gap_ns;
+    double avg_comm_wait_ns;
     uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
     uint64_t slowest_ns[5];
     uint64_t current_step;     /* last step begun */
@@ -340,6 +346,7 @@ enum advice_kind {
     ADVICE_QUEUE = 5,         /* a data-queue verdict */
     ADVICE_CPU = 6,           /* CPU utilization: threads too few or too many */
     ADVICE_LOST = 7,          /* the profiler lost events: results are partial */
+    ADVICE_COMM_WAIT = 8,     /* the step waits for communication (another rank, the network) */
 };
 
 typedef struct advice {

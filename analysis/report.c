@@ -83,9 +83,9 @@ const char *report_role_name(uint32_t role)
 
 const char *report_advice_name(uint32_t kind)
 {
-    static const char *const n[] = {"",     "step_interval", "operators", "gaps",
-                                    "tail", "queue",         "cpu",       "lost"};
-    return kind >= 1 && kind < 8 ? n[kind] : "unknown";
+    static const char *const n[] = {"",      "step_interval", "operators", "gaps",     "tail",
+                                    "queue", "cpu",           "lost",      "comm_wait"};
+    return kind >= 1 && kind < sizeof n / sizeof n[0] ? n[kind] : "unknown";
 }
 
 static const char *lost_reason_name(uint32_t r)
@@ -597,6 +597,8 @@ static void sink_step(void *ctx, const step_row *s)
         csv_name(c, r->a, s->fp_op);
         csv_name(c, r->a, s->bp_op);
         csv_put(c, report_step_source_name(s->source));
+        csv_us(c, (int64_t)s->compute_ns);
+        csv_us(c, (int64_t)s->comm_wait_ns);
         csv_end(c);
     }
     if (r->overlap.f) {
@@ -693,7 +695,7 @@ static void sink_memory(void *ctx, const memory_row *row)
 
 static const char step_header[] =
     "step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,total_us,fp_op,"
-    "bp_op,source";
+    "bp_op,source,compute_us,comm_wait_us";
 static const char overlap_header[] =
     "step,begin_us,end_us,total_us,compute_us,comm_us,pure_comm_us,free_us,gap_us";
 static const char qusage_header[] =
@@ -1234,6 +1236,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddNumberToObject(st, "avg_pure_comm_us", us_of(ss.avg_pure_comm_ns));
     cJSON_AddNumberToObject(st, "avg_free_us", us_of(ss.avg_free_ns));
     cJSON_AddNumberToObject(st, "avg_gap_us", us_of(ss.avg_gap_ns));
+    cJSON_AddNumberToObject(st, "avg_comm_wait_us", us_of(ss.avg_comm_wait_ns));
     cJSON *slow = cJSON_AddArrayToObject(st, "slowest");
     for (int i = 0; i < 5 && ss.slowest_ns[i]; i++) {
         cJSON *o = cJSON_CreateObject();
@@ -1489,6 +1492,8 @@ void report_print(const report *r, FILE *out, int brief)
             print_ms(out, ss.avg_free_ns);
             fputs(", gaps between ops ", out);
             print_ms(out, ss.avg_gap_ns);
+            fputs(", waiting for communication ", out);
+            print_ms(out, ss.avg_comm_wait_ns);
             fputs("\nslowest steps:", out);
             for (int i = 0; i < 5 && ss.slowest_ns[i]; i++) {
                 fprintf(out, "%s %" PRIu64 " (", i ? "," : "", ss.slowest[i]);

@@ -34,8 +34,18 @@
  *   kernel, else of top-level host ops of every thread; communication the union of TS_EF_COMM
  *   kernels and ranges and COMM_OP; both clipped to the window. An interval running past its
  *   step's end carries its remainder into the next step.
- * - Gaps: the holes between consecutive top-level ops of the step's thread, clipped to [FP, BP].
- *   Other threads (data workers) have their own rhythm and are not counted.
+ * - Communication wait: the time in the window during which communication is in flight and
+ *   nothing computes. Nothing computes means: no compute kernel runs, when the window holds any
+ *   kernel (the device does the work; the host thread only launches); else no top-level op of
+ *   the step's thread runs (communication ranges excepted; a data fetch counts as running, since
+ *   the step then waits for data). Other threads do not hide the wait: the step waits when its
+ *   thread does. Counted over the whole window, not FP/BP alone: where a wait falls depends on
+ *   the FP/BP rule (with DDP the wait for the gradient all-reduce is at the end of backward,
+ *   which the seeds' rule puts in the tail, after the op before the last communication). For a
+ *   rank that waits for a slower one, this is the time it spends waiting.
+ * - Gaps: the holes between consecutive top-level ops of the step's thread, clipped to [FP, BP],
+ *   less the part during which communication is in flight (that is a communication wait, not
+ *   idle time). Other threads (data workers) have their own rhythm and are not counted.
  *
  * Memory is the open steps' records (at most HOLD_MAX), the recent rows and the top gaps, and a
  * flag byte per distinct op name: it does not grow with the length of the run. */
@@ -123,7 +133,7 @@ typedef struct steps_state {
     uint32_t recent_cap, recent_n, recent_head;
 
     uint64_t steps, sum_interval, sum_fpbp, sum_tail, sum_total;
-    uint64_t sum_compute, sum_comm, sum_pure, sum_free, sum_gap;
+    uint64_t sum_compute, sum_comm, sum_pure, sum_free, sum_gap, sum_comm_wait;
     uint64_t slowest[5], slowest_ns[5];
     uint32_t nslowest, last_source;
 
@@ -138,6 +148,7 @@ typedef struct steps_state {
 
     span *sa, *sb, *tmp; /* scratch for finalizing, grown to the largest step */
     size_t cap_span;
+    size_t ncomm; /* disjoint communication spans in sb, from step_overlap for step_gaps */
 } steps_state;
 
 /* ---- Names ------------------------------------------------------------------------------- */
@@ -512,9 +523,27 @@ static void keep_gap(steps_state *st, const op_gap *g)
     st->gaps[i] = *g;
 }
 
-/* Idle time on the step's thread between consecutive top-level ops, inside [fp, bp]. */
+/* The part of [b, e] that the disjoint, sorted spans v[*at..n) cover. Calls come with
+ * increasing b, so *at only moves on. */
+static uint64_t covered_by(const span *v, size_t n, size_t *at, uint64_t b, uint64_t e)
+{
+    while (*at < n && v[*at].e <= b)
+        (*at)++;
+    uint64_t sum = 0;
+    for (size_t j = *at; j < n && v[j].b < e; j++) {
+        uint64_t lo = v[j].b > b ? v[j].b : b;
+        uint64_t hi = v[j].e < e ? v[j].e : e;
+        if (hi > lo)
+            sum += hi - lo;
+    }
+    return sum;
+}
+
+/* Idle time on the step's thread between consecutive top-level ops, inside [fp, bp], less the
+ * time communication (st->sb, st->ncomm spans) is in flight. */
 static uint64_t step_gaps(steps_state *st, const slot *s, uint64_t fp, uint64_t bp)
 {
+    size_t at = 0;
     size_t n = 0;
     for (uint32_t i = 0; i < s->n; i++) {
         const rec *r = &s->recs[i];
@@ -532,9 +561,10 @@ static uint64_t step_gaps(steps_state *st, const slot *s, uint64_t fp, uint64_t 
         if (o->b > cur_end) {
             uint64_t gb = cur_end > fp ? cur_end : fp;
             uint64_t ge = o->b < bp ? o->b : bp;
-            if (ge > gb) {
-                sum += ge - gb;
-                op_gap g = {.gap_ns = ge - gb,
+            uint64_t idle = ge > gb ? ge - gb - covered_by(st->sb, st->ncomm, &at, gb, ge) : 0;
+            if (idle) {
+                sum += idle;
+                op_gap g = {.gap_ns = idle,
                             .at_ns = gb,
                             .step = s->number,
                             .tid = s->tid,
@@ -580,6 +610,26 @@ static void step_overlap(steps_state *st, const slot *s, uint64_t lo, uint64_t h
     row->pure_comm_ns = comm - both;
     uint64_t busy = comp + comm - both;
     row->free_ns = row->total_ns > busy ? row->total_ns - busy : 0;
+    st->ncomm = nb;
+
+    /* The wait: communication while nothing computes (see the file's comment). With device
+     * work that is the pure communication already found; on the host, the step's thread. */
+    if (device || !nb) {
+        row->comm_wait_ns = comm - both;
+        return;
+    }
+    na = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const rec *r = &s->recs[i];
+        uint64_t b = r->begin > lo ? r->begin : lo;
+        uint64_t e = r->end < hi ? r->end : hi;
+        if (e > b && r->cls == REC_HOST && r->tid == s->tid)
+            st->sa[na++] = (span){b, e, 0};
+    }
+    uint64_t thread_busy;
+    sort_spans(st->sa, st->tmp, na);
+    na = coalesce(st->sa, na, &thread_busy);
+    row->comm_wait_ns = comm - intersection(st->sa, na, st->sb, nb);
 }
 
 enum { RANK_MARKS = 1, RANK_OPTION = 2, RANK_AUTO = 3, RANK_NONE = 4 };
@@ -752,6 +802,7 @@ static void account_row(steps_state *st, analysis *a, const step_row *row)
     st->sum_pure += row->pure_comm_ns;
     st->sum_free += row->free_ns;
     st->sum_gap += row->gap_ns;
+    st->sum_comm_wait += row->comm_wait_ns;
     st->last_source = row->source;
 
     if (st->nslowest < 5 || row->total_ns > st->slowest_ns[4]) {
@@ -1085,6 +1136,7 @@ step_summary analysis_steps(const analysis *a)
         s.avg_pure_comm_ns = (double)st->sum_pure / n;
         s.avg_free_ns = (double)st->sum_free / n;
         s.avg_gap_ns = (double)st->sum_gap / n;
+        s.avg_comm_wait_ns = (double)st->sum_comm_wait / n;
     }
     for (uint32_t i = 0; i < st->nslowest; i++) {
         s.slowest[i] = st->slowest[i];

@@ -272,23 +272,37 @@ void termsight_range_flops(uint64_t flops)
         b->frames[b->nframes - 1].flops = flops;
 }
 
-void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns, uint64_t end_ns,
-                              uint64_t flops)
+/* A whole interval with the caller's timestamps, at the thread's current depth. */
+static void emit_complete(uint16_t kind, uint16_t flags, uint32_t name, uint32_t type,
+                          uint64_t begin_ns, uint64_t end_ns, uint64_t v0)
 {
     if (UNLIKELY(!collecting()))
         return;
     thread_block *b = block();
     if (UNLIKELY(!b))
         return;
-    ts_event ev = {.kind = TS_KIND_OP_RANGE,
+    ts_event ev = {.kind = kind,
+                   .flags = flags,
                    .device = TS_DEVICE_HOST,
                    .aux = hot.depth,
                    .name = name,
                    .type = type,
                    .begin_ns = begin_ns,
                    .end_ns = end_ns < begin_ns ? begin_ns : end_ns,
-                   .v0 = flops};
+                   .v0 = v0};
     emit(b, &ev);
+}
+
+void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns, uint64_t end_ns,
+                              uint64_t flops)
+{
+    emit_complete(TS_KIND_OP_RANGE, 0, name, type, begin_ns, end_ns, flops);
+}
+
+void termsight_comm_complete(uint32_t name, uint32_t type, uint64_t begin_ns, uint64_t end_ns,
+                             uint64_t bytes)
+{
+    emit_complete(TS_KIND_COMM_OP, TS_EF_COMM, name, type, begin_ns, end_ns, bytes);
 }
 
 /* ---- Steps, phases, marks -------------------------------------------------------------- */

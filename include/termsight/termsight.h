@@ -137,6 +137,15 @@ TERMSIGHT_API void termsight_range_flops(uint64_t flops);
 TERMSIGHT_API void termsight_range_complete(uint32_t name, uint32_t type, uint64_t begin_ns,
                                             uint64_t end_ns, uint64_t flops);
 
+/* A whole communication (a collective or a send/receive) from its issue to its completion
+ * (termsight_now_ns clock), with the bytes it moved (0 when unknown); name says which (an id
+ * from termsight_name). May be called from any thread, the one that saw it complete included.
+ * The analysis counts it as communication, never as computation: the step trace's comm_wait is
+ * the time a step waits for it with nothing computing. Recorded only while collecting, like
+ * every event; never blocks, drops (and counts) when the thread's lane is full. */
+TERMSIGHT_API void termsight_comm_complete(uint32_t name, uint32_t type, uint64_t begin_ns,
+                                           uint64_t end_ns, uint64_t bytes);
+
 /* Steps: begin numbers the step (1, 2, ... per session) and returns its number. */
 TERMSIGHT_API uint64_t termsight_step_begin(void);
 TERMSIGHT_API void termsight_step_end(void);
@@ -194,6 +203,8 @@ extern TERMSIGHT_API volatile int termsight_collecting_;
 #define termsight_range_flops(f)       TERMSIGHT_IF_COLLECTING_(termsight_range_flops(f))
 #define termsight_range_complete(n, t, b, e, f)                                                    \
     TERMSIGHT_IF_COLLECTING_(termsight_range_complete(n, t, b, e, f))
+#define termsight_comm_complete(n, t, b, e, by)                                                    \
+    TERMSIGHT_IF_COLLECTING_(termsight_comm_complete(n, t, b, e, by))
 #define termsight_step_end()       TERMSIGHT_IF_COLLECTING_(termsight_step_end())
 #define termsight_phase_mark(p)    TERMSIGHT_IF_COLLECTING_(termsight_phase_mark(p))
 #define termsight_queue_size(q, n) TERMSIGHT_IF_COLLECTING_(termsight_queue_size(q, n))

@@ -80,6 +80,7 @@ _PROTOTYPES = {
     "termsight_range_end": (None, []),
     "termsight_range_flops": (None, [_U64]),
     "termsight_range_complete": (None, [_U32, _U32, _U64, _U64, _U64]),
+    "termsight_comm_complete": (None, [_U32, _U32, _U64, _U64, _U64]),
     "termsight_step_begin": (_U64, []),
     "termsight_step_end": (None, []),
     "termsight_phase_mark": (None, [ctypes.c_int]),

@@ -26,6 +26,17 @@ steps() wraps any iterable of batches (a torch.utils.data.DataLoader above all) 
   torch.autograd.profiler.emit_nvtx, whose NVTX ranges reach termsight through its NVTX
   injection (NVTX_INJECTION64_PATH, set here if the program has not set it).
 
+Distributed training: with a torch.nn.parallel.DistributedDataParallel model given to steps()
+or ops() (model=ddp_model) while a session exists, every gradient bucket's all-reduce is recorded
+as a communication from its issue to its completion ("DDP/bucket<i>/allreduce", with its bytes),
+through a DDP communication hook that does what DDP does without one (ddp_comm_hook(): the
+gradients summed over the ranks and divided by the world size); a model that has a hook of its
+own keeps it (a warning says how to wrap it: model.register_comm_hook(state,
+ddp_comm_hook(my_hook))). The step trace then counts the time a step waits for the all-reduce
+(comm_wait_us): on a rank that waits for a slower one, the wait for that rank. The collective
+operators the dispatch mode sees ("c10d::allreduce_", "c10d::broadcast_", ...: only the issue of
+the collective, its wait comes later) are recorded as communication too, never as computation.
+
 Without a Profiler (no session), steps() just yields the batches. ops() alone is a context
 manager for code outside steps() (an evaluation loop, say).
 """
@@ -35,7 +46,8 @@ import threading
 
 from . import _lib
 
-__all__ = ["steps", "ops", "prefetch_depth", "DATA_WAIT_NAME", "QUEUE_NAME"]
+__all__ = ["steps", "ops", "prefetch_depth", "ddp_comm_hook", "instrument_ddp", "DATA_WAIT_NAME",
+           "QUEUE_NAME"]
 
 DATA_WAIT_NAME = "DataLoader.__next__"
 DATA_WAIT_TYPE = "DataLoader"
@@ -178,6 +190,8 @@ def _dispatch_mode_class(torch):
             self._ids = {}  # (scope, func) -> (name id, type id), cleared with the names
             self._begin = lib.termsight_range_begin_id
             self._end = lib.termsight_range_end
+            self._now = lib.termsight_now_ns
+            self._comm = lib.termsight_comm_complete
 
         def __enter__(self):
             before = self._names._session
@@ -198,7 +212,15 @@ def _dispatch_mode_class(torch):
                     schema = getattr(func, "_schema", None)
                     op = schema.name if schema is not None else str(func)
                     self._op_names[func] = op
-                ids = self._ids[(scope, func)] = self._names.get(scope, op)
+                ids = self._ids[(scope, func)] = self._names.get(scope, op) + (
+                    op.startswith(_COLLECTIVE_PREFIX),)
+            if ids[2]:
+                # A collective's operator issues it; it is communication, not computation.
+                t0 = self._now()
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    self._comm(ids[0], ids[1], t0, self._now(), _tensor_bytes(args))
             self._begin(ids[0], ids[1])
             try:
                 return func(*args, **(kwargs or {}))
@@ -207,6 +229,96 @@ def _dispatch_mode_class(torch):
 
     _mode_class.append(AtenRanges)
     return AtenRanges
+
+
+_COLLECTIVE_PREFIX = "c10d::"
+
+
+def _tensor_bytes(args):
+    """Bytes of the tensors in a collective's first argument (a tensor or a list of them)."""
+    first = args[0] if args else None
+    tensors = first if isinstance(first, (list, tuple)) else (first,)
+    n = 0
+    for t in tensors:
+        try:
+            n += t.numel() * t.element_size()
+        except AttributeError:
+            pass
+    return n
+
+
+# ---- DistributedDataParallel: each bucket's all-reduce from issue to completion ---------------
+
+
+def ddp_comm_hook(hook=None, name=None):
+    """A DDP communication hook that records every bucket's communication from the hook's call
+    (the bucket is ready, the collective is issued) to the completion of the future the hook
+    returns, as "DDP/bucket<i>/<name>" (type name) with the bucket's bytes. hook: the hook to
+    wrap, called as hook(state, bucket) (default: PyTorch's allreduce_hook, what DDP does
+    without a hook; its state is the process group, None for the default group). name: the
+    collective's name (default: the hook's name less "_hook", "allreduce").
+
+        model.register_comm_hook(state, termsight.torch.ddp_comm_hook(my_hook))
+
+    The completion is seen by the thread that completes the future (gloo's or NCCL's), which
+    records it; while not collecting nothing is recorded."""
+    _import_torch()
+    if hook is None:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        hook = allreduce_hook
+    if name is None:
+        name = getattr(hook, "__name__", "") or "comm"
+        if name.endswith("_hook"):
+            name = name[:-len("_hook")]
+    lib = _lib.load()
+    now, comm, intern = lib.termsight_now_ns, lib.termsight_comm_complete, lib.termsight_name_n
+    tname = name.encode("utf-8", "surrogateescape")
+
+    def timed(state, bucket):
+        t0 = now()
+        fut = hook(state, bucket)
+        buf = bucket.buffer()
+        nbytes = buf.numel() * buf.element_size()
+        label = ("DDP/bucket%d/%s" % (bucket.index(), name)).encode("utf-8", "surrogateescape")
+
+        def done(f):
+            # Interned when it completes: ids belong to the session current then.
+            comm(intern(label, len(label)), intern(tname, len(tname)), t0, now(), nbytes)
+            return f.value()
+
+        return fut.then(done)
+
+    timed.__name__ = "termsight_" + name
+    timed.__qualname__ = timed.__name__
+    return timed
+
+
+_ddp_done = set()  # id() of the DDP models given our hook, or found with one of their own
+
+
+def instrument_ddp(model, hook=None, state=None):
+    """Registers ddp_comm_hook(hook) on a DistributedDataParallel model, once. Returns True
+    when the hook is in place, False when the model is no DDP model or already has a hook of
+    its own (a RuntimeWarning says how to wrap it). steps() and ops() call it for the model
+    they are given while a session exists."""
+    torch = _import_torch()
+    ddp = getattr(getattr(torch.nn, "parallel", None), "DistributedDataParallel", None)
+    if ddp is None or not isinstance(model, ddp):
+        return False
+    if id(model) in _ddp_done:
+        return getattr(model, "_termsight_comm_hook", False)
+    _ddp_done.add(id(model))
+    try:
+        model.register_comm_hook(state, ddp_comm_hook(hook))
+    except RuntimeError as e:
+        import warnings
+        warnings.warn("termsight: this DistributedDataParallel model has a communication hook "
+                      "of its own (%s), so its communication is not recorded: register "
+                      "termsight.torch.ddp_comm_hook(your_hook) instead" % (e,),
+                      RuntimeWarning, stacklevel=3)
+        return False
+    model._termsight_comm_hook = True
+    return True
 
 
 def _nvtx_injection(lib_path):
@@ -234,6 +346,8 @@ class ops:
         self._mode = None
         _install_module_hooks(self._torch)
         _name_modules(model)
+        if model is not None and self._lib.termsight_session_current():
+            instrument_ddp(model)
 
     def __enter__(self):
         if getattr(ops._active, "on", False):
@@ -321,6 +435,8 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     lib = _lib.load()
     collecting = _lib.collecting_flag()
     mode = _make_ops(ops, model, cuda)
+    if model is not None and lib.termsight_session_current():
+        instrument_ddp(model)
     wait_name = DATA_WAIT_NAME.encode()
     wait_type = DATA_WAIT_TYPE.encode()
     # The first step opens before its batch is asked for (no earlier step end opens its window)

@@ -628,6 +628,111 @@ START_TEST(test_overlap_cases)
 }
 END_TEST
 
+/* ---- Communication wait ------------------------------------------------------------------ */
+
+enum { W_OP, W_OP_OTHER, W_FETCH, W_COMM_OP, W_COMM_RANGE, W_KERNEL, W_NCCL };
+
+typedef struct wait_case {
+    const char *label;
+    piece p[5];
+    size_t np;
+    uint64_t wait, gap, pure;
+} wait_case;
+
+/* One step [100, 600] marked by thread 1; communication recorded on thread 3 (the thread that
+ * saw it complete), as termsight.torch's DDP hook does. */
+static const wait_case wait_cases[] = {
+    /* Compute, then the collective in flight with the training thread idle: all of it waits. */
+    {"compute then comm", {{W_OP, 150, 300}, {W_COMM_OP, 300, 450}}, 2, 150, 0, 150},
+    /* The collective overlapped by compute on the training thread: no wait. */
+    {"comm under compute", {{W_OP, 150, 500}, {W_COMM_OP, 200, 400}}, 2, 0, 0, 0},
+    /* The hole between two ops [250,400] is inside the collective [200,450]: a wait of 150, and
+     * no gap (a gap is idle time with nothing in flight). */
+    {"wait between ops",
+     {{W_OP, 150, 250}, {W_OP, 400, 500}, {W_COMM_OP, 200, 450}},
+     3,
+     150,
+     0,
+     150},
+    /* Another thread computing does not hide the training thread's wait (pure communication,
+     * which counts every thread, is 0 here). */
+    {"other thread busy",
+     {{W_OP, 150, 250}, {W_OP_OTHER, 250, 450}, {W_COMM_OP, 250, 450}},
+     3,
+     200,
+     0,
+     0},
+    /* Waiting for data while a collective is in flight is a data wait, not a communication
+     * wait; a communication range (TS_EF_COMM) on the training thread is not computation. */
+    {"fetch and comm range",
+     {{W_FETCH, 200, 300}, {W_COMM_OP, 200, 300}, {W_OP, 310, 400}, {W_COMM_RANGE, 400, 460}},
+     4,
+     60,
+     0,
+     60},
+    /* A gap with nothing in flight stays a gap: ops [150,200] and [300,400] (gap 100 in FP/BP,
+     * BP = the op before the collective), then the collective [420,450]: a wait of 30. */
+    {"gap then comm", {{W_OP, 150, 200}, {W_OP, 300, 400}, {W_COMM_OP, 420, 450}}, 3, 30, 100, 30},
+    /* With device work the wait is the communication no compute kernel overlaps. */
+    {"device", {{W_KERNEL, 200, 300}, {W_NCCL, 250, 400}, {W_OP, 150, 500}}, 3, 100, 0, 100},
+};
+
+START_TEST(test_comm_wait_cases)
+{
+    const wait_case *c = &wait_cases[_i];
+    golden g;
+    golden_init(&g);
+    golden_step(&g, 1, 1, 100, 600);
+    for (size_t i = 0; i < c->np; i++) {
+        const piece *p = &c->p[i];
+        ts_event *e = NULL;
+        switch (p->what) {
+        case W_OP:
+            golden_op(&g, 1, "op", NULL, p->b, p->e, 0);
+            break;
+        case W_OP_OTHER:
+            golden_op(&g, 2, "other", NULL, p->b, p->e, 0);
+            break;
+        case W_FETCH:
+            golden_op(&g, 1, "DataLoader.__next__", NULL, p->b, p->e, 0);
+            break;
+        case W_COMM_OP:
+            e = golden_op(&g, 3, "DDP/bucket0/allreduce", NULL, p->b, p->e, 0);
+            e->kind = TS_KIND_COMM_OP;
+            e->flags = TS_EF_COMM;
+            break;
+        case W_COMM_RANGE:
+            golden_op(&g, 1, "c10d::allreduce_", NULL, p->b, p->e, 0)->flags = TS_EF_COMM;
+            break;
+        case W_KERNEL:
+            golden_kernel(&g, 0, 7, "gemm", NULL, p->b, p->e, 0);
+            break;
+        case W_NCCL:
+            golden_kernel(&g, 0, 8, "nccl", NULL, p->b, p->e, 1);
+            break;
+        }
+    }
+    for (size_t o = 0; o < N_ORDERS; o++) {
+        capture cap;
+        analysis_sink sink;
+        analysis *a = analyse_in_order(&g, NULL, &orders[o], &cap, &sink);
+        ck_assert_uint_eq(cap.n, 1);
+        const step_row *r = &cap.rows[0];
+        ck_assert_msg(r->comm_wait_ns == c->wait * US && r->gap_ns == c->gap * US &&
+                          r->pure_comm_ns == c->pure * US,
+                      "%s, %s: comm_wait %llu gap %llu pure %llu ns, want %llu %llu %llu us",
+                      c->label, orders[o].label, (unsigned long long)r->comm_wait_ns,
+                      (unsigned long long)r->gap_ns, (unsigned long long)r->pure_comm_ns,
+                      (unsigned long long)c->wait, (unsigned long long)c->gap,
+                      (unsigned long long)c->pure);
+        step_summary s = analysis_steps(a);
+        ck_assert_double_eq(s.avg_comm_wait_ns, (double)(c->wait * US));
+        analysis_destroy(a);
+    }
+    golden_free(&g);
+}
+END_TEST
+
 /* ---- Step windows, incomplete steps, live use --------------------------------------------- */
 
 START_TEST(test_windows)
@@ -1023,6 +1128,8 @@ int main(void)
     tcase_add_test(tc, test_auto_with_communication);
     tcase_add_loop_test(tc, test_overlap_cases, 0,
                         (int)(sizeof overlap_cases / sizeof overlap_cases[0]));
+    tcase_add_loop_test(tc, test_comm_wait_cases, 0,
+                        (int)(sizeof wait_cases / sizeof wait_cases[0]));
     tcase_add_test(tc, test_windows);
     tcase_add_test(tc, test_incomplete_steps);
     tcase_add_test(tc, test_live_finish);

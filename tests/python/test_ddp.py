@@ -1,0 +1,98 @@
+"""Communication per rank in CPU DDP training (examples/ddp_train.py, gloo), through
+termsight.torch: each rank's report counts the time it waits in the gradient all-reduce for a
+slower rank as communication wait, not as gaps between operators. Skips without PyTorch, except
+in CI (CI set), as test_torch does (Debian's PyTorch has gloo).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+from test_binding import REPO, Base, dump
+import test_torch  # skips and CI rules as for test_torch
+from test_torch import HAVE_TORCH, summary
+
+EXAMPLE = os.path.join(REPO, "examples", "ddp_train.py")
+SLOW_MS = 150.0
+STEPS = 8
+
+
+@unittest.skipUnless(HAVE_TORCH, getattr(test_torch, "WHY", ""))
+class Ddp(Base):
+    def train(self, ranks, *args):
+        """Runs the example's launcher; returns {rank: run folder}."""
+        out = os.path.join(self.tmp, "data")
+        p = subprocess.run([sys.executable, EXAMPLE, "--ranks", str(ranks), "--steps",
+                            str(STEPS), "--workers", "1", "--output", out, "--analyse",
+                            "--timeout", "240"] + list(args),
+                           cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300)
+        text = p.stdout.decode("utf-8", "replace")
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, "stdout:\n%s\nstderr:\n%s" % (text, err))
+        runs = {int(m.group(1)): m.group(2)
+                for m in re.finditer(r"^rank (\d+): run folder: (.+)$", text, re.M)}
+        self.assertEqual(sorted(runs), list(range(ranks)), text)
+        for rank in range(ranks):
+            self.assertRegex(text, r"rank %d: trained %d steps" % (rank, STEPS))
+        return runs
+
+    def assertWaitsForStraggler(self, s, label):
+        st = s["steps"]
+        wait = st["avg_comm_wait_us"]
+        want = SLOW_MS * 1000
+        self.assertGreaterEqual(wait, 0.4 * want, "%s: %s" % (label, st))
+        self.assertLessEqual(wait, 1.6 * want, "%s: %s" % (label, st))
+        # The wait is not idle time between operators.
+        self.assertLess(st["avg_gap_us"], 0.2 * want, "%s: %s" % (label, st))
+        for g in s["largest_gaps"]:
+            self.assertLess(g["gap_us"], 0.5 * want, "%s: %s" % (label, g))
+        kinds = [a["kind"] for a in s["advice"]]
+        self.assertIn("comm_wait", kinds, "%s: %s" % (label, s["advice"]))
+        first = s["advice"][0]
+        self.assertEqual(first["kind"], "comm_wait", "%s: %s" % (label, s["advice"]))
+        self.assertIn("another rank", first["text"])
+        for a in s["advice"]:
+            if a["kind"] == "gaps":
+                self.assertLess(a["weight"], 0.1, "%s: %s" % (label, a))
+
+    def test_straggler(self):
+        runs = self.train(3, "--slow-rank", "1", "--slow-ms", str(SLOW_MS))
+        for rank in (0, 2):
+            s = summary(runs[rank])
+            self.assertEqual(s["steps"]["count"], STEPS)
+            self.assertWaitsForStraggler(s, "fast rank %d" % rank)
+        slow = summary(runs[1])
+        st = slow["steps"]
+        self.assertEqual(st["count"], STEPS)
+        self.assertLess(st["avg_comm_wait_us"], 0.2 * SLOW_MS * 1000, st)
+        self.assertGreater(st["avg_compute_us"], 0.8 * SLOW_MS * 1000, st)
+        self.assertNotIn("comm_wait", [a["kind"] for a in slow["advice"]], slow["advice"])
+
+        # What was recorded: each bucket's all-reduce from issue to completion, with its bytes,
+        # on the thread that completed it; the c10d operators as communication, not operators.
+        events = dump(runs[0])
+        buckets = [e for e in events if e["kind"] == "comm" and
+                   re.fullmatch(r"DDP/bucket\d+/allreduce", e["name"])]
+        self.assertGreaterEqual(len(buckets), STEPS, [e["name"] for e in events[:50]])
+        self.assertTrue(all(int(e["v0"]) > 0 and e["type"] == "allreduce" for e in buckets))
+        longest = max(e["end"] - e["begin"] for e in buckets)
+        self.assertGreater(longest, 0.4 * SLOW_MS * 1e6)
+        self.assertTrue(any(e["kind"] == "comm" and e["name"] == "c10d::allreduce_"
+                            for e in events))
+        self.assertFalse([e for e in events if e["kind"] == "op" and "c10d::" in e["name"]])
+
+    def test_balanced(self):
+        runs = self.train(2)
+        for rank, run in runs.items():
+            st = summary(run)["steps"]
+            self.assertEqual(st["count"], STEPS)
+            # Nobody waits for a straggler: far below the straggler's wait above.
+            self.assertLess(st["avg_comm_wait_us"], 0.2 * SLOW_MS * 1000, (rank, st))
+            self.assertGreater(st["avg_comm_us"], 0, (rank, st))
+
+
+if __name__ == "__main__":
+    unittest.main()
