@@ -8,7 +8,9 @@ seconds, then ends them) and exits non-zero when one failed. With RANK set (by t
 torchrun or Slurm), it is one rank: a small MLP wrapped in DistributedDataParallel learns a
 generated classification task from a DataLoader with --workers worker processes, through
 termsight.torch.steps(), which also records every gradient bucket's all-reduce from issue to
-completion. Each rank is an ordinary termsight session with its own run folder under --output.
+completion. Each rank is an ordinary termsight session with its own run folder in the job
+folder --output/<TORCHELASTIC_RUN_ID>/; with --analyse the launcher then writes the job report
+(termsight analyse JOB_FOLDER: the straggler and its cause, the others' communication wait).
 
     python3 examples/ddp_train.py --ranks 4 --steps 30 --slow-rank 1 --slow-ms 150 --analyse
 
@@ -72,6 +74,13 @@ def launch(a, argv):
     if failed:
         print("ranks %s failed (exit codes %s)" % (failed, codes), file=sys.stderr, flush=True)
         return 1
+    if a.analyse and not a.no_profile:
+        # The job report: the ranks' reports merged (termsight analyse JOB_FOLDER).
+        import termsight.cluster
+        job = os.path.join(a.output, os.environ.get("TERMSIGHT_JOB") or run_id)
+        res = termsight.cluster.analyse(job)
+        print(res.summary, end="", flush=True)
+        print("job report: %s" % res.report, flush=True)
     return 0
 
 
@@ -161,7 +170,8 @@ def main(argv=None):
                     help="the straggler's extra work per step in ms (default 100)")
     ap.add_argument("--output", default=os.environ.get("TERMSIGHT_OUTPUT", "./termsight-data"),
                     help="folder for the ranks' run folders (default ./termsight-data)")
-    ap.add_argument("--analyse", action="store_true", help="each rank writes its report")
+    ap.add_argument("--analyse", action="store_true",
+                    help="each rank writes its report, then the launcher the job report")
     ap.add_argument("--no-profile", action="store_true", help="train without termsight")
     ap.add_argument("--timeout", type=float, default=300.0,
                     help="seconds before the launcher ends the ranks (default 300)")

@@ -4,6 +4,7 @@ slower rank as communication wait, not as gaps between operators. Skips without 
 in CI (CI set), as test_torch does (Debian's PyTorch has gloo).
 """
 
+import json
 import os
 import re
 import subprocess
@@ -37,6 +38,13 @@ class Ddp(Base):
         self.assertEqual(sorted(runs), list(range(ranks)), text)
         for rank in range(ranks):
             self.assertRegex(text, r"rank %d: trained %d steps" % (rank, STEPS))
+        # One job folder holds every rank's run folder, and the job report.
+        self.assertEqual(len({os.path.dirname(r) for r in runs.values()}), 1, runs)
+        m = re.search(r"^job report: (.+)$", text, re.M)
+        self.assertTrue(m, text)
+        self.assertEqual(os.path.dirname(m.group(1)), os.path.dirname(runs[0]))
+        with open(os.path.join(m.group(1), "summary.json")) as f:
+            self.job = json.load(f)
         return runs
 
     def assertWaitsForStraggler(self, s, label):
@@ -71,6 +79,19 @@ class Ddp(Base):
         self.assertGreater(st["avg_compute_us"], 0.8 * SLOW_MS * 1000, st)
         self.assertNotIn("comm_wait", [a["kind"] for a in slow["advice"]], slow["advice"])
 
+        # The job report: rank 1 is the straggler, for its computation (its extra work is in
+        # an operator range); the others wait for it in communication about as long.
+        job = self.job
+        self.assertEqual([r["rank"] for r in job["ranks"]], [0, 1, 2], job["ranks"])
+        self.assertEqual([(g["rank"], g["cause"]) for g in job["stragglers"]], [(1, "compute")],
+                         job["stragglers"])
+        for r in job["ranks"]:
+            self.assertEqual(r["steps"], STEPS)
+            if r["rank"] != 1:
+                self.assertGreaterEqual(r["avg_comm_wait_us"], 0.4 * SLOW_MS * 1000, r)
+                self.assertLessEqual(r["avg_comm_wait_us"], 1.6 * SLOW_MS * 1000, r)
+        self.assertGreater(job["stragglers"][0]["others_comm_wait_us"], 0.4 * SLOW_MS * 1000)
+
         # What was recorded: each bucket's all-reduce from issue to completion, with its bytes,
         # on the thread that completed it; the c10d operators as communication, not operators.
         events = dump(runs[0])
@@ -92,6 +113,8 @@ class Ddp(Base):
             # Nobody waits for a straggler: far below the straggler's wait above.
             self.assertLess(st["avg_comm_wait_us"], 0.2 * SLOW_MS * 1000, (rank, st))
             self.assertGreater(st["avg_comm_us"], 0, (rank, st))
+        self.assertEqual(self.job["stragglers"], [], self.job)
+        self.assertEqual(len(self.job["ranks"]), 2)
 
 
 if __name__ == "__main__":
