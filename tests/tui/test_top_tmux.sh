@@ -283,9 +283,10 @@ pid=$(top_pid)
 kill -9 "$pid"
 sleep 0.5
 kill -0 "$trainer" 2>/dev/null || fail "the trainer ended when top was killed"
-events1=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $3 " " $4 }')
+# ls columns: PID PROCESS RANK STATE EVENTS ...
+events1=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $4 " " $5 }')
 sleep 1
-events2=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $3 " " $4 }')
+events2=$("$TERMSIGHT_BIN" ls | awk -v p="$trainer" '$1 == p { print $4 " " $5 }')
 case "$events1" in collecting*) ;; *) fail "after SIGKILL of top, ls says \"$events1\"" ;; esac
 [ "$events1" != "$events2" ] || fail "the trainer stopped recording after top was killed"
 # The terminal was left raw: a new line with C-j, stty sane, then a new top commands it.
