@@ -10,30 +10,13 @@
 /* One segment left behind: what its lanes held into its recording, then the segment removed. */
 static int stale_segment(const segment_info *info, const char *why, uint64_t *events)
 {
-    segment *seg;
+    uint64_t n = 0;
     char *cause = NULL;
-    int rc = 0;
-    if (segment_attach_name(info->shm_name, 0, &seg, &cause) == 0) {
-        char dir[sizeof segment_header(seg)->run_folder + 16];
-        snprintf(dir, sizeof dir, "%.*s/" TS_RECORDING_DIR,
-                 (int)sizeof segment_header(seg)->run_folder - 1, segment_header(seg)->run_folder);
-        uint64_t n = 0;
-        if (recording_salvage(seg, dir, why, &n, &cause) != 0) {
-            cli_error("cannot add what pid %d left in its lanes to %s: %s", (int)info->pid, dir,
-                      cause ? cause : "?");
-            rc = -1;
-        }
-        *events += n;
-        segment_close(seg, 0);
-    }
-    /* A damaged or foreign object at the name has nothing to recover: it goes all the same. */
+    int rc = segment_reap(info, why, NULL, &n, &cause);
+    if (rc != 0)
+        cli_error("%s", cause ? cause : "cannot clean a stale session");
     free(cause);
-    cause = NULL;
-    if (segment_remove_stale_name(info->shm_name, info->pid, &cause) != 0) {
-        cli_error("cannot remove %s: %s", info->shm_name, cause ? cause : "?");
-        free(cause);
-        rc = -1;
-    }
+    *events += n;
     return rc;
 }
 

@@ -674,6 +674,13 @@ int recording_writer_close(recording_writer *w, char **cause);
 int recording_salvage(const segment *seg, const char *dir, const char *why, uint64_t *events,
                       char **cause);
 
+/* A segment whose process is gone (info from segment_list): what its lanes still held goes
+ * into its recording (recording_salvage, why as the "ended" note; only when its run folder lies
+ * under within, unless within is NULL), then the segment is removed. *events: the events
+ * recovered. 0, or -1 with *cause (the first thing that failed; the rest is still done). */
+int segment_reap(const segment_info *info, const char *why, const char *within, uint64_t *events,
+                 char **cause);
+
 typedef struct recording_reader recording_reader;
 
 /* Opens a recording file, a recording/ folder or a run folder holding one. */

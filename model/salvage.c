@@ -136,3 +136,35 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
         rc = -1;
     return rc;
 }
+
+int segment_reap(const segment_info *info, const char *why, const char *within, uint64_t *events,
+                 char **cause)
+{
+    *events = 0;
+    segment *seg;
+    char *first = NULL;
+    if (segment_attach_name(info->shm_name, 0, &seg, NULL) == 0) {
+        const char *run = segment_header(seg)->run_folder;
+        size_t rl = strnlen(run, sizeof segment_header(seg)->run_folder);
+        size_t wl = within ? strlen(within) : 0;
+        char dir[sizeof segment_header(seg)->run_folder + 16];
+        snprintf(dir, sizeof dir, "%.*s/" TS_RECORDING_DIR, (int)rl, run);
+        if (within && (rl <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/'))
+            cause_set(&first, "its run folder %.*s is not under %s: not written to", (int)rl, run,
+                      within);
+        else
+            recording_salvage(seg, dir, why, events, &first); /* first says why it failed */
+        segment_close(seg, 0);
+    }
+    /* A damaged or foreign object at the name has nothing to recover: it goes all the same. */
+    char *rm = NULL;
+    if (segment_remove_stale_name(info->shm_name, info->pid, &rm) != 0 && !first)
+        first = rm, rm = NULL;
+    free(rm);
+    if (first) {
+        int r = cause_set(cause, "pid %d (%s): %s", (int)info->pid, info->shm_name, first);
+        free(first);
+        return r;
+    }
+    return 0;
+}
