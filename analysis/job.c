@@ -127,7 +127,8 @@ typedef struct rank_in {
     char *folder;
     char job[64], host[64], process[64];
     long rank, local_rank, world_size;
-    long pid;
+    long pid, parent_pid;  /* parent_pid: a forked child's session (a worker), else 0 */
+    uint32_t workers;      /* forked children of this rank with sessions of their own */
     double origin_wall_us; /* the rank's time origin on the wall clock, microseconds */
     double lost, bytes_skipped, chunks_skipped;
     int use; /* merged; 0: left out (a warning says why) */
@@ -156,6 +157,7 @@ struct job_report {
     size_t nstrag;
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
+    uint32_t workers; /* the ranks' forked children with sessions */
 };
 
 static void warn(job_report *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -249,6 +251,7 @@ static int load_summary(rank_in *r, char *why, size_t cap)
     if (!r->host[0])
         text(rec, "host", r->host, sizeof r->host);
     r->pid = (long)num(rec, "pid", -1);
+    r->parent_pid = (long)num(rec, "parent_pid", 0);
     /* Wall clock of the origin: the session's start on the wall clock, plus how far the origin
      * lies from the start on the collector's clock. */
     double wall = num(rec, "start_realtime_ns", 0), start = num(rec, "start_ns", 0),
@@ -470,6 +473,13 @@ static const char *majority_job(const job_report *j)
 
 static void choose_ranks(job_report *j)
 {
+    /* Forked children of ranks (DataLoader workers) are no ranks: counted with their rank. */
+    for (size_t i = 0; i < j->n; i++) {
+        if (j->r[i].use && j->r[i].parent_pid > 0) {
+            j->r[i].use = 0;
+            j->r[i].parent_pid = -j->r[i].parent_pid; /* a worker, counted below */
+        }
+    }
     const char *job = majority_job(j);
     for (size_t i = 0; i < j->n; i++) {
         rank_in *r = &j->r[i];
@@ -505,6 +515,13 @@ static void choose_ranks(job_report *j)
     for (size_t i = 0; i < j->n && j->r[i].use; i++)
         if (j->r[i].world_size > j->world_size)
             j->world_size = j->r[i].world_size;
+    for (size_t w = 0; w < j->n; w++) {
+        if (j->r[w].parent_pid >= 0)
+            continue;
+        for (size_t i = 0; i < j->n && j->r[i].use; i++)
+            if (j->r[i].pid == -j->r[w].parent_pid)
+                j->r[i].workers++, j->workers++;
+    }
     /* Ranks the world size promises that no folder holds. */
     if (j->world_size > 0) {
         size_t i = 0;
@@ -713,7 +730,7 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
         return;
     fputs("rank,local_rank,host,pid,steps,avg_step_us,avg_interval_us,avg_fpbp_us,avg_compute_us,"
           "avg_comm_wait_us,avg_tail_us,avg_busy_us,events_lost,bytes_skipped,straggler,"
-          "run_folder\n",
+          "workers,run_folder\n",
           f);
     for (size_t i = 0; i < used; i++) {
         const rank_in *r = &j->r[i];
@@ -728,6 +745,7 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
                 avg(r->sum_fpbp, r->steps), avg(r->sum_compute, r->steps),
                 avg(r->sum_wait, r->steps), avg(r->sum_tail, r->steps), busy_of(r), r->lost,
                 r->bytes_skipped, cause);
+        fprintf(f, "%u,", r->workers);
         csv_text(f, base_name(r->folder));
         putc('\n', f);
     }
@@ -809,6 +827,7 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON_AddBoolToObject(o, "comm_wait_measured", r->have_wait);
         report_json_u64(o, "events_lost", (uint64_t)r->lost);
         report_json_u64(o, "bytes_skipped", (uint64_t)r->bytes_skipped);
+        cJSON_AddNumberToObject(o, "workers", r->workers);
         cJSON_AddItemToArray(ranks, o);
     }
 
@@ -860,6 +879,11 @@ static void print_report(const job_report *j, FILE *out, int brief)
     if (j->world_size > 0)
         fprintf(out, " of %ld", j->world_size);
     fputc('\n', out);
+    if (j->workers)
+        fprintf(out,
+                "workers:    %u forked children of the ranks (DataLoader workers) recorded "
+                "sessions of their own, in their run folders here\n",
+                j->workers);
     for (size_t i = 0; i < j->nwarn; i++)
         fprintf(out, "warning:    %s\n", j->warn[i]);
     if (j->warn_dropped)

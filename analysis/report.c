@@ -1168,6 +1168,13 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         j_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
         report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
         report_json_u64(rec, "start_ns", r->meta.start_ns);
+        /* A forked child's session: the process it was forked from. */
+        const char *pp = analysis_config_value(a, "parent_pid");
+        long ppid = pp ? strtol(pp, NULL, 10) : 0;
+        if (ppid > 0 && ppid <= INT32_MAX)
+            cJSON_AddNumberToObject(rec, "parent_pid", (double)ppid);
+        else
+            cJSON_AddNullToObject(rec, "parent_pid");
     } else {
         cJSON_AddNullToObject(rec, "format");
     }
@@ -1392,10 +1399,16 @@ static void print_meta_line(const report *r, FILE *out)
     if (r->have_meta) {
         clean_text(r->meta.process, strnlen(r->meta.process, sizeof r->meta.process), proc, 0);
         clean_text(r->meta.host, strnlen(r->meta.host, sizeof r->meta.host), host, 0);
+        const char *pp = analysis_config_value(r->a, "parent_pid");
+        long ppid = pp ? strtol(pp, NULL, 10) : 0;
+        char forked[48] = "";
+        if (ppid > 0 && ppid <= INT32_MAX)
+            snprintf(forked, sizeof forked, ", forked from pid %ld", ppid);
         fprintf(out,
-                "run:        %s (pid %" PRId32 ")%s%s, recording format %" PRIu32 ".%" PRIu32 "\n",
-                proc[0] ? proc : "?", r->meta.pid, host[0] ? " on " : "", host, r->meta.major,
-                r->meta.minor);
+                "run:        %s (pid %" PRId32 "%s)%s%s, recording format %" PRIu32 ".%" PRIu32
+                "\n",
+                proc[0] ? proc : "?", r->meta.pid, forked, host[0] ? " on " : "", host,
+                r->meta.major, r->meta.minor);
     } else {
         fputs("run:        (the recording has no description)\n", out);
     }

@@ -72,7 +72,7 @@ static void make_exit_key(void)
  * ends and is pushed). NULL when the event must be dropped; a missing lane counts the drop. */
 static __attribute__((noinline)) thread_block *thread_attach(int want_lane)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s)
         return NULL;
     thread_block *b = hot.block;
@@ -182,7 +182,7 @@ static inline void emit_instant(uint16_t kind, uint32_t name, uint32_t aux, uint
 
 static uint32_t intern_n(const char *bytes, size_t len, int *truncated)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s)
         return TS_STR_NONE;
     return strtab_intern(s->names, bytes, len, truncated);
@@ -209,6 +209,8 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
 {
     if (UNLIKELY(!collecting()))
         return;
+    if (UNLIKELY(ts_child_pending))
+        session_current(); /* a forked child's session first: its window is the range's */
     same_window(1);
     uint32_t d = hot.depth++;
     if (UNLIKELY(ts_cupti_ranges))
@@ -309,7 +311,7 @@ void termsight_comm_complete(uint32_t name, uint32_t type, uint64_t begin_ns, ui
 
 uint64_t termsight_step_begin(void)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s)
         return 0;
     /* Steps are numbered whether or not a window is open, so numbers match the training's. */
@@ -323,7 +325,7 @@ uint64_t termsight_step_begin(void)
 
 void termsight_step_end(void)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s || (!collecting() && !s->steps_to))
         return;
     uint64_t n = atomic_load_explicit(&s->step, memory_order_relaxed);
@@ -370,7 +372,7 @@ void termsight_counter(const char *name, double value)
 uint32_t termsight_queue_register(const char *name, uint64_t capacity, termsight_queue_role role,
                                   const char *producer, const char *consumer)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s || !name)
         return 0;
     queue_slot q = {.name = termsight_name(name),
@@ -397,7 +399,7 @@ void termsight_queue_size(uint32_t queue, uint64_t size)
 {
     if (UNLIKELY(!collecting()))
         return;
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s || !queue || queue > atomic_load_explicit(&s->queue_count, memory_order_acquire))
         return;
     const queue_slot *q = &s->queues[queue - 1];
@@ -443,7 +445,7 @@ void termsight_memory_free(uint64_t address, uint64_t bytes, int device)
 
 void termsight_thread_name(const char *name)
 {
-    if (!name || !atomic_load_explicit(&ts_session, memory_order_acquire))
+    if (!name || !session_current())
         return;
     api_thread_name_tid((uint32_t)gettid(), termsight_name(name));
 }
@@ -465,7 +467,7 @@ void api_emit(ts_event *ev)
 
 void api_thread_name_tid(uint32_t tid, uint32_t id)
 {
-    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    termsight_session *s = session_current();
     if (!s)
         return;
     pthread_mutex_lock(&s->meta);

@@ -54,9 +54,10 @@ typedef struct ts_job {
     int32_t rank; /* -1 when unknown, as the two below */
     int32_t local_rank;
     int32_t world_size;
-    char host[64];   /* this machine's short name, a path component */
-    char source[16]; /* where id came from: "options", "TERMSIGHT_JOB", "torchrun", "slurm",
-                      * "mpi", "torch" (ranks without a run id), "" */
+    char host[64];      /* this machine's short name, a path component */
+    char source[16];    /* where id came from: "options", "TERMSIGHT_JOB", "torchrun", "slurm",
+                         * "mpi", "torch" (ranks without a run id), "" */
+    int32_t parent_pid; /* a forked child's session (session_adopt_child): its parent; else 0 */
 } ts_job;
 
 /* The job identity of this process: o's fields where set, else the launcher's environment. */
@@ -71,6 +72,7 @@ struct termsight_session {
     char *bp_end_op;
     char process[64];
     ts_job job;
+    int children; /* forked children record (TERMSIGHT_CHILDREN) */
     char run_folder[1024];
     char recording_dir[1100];
     uint64_t start_ns, start_realtime_ns; /* as the header says them, kept: never read back */
@@ -167,6 +169,32 @@ int session_check_options(const termsight_options *o);
 
 /* The current session (NULL when none); set and cleared under the create lock. */
 extern termsight_session *_Atomic ts_session;
+
+/* A forked child of a collecting process (README: Child processes): 1 until its first event
+ * makes it a session of its own (session_adopt_child), or that fails. */
+extern int ts_child_pending;
+
+/* This process has forked since it loaded the library (its children may have sessions). */
+extern _Atomic int ts_forked;
+
+/* The forked child's own session, made on its first call that needs one: the parent's options,
+ * job and rank, its names (same ids) and queues; NULL when it cannot be made (said once, and the
+ * child runs unprofiled). */
+termsight_session *session_adopt_child(void);
+
+/* The current session; in a forked child whose parent was collecting, the child's own, made on
+ * this first call. */
+static inline termsight_session *session_current(void)
+{
+    termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
+    if (__builtin_expect(!s && ts_child_pending, 0))
+        s = session_adopt_child();
+    return s;
+}
+
+/* Reaps what the dead forked children of this process left (their segments: the lanes'
+ * events into their recordings, then removed). On the recorder thread, now and then. */
+void session_reap_children(termsight_session *s);
 
 /* Sets the calling thread's termsight_last_error() message and returns code. */
 int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -304,7 +332,8 @@ void util_process_name(char *out, size_t cap);
 void util_path_component(const char *name, char *out, size_t cap);
 
 /* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>"; for a rank of a job
- * "<output>/<job>/rank<R>-<host>-<pid>-<stamp>-<hex>" (a process of a job without a rank:
+ * "<output>/<job>/rank<R>-<host>-<pid>-<stamp>-<hex>" (a forked child of rank R:
+ * "<output>/<job>/rank<R>-worker-<host>-<pid>-..."; a process of a job without a rank:
  * "<output>/<job>/<process>-<host>-<pid>-<stamp>-<hex>"). job may be NULL. */
 int util_run_folder(const char *output, const char *process, const ts_job *job, int pid, char *out,
                     size_t cap);

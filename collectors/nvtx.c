@@ -107,7 +107,7 @@ static unsigned classify(const termsight_session *s, uint32_t id, const char *te
 
 static inline termsight_session *session(void)
 {
-    return atomic_load_explicit(&ts_session, memory_order_acquire);
+    return session_current();
 }
 
 static inline int collecting(void)

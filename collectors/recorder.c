@@ -24,8 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDLE_SLEEP_NS    1000000L   /* 1 ms between drains when lanes are quiet */
-#define FILLING_SLEEP_NS 100000L    /* 0.1 ms when a drain found some events */
+#define IDLE_SLEEP_NS    1000000L      /* 1 ms between drains when lanes are quiet */
+#define FILLING_SLEEP_NS 100000L       /* 0.1 ms when a drain found some events */
+#define REAP_GAP_NS      2000000000ull /* 2 s between looks for dead forked children */
 #define OVERFLOW_MAX     (1u << 18) /* events of the collector's own kept past its lane: 16 MiB */
 
 void session_record_failed(termsight_session *s, int err, const char *why)
@@ -283,6 +284,7 @@ static void *recorder_main(void *arg)
     ts_segment_header *h = segment_header(s->seg);
     uint32_t lane_events = segment_geometry_of(s->seg)->lane_events;
     uint64_t next_refine = tsclock_now(&ts_clock) + 1000000000ull, refine_gap = 1000000000ull;
+    uint64_t next_reap = 0;
     while (!atomic_load_explicit(&s->recorder_quit, memory_order_acquire)) {
         size_t n = recorder_drain(s);
 
@@ -300,6 +302,12 @@ static void *recorder_main(void *arg)
 
         uint64_t now = tsclock_now(&ts_clock);
         atomic_store_explicit(&h->heartbeat_ns, now, memory_order_relaxed);
+        if (now >= next_reap && atomic_load_explicit(&ts_forked, memory_order_relaxed)) {
+            /* Forked children that ended with _exit (a DataLoader worker does) left their
+             * segments: their last events into their recordings, the segments removed. */
+            session_reap_children(s);
+            next_reap = now + REAP_GAP_NS;
+        }
         if (now >= next_refine) {
             /* Longer windows give a better rate: 1 s, 4 s, 16 s ... then every 17 minutes. */
             tsclock_refine(&ts_clock);
@@ -313,6 +321,8 @@ static void *recorder_main(void *arg)
             sleep_for(s, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS);
     }
     recorder_drain(s);
+    if (atomic_load_explicit(&ts_forked, memory_order_relaxed))
+        session_reap_children(s);
     return NULL;
 }
 

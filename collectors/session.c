@@ -201,13 +201,123 @@ static void exit_handler(void)
         termsight_session_destroy(s);
 }
 
-/* A forked child shares the parent's mapping but must never write into its lanes: it forgets
- * the session (the recorder thread does not exist in the child anyway). */
+/* ---- Forked children ----------------------------------------------------------------------
+ *
+ * A forked child shares the parent's mapping but must never write into its lanes: it forgets
+ * the session (the recorder thread does not exist in the child anyway). When the parent was
+ * collecting, the child's first call that records something makes it a session of its own
+ * (session_adopt_child): a child that only execs, or never records, costs nothing. */
+
+static int session_create(const termsight_options *opts, const termsight_session *parent,
+                          termsight_session **out);
+
+int ts_child_pending;
+_Atomic int ts_forked;
+static const termsight_session *fork_parent; /* the parent's session as the fork copied it */
+static int32_t fork_parent_pid;
+static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* TERMSIGHT_CHILDREN=0 (or no, false): forked children record nothing. */
+static int children_enabled(void)
+{
+    const char *v = getenv("TERMSIGHT_CHILDREN");
+    return !(v && (v[0] == '0' || !strcmp(v, "no") || !strcmp(v, "false")));
+}
+
+static void fork_parent_side(void)
+{
+    atomic_store(&ts_forked, 1);
+}
+
 static void fork_child(void)
 {
-    collecting_set(0);
+    termsight_session *p = atomic_load(&ts_session);
+    int follow = p && p->children && atomic_load(&p->state) == TS_STATE_COLLECTING;
+    /* Locks another thread of the parent may have held at the fork are held forever in the
+     * child: made anew. */
+    pthread_mutex_init(&create_lock, NULL);
+    pthread_mutex_init(&adopt_lock, NULL);
     atomic_store(&ts_session, NULL);
     atomic_fetch_add(&ts_generation, 1);
+    fork_parent = follow ? p : NULL;
+    fork_parent_pid = follow ? (int32_t)getppid() : 0;
+    ts_child_pending = follow;
+    atomic_store(&ts_forked, 0); /* this process's own children, from now */
+    if (!follow)
+        collecting_set(0); /* else kept: the next call comes into the library and adopts */
+}
+
+/* What the child's session takes from the parent's before it starts: every name, in id order
+ * (so ids the program cached in the parent, a Python object's or a static's, mean the same
+ * here), the registered queues, the step count. The parent's tables are read only up to what
+ * was published at the fork. */
+static void inherit(termsight_session *s, const termsight_session *p)
+{
+    uint32_t n = strtab_count(p->names);
+    for (uint32_t id = TS_STR_OVERFLOW + 1; id < n; id++) {
+        uint32_t len = 0;
+        const char *name = strtab_name(p->names, id, &len);
+        if (!name || strtab_intern(s->names, name, len, NULL) != id)
+            break; /* ids would no longer match: later names are interned anew */
+    }
+    uint32_t q = atomic_load(&p->queue_count);
+    if (q > TS_MAX_QUEUES)
+        q = TS_MAX_QUEUES;
+    memcpy(s->queues, p->queues, q * sizeof s->queues[0]);
+    atomic_store(&s->queue_count, q);
+    atomic_store(&s->step, atomic_load(&p->step));
+}
+
+termsight_session *session_adopt_child(void)
+{
+    pthread_mutex_lock(&adopt_lock);
+    termsight_session *s = atomic_load(&ts_session);
+    if (!s && ts_child_pending) {
+        const termsight_session *p = fork_parent;
+        termsight_options o = p->opts; /* its strings are the parent's copies, here too */
+        o.start_collecting = 0;        /* started once it has inherited */
+        o.process_name = NULL;         /* the child's own */
+        o.job = p->job.id;
+        o.rank = p->job.rank;
+        o.local_rank = p->job.local_rank;
+        o.world_size = p->job.world_size;
+        int rc = session_create(&o, p, &s);
+        if (rc == TERMSIGHT_OK && termsight_start(s) != TERMSIGHT_OK)
+            fprintf(stderr,
+                    "termsight: forked child %d: not collecting: %s (it runs on unprofiled)\n",
+                    (int)getpid(), last_error);
+        if (rc != TERMSIGHT_OK) {
+            fprintf(stderr,
+                    "termsight: forked child %d records nothing: %s (it runs on unprofiled)\n",
+                    (int)getpid(), last_error);
+            s = NULL;
+            collecting_set(0);
+        }
+        ts_child_pending = 0;
+    }
+    pthread_mutex_unlock(&adopt_lock);
+    return s;
+}
+
+void session_reap_children(termsight_session *s)
+{
+    segment_info *list;
+    int n = segment_list(&list, NULL);
+    if (n <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (list[i].alive || !list[i].readable || list[i].parent_pid != (int32_t)getpid())
+            continue;
+        uint64_t events = 0;
+        char *cause = NULL;
+        /* Only into run folders under this session's output folder, where its children's go. */
+        if (segment_reap(&list[i], "it called _exit, as forked workers do; reaped by its parent",
+                         s->output_path, &events, &cause) != 0)
+            fprintf(stderr, "termsight: cannot reap a forked child's session: %s\n",
+                    cause ? cause : "?");
+        free(cause);
+    }
+    free(list);
 }
 
 static pthread_once_t process_hooks = PTHREAD_ONCE_INIT;
@@ -215,7 +325,7 @@ static pthread_once_t process_hooks = PTHREAD_ONCE_INIT;
 static void install_process_hooks(void)
 {
     atexit(exit_handler);
-    pthread_atfork(NULL, NULL, fork_child);
+    pthread_atfork(NULL, fork_parent_side, fork_child);
 }
 
 static char *dup_or_null(const char *v)
@@ -224,6 +334,14 @@ static char *dup_or_null(const char *v)
 }
 
 int termsight_session_create(const termsight_options *opts, termsight_session **out)
+{
+    return session_create(opts, NULL, out);
+}
+
+/* parent: for a forked child's own session (session_adopt_child), the parent's session as the
+ * fork copied it, read for what the child inherits; NULL otherwise. */
+static int session_create(const termsight_options *opts, const termsight_session *parent,
+                          termsight_session **out)
 {
     termsight_options full;
     if (!out)
@@ -297,6 +415,9 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
 
     job_identify(opts, &s->job);
     s->opts.job = NULL; /* kept as s->job */
+    if (parent)
+        s->job.parent_pid = fork_parent_pid;
+    s->children = children_enabled();
 
     tsclock_init(&ts_clock,
                  !(getenv("TERMSIGHT_CLOCK") && !strcmp(getenv("TERMSIGHT_CLOCK"), "monotonic")));
@@ -322,6 +443,7 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         .rank = s->job.rank,
         .local_rank = s->job.local_rank,
         .world_size = s->job.world_size,
+        .parent_pid = s->job.parent_pid,
     };
     char *why = NULL;
     if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0) {
@@ -350,12 +472,15 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the sampler thread");
     }
+    if (parent)
+        inherit(s, parent);
     pthread_once(&process_hooks, install_process_hooks);
     atomic_store(&ts_session, s);
     pthread_mutex_unlock(&create_lock);
     /* CUDA collection: here when the program already loaded the driver, else from the CUDA
-     * injection (InitializeInjection) when the driver initializes. */
-    if (cupti_process_uses_cuda())
+     * injection (InitializeInjection) when the driver initializes. Never in a forked child:
+     * CUDA does not survive a fork. */
+    if (!parent && cupti_process_uses_cuda())
         cupti_start(s);
 
     if (opts->start_collecting) {
@@ -456,6 +581,12 @@ static void write_window_metadata(termsight_session *s)
             continue;
         ts_event ev =
             marker(TS_KIND_CONFIG, intern(s, config[i].key), intern(s, config[i].value), 0);
+        recorder_append_locked(s, &ev, 1);
+    }
+    if (s->job.parent_pid > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", (int)s->job.parent_pid);
+        ts_event ev = marker(TS_KIND_CONFIG, intern(s, "parent_pid"), intern(s, v), 0);
         recorder_append_locked(s, &ev, 1);
     }
     if (s->job.id[0]) {

@@ -117,8 +117,8 @@ int util_run_folder(const char *output, const char *process, const ts_job *job, 
     if (!job || !job->id[0])
         n = snprintf(out, cap, "%s/%s-%d-%s-%08x", output, safe, pid, stamp, r);
     else if (job->rank >= 0)
-        n = snprintf(out, cap, "%s/%s/rank%d-%s-%d-%s-%08x", output, job->id, (int)job->rank,
-                     job->host, pid, stamp, r);
+        n = snprintf(out, cap, "%s/%s/rank%d-%s%s-%d-%s-%08x", output, job->id, (int)job->rank,
+                     job->parent_pid > 0 ? "worker-" : "", job->host, pid, stamp, r);
     else
         n = snprintf(out, cap, "%s/%s/%s-%s-%d-%s-%08x", output, job->id, safe, job->host, pid,
                      stamp, r);

@@ -296,7 +296,7 @@ typedef struct ts_segment_header {
     int32_t rank;  /* -1 when unknown, as the two below */
     int32_t local_rank;
     int32_t world_size;
-    uint32_t reserved1;
+    int32_t parent_pid; /* a forked child's session: the process it was forked from; else 0 */
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -351,6 +351,7 @@ typedef struct segment_config {
     const char *job;                      /* the job this process is a rank of; NULL or "": none */
     const char *host;                     /* this machine's name; NULL: none */
     int32_t rank, local_rank, world_size; /* in the job; -1: unknown; read only with a job */
+    int32_t parent_pid;                   /* a forked child's session: its parent; else 0 */
 } segment_config;
 
 /* Creates "/termsight-<pid>-<random>" mode 0600, exclusively: the random part (getrandom) keeps
@@ -429,6 +430,7 @@ typedef struct segment_info {
     char run_folder[1024];
     char job[64]; /* "" when none */
     int32_t rank, world_size;
+    int32_t parent_pid; /* a forked child's session: its parent; else 0 */
     char error[256];
 } segment_info;
 

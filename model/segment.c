@@ -359,6 +359,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->rank = in_job && cfg->rank >= 0 ? cfg->rank : -1;
     h->local_rank = in_job && cfg->local_rank >= 0 ? cfg->local_rank : -1;
     h->world_size = in_job && cfg->world_size > 0 ? cfg->world_size : -1;
+    h->parent_pid = cfg->parent_pid > 0 ? cfg->parent_pid : 0;
     h->lane_count = cfg->lane_count;
     h->lane_events = cfg->lane_events;
     h->lanes_off = l.lanes_off;
@@ -766,6 +767,7 @@ int segment_list(segment_info **out, char **cause)
             copy_str(info->job, sizeof info->job, h->job);
             info->rank = h->rank;
             info->world_size = h->world_size;
+            info->parent_pid = h->parent_pid;
             info->state = atomic_load_explicit(&h->state, memory_order_acquire);
             info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
             info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);

@@ -31,6 +31,7 @@ typedef struct rank_spec {
     int damaged;      /* bytes skipped in its recording */
     int no_report;    /* a run folder whose analysis never ran */
     const char *name; /* folder name; NULL: rank<R>-host-<pid>-... */
+    int parent;       /* a forked child (worker) of the spec at index parent - 1; 0: none */
 } rank_spec;
 
 static void make_rank(const char *job_dir, const rank_spec *s, int idx)
@@ -67,6 +68,10 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
     cJSON *r = cJSON_AddObjectToObject(root, "recording");
     cJSON_AddStringToObject(r, "process", "python3");
     cJSON_AddNumberToObject(r, "pid", 1000 + idx);
+    if (s->parent)
+        cJSON_AddNumberToObject(r, "parent_pid", 1000 + s->parent - 1);
+    else
+        cJSON_AddNullToObject(r, "parent_pid");
     cJSON_AddNumberToObject(r, "start_realtime_ns", s->start_s * 1e9);
     cJSON_AddNumberToObject(r, "start_ns", 5e9);
     cJSON_AddNumberToObject(r, "bytes_skipped", s->damaged);
@@ -186,9 +191,9 @@ static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
 START_TEST(straggler_waiting_for_data)
 {
     rank_spec s[] = {
-        {"j", 0, 3, 20, 1000, 30000, 60000, 500, 2, 100, 0, 0, NULL},
-        {"j", 1, 3, 20, 1000, 30000, 60000, 500, 2, 100.001, 0, 0, NULL},
-        {"j", 2, 3, 20, 61000, 30000, 200, 500, 2, 100.002, 0, 0, NULL},
+        {"j", 0, 3, 20, 1000, 30000, 60000, 500, 2, 100, 0, 0, NULL, 0},
+        {"j", 1, 3, 20, 1000, 30000, 60000, 500, 2, 100.001, 0, 0, NULL, 0},
+        {"j", 2, 3, 20, 61000, 30000, 200, 500, 2, 100.002, 0, 0, NULL, 0},
     };
     char *dir;
     job_report *j = merge_specs(s, 3, &dir);
@@ -243,8 +248,8 @@ END_TEST
 START_TEST(straggler_computing)
 {
     rank_spec s[] = {
-        {"j", 0, 2, 10, 1000, 50000, 20000, 500, 0, 100, 0, 0, NULL},
-        {"j", 1, 2, 10, 1000, 70000, 100, 500, 0, 100, 0, 0, NULL},
+        {"j", 0, 2, 10, 1000, 50000, 20000, 500, 0, 100, 0, 0, NULL, 0},
+        {"j", 1, 2, 10, 1000, 70000, 100, 500, 0, 100, 0, 0, NULL, 0},
     };
     char *dir;
     job_report *j = merge_specs(s, 2, &dir);
@@ -266,8 +271,8 @@ START_TEST(balanced_ranks)
     rank_spec s[4];
     for (int r = 0; r < 4; r++)
         s[r] = (rank_spec){
-            "j", r, 4, 15,  2000 + 100 * r, 40000 * (1 + 0.02 * r), 1500 - 300 * r, 400, 5,
-            100, 0, 0, NULL};
+            "j", r, 4,    15, 2000 + 100 * r, 40000 * (1 + 0.02 * r), 1500 - 300 * r, 400, 5, 100,
+            0,   0, NULL, 0};
     char *dir;
     job_report *j = merge_specs(s, 4, &dir);
     cJSON *root = summary_of(job_report_dir(j));
@@ -288,13 +293,13 @@ END_TEST
 START_TEST(bad_ranks_left_out)
 {
     rank_spec s[] = {
-        {"j", 0, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL},
-        {"j", 1, 5, 12, 1000, 30000, 100, 500, 0, 100, 4096, 0, NULL},  /* damaged, 12 steps */
-        {"other", 2, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL}, /* another job */
-        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 50, 0, 0, "rank3-old-run"}, /* earlier run */
-        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "rank3-new-run"},
-        {"j", 4, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 1, NULL},            /* never analysed */
-        {NULL, 0, 0, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "python3-77-x"}, /* no job */
+        {"j", 0, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
+        {"j", 1, 5, 12, 1000, 30000, 100, 500, 0, 100, 4096, 0, NULL, 0},  /* damaged, 12 steps */
+        {"other", 2, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0}, /* another job */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 50, 0, 0, "rank3-old-run", 0}, /* earlier run */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "rank3-new-run", 0},
+        {"j", 4, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 1, NULL, 0}, /* never analysed */
+        {NULL, 0, 0, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "python3-77-x", 0}, /* no job */
     };
     char *dir;
     job_report *j = merge_specs(s, sizeof s / sizeof s[0], &dir);
@@ -317,6 +322,30 @@ START_TEST(bad_ranks_left_out)
 }
 END_TEST
 
+/* A rank's forked children (DataLoader workers) with sessions of their own are counted with
+ * their rank, never merged as ranks, and warned about by no one. */
+START_TEST(workers_are_no_ranks)
+{
+    rank_spec s[] = {
+        {"j", 0, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
+        {"j", 1, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
+        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-77-20261124-000000-00000001", 1},
+        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-78-20261124-000000-00000002", 1},
+    };
+    char *dir;
+    job_report *j = merge_specs(s, 4, &dir);
+    const char *const *w;
+    ck_assert_uint_eq(job_report_warnings(j, &w), 0);
+    cJSON *root = summary_of(job_report_dir(j));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "ranks")), 2);
+    ck_assert_double_eq(rank_field(root, 0, "workers"), 2);
+    ck_assert_double_eq(rank_field(root, 1, "workers"), 0);
+    cJSON_Delete(root);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
 /* No usable rank: a clear failure, nothing written. */
 START_TEST(nothing_to_merge)
 {
@@ -329,7 +358,7 @@ START_TEST(nothing_to_merge)
     ck_assert_ptr_nonnull(strstr(cause, "no run folder"));
     free(cause);
     cause = NULL;
-    rank_spec s = {"j", 0, 1, 10, 1, 1, 1, 1, 0, 1, 0, 1, NULL};
+    rank_spec s = {"j", 0, 1, 10, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0};
     make_rank(job, &s, 0);
     ck_assert_int_eq(job_report_run(job, NULL, &j, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "no rank of a job could be used"));
@@ -346,8 +375,8 @@ END_TEST
 START_TEST(merged_timeline)
 {
     rank_spec s[] = {
-        {"j", 0, 2, 3, 1000, 30000, 100, 500, 0, 100.0, 0, 0, NULL},
-        {"j", 1, 2, 3, 1000, 30000, 100, 500, 0, 100.25, 0, 0, NULL}, /* started 250 ms later */
+        {"j", 0, 2, 3, 1000, 30000, 100, 500, 0, 100.0, 0, 0, NULL, 0},
+        {"j", 1, 2, 3, 1000, 30000, 100, 500, 0, 100.25, 0, 0, NULL, 0}, /* started 250 ms later */
     };
     char *dir;
     job_report *j = merge_specs(s, 2, &dir);
@@ -381,10 +410,11 @@ START_TEST(job_folder_detection)
 {
     char *dir = tmp_make();
     ck_assert(!job_is_folder(dir)); /* empty */
-    rank_spec plain = {NULL, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, "python3-1-20261124-000000-00000000"};
+    rank_spec plain = {NULL, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, "python3-1-20261124-000000-00000000",
+                       0};
     make_rank(dir, &plain, 0);
     ck_assert(!job_is_folder(dir)); /* an output folder of unrelated runs */
-    rank_spec r = {"j", 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, NULL};
+    rank_spec r = {"j", 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0};
     make_rank(dir, &r, 1);
     ck_assert(job_is_folder(dir));
     char *run = path_join(dir, "python3-1-20261124-000000-00000000");
@@ -402,6 +432,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, straggler_computing);
     tcase_add_test(tc, balanced_ranks);
     tcase_add_test(tc, bad_ranks_left_out);
+    tcase_add_test(tc, workers_are_no_ranks);
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
     tcase_add_test(tc, job_folder_detection);

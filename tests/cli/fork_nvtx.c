@@ -1,6 +1,7 @@
 /* fork_nvtx: a test program for `termsight run`.
  * No argument: the parent pushes NVTX range "parent", forks a child that pushes "child" (and does
- * not exec), waits for it, then pops. The child's range must not reach the parent's recording.
+ * not exec), waits for it, then pops. The child's range must not reach the parent's recording:
+ * it goes into the child's own session.
  * "term": checks that SIGTERM and SIGINT have their default disposition (else exits 3), records a
  * range "before term", sends itself SIGTERM and waits to be ended by it. */
 #include <nvtx3/nvToolsExt.h>

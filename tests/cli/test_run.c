@@ -12,6 +12,7 @@
 #include "eventlist.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -314,7 +315,9 @@ START_TEST(sigterm_recovered)
 }
 END_TEST
 
-START_TEST(fork_child_not_recorded)
+/* A forked child's ranges are not the parent's: it records them in a session of its own, in a
+ * run folder beside the parent's. */
+START_TEST(fork_child_recorded_apart)
 {
     if (skip_sanitized())
         return;
@@ -329,6 +332,29 @@ START_TEST(fork_child_not_recorded)
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "child"), 0);
     ck_assert_uint_eq(count(&l, TS_KIND_NVTX_MARK, "child mark"), 0);
     list_free(&l);
+    /* The other run folder under out/ is the child's. */
+    char *out = path_join(tmp, "out");
+    DIR *d = opendir(out);
+    ck_assert_ptr_nonnull(d);
+    char child[4200] = "";
+    int folders = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        folders++;
+        char *p = path_join(out, e->d_name);
+        if (strcmp(p, r.folder))
+            snprintf(child, sizeof child, "%s", p);
+        free(p);
+    }
+    closedir(d);
+    ck_assert_int_eq(folders, 2);
+    read_all(child, &l);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "child"), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_NVTX_MARK, "child mark"), 1);
+    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "parent"), 0);
+    list_free(&l);
+    free(out);
     tmp_remove(tmp);
 }
 END_TEST
@@ -528,7 +554,7 @@ int main(void)
     tcase_add_test(tc, rank_of_a_job);
     tcase_add_test(tc, exit_status_passthrough);
     tcase_add_test(tc, sigterm_recovered);
-    tcase_add_test(tc, fork_child_not_recorded);
+    tcase_add_test(tc, fork_child_recorded_apart);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, delay_and_duration);
     tcase_add_test(tc, no_start_collects_nothing);

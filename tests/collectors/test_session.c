@@ -4,6 +4,7 @@
 #include "shmnames.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -548,29 +549,146 @@ START_TEST(mailbox_from_another_process)
 END_TEST
 
 /* A forked child's events never land in the parent's lanes. */
-START_TEST(fork_child_writes_nothing)
+/* The run folder under out (one level, or two for a job folder) whose name holds "-<pid>-",
+ * into run; 0 when there is none. */
+static int run_folder_of_pid(const char *out, pid_t pid, char *run, size_t cap)
+{
+    char key[32];
+    snprintf(key, sizeof key, "-%d-", (int)pid);
+    DIR *d = opendir(out);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
+        if (strstr(e->d_name, key)) {
+            snprintf(run, cap, "%s", path);
+            found = 1;
+        } else if (!strstr(e->d_name, "-20")) { /* a job folder */
+            found = run_folder_of_pid(path, pid, run, cap);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* Counts the op ranges named name in the recording, and whether a CONFIG key has value. */
+typedef struct child_ctx {
+    const char *name;
+    int ranges;
+    const char *key, *value;
+    int config_ok;
+} child_ctx;
+
+static int check_child(const recording_reader *r, const ts_event *ev, void *arg)
+{
+    child_ctx *c = arg;
+    if (ev->kind == TS_KIND_OP_RANGE && name_is(r, ev->name, c->name))
+        c->ranges++;
+    if (ev->kind == TS_KIND_CONFIG && c->key && name_is(r, ev->name, c->key) &&
+        name_is(r, ev->type, c->value))
+        c->config_ok = 1;
+    return 1;
+}
+
+/* A forked child never writes into its parent's session; when the parent was collecting, its
+ * first event makes it a session of its own, with the parent's names under the same ids. how:
+ * 0 the child exits (its exit handler ends its session), 1 it _exits (the parent reaps what it
+ * left when it ends), 2 TERMSIGHT_CHILDREN=0 (the child records nothing). */
+static void fork_case(int how)
 {
     char out[600];
+    if (how == 2)
+        setenv("TERMSIGHT_CHILDREN", "0", 1);
     termsight_session *s = open_session("fork", 1, 0, 0, out, sizeof out);
+    unsetenv("TERMSIGHT_CHILDREN");
+    uint32_t cached = termsight_name("named in the parent");
     termsight_range_begin("parent-before", "Op");
     termsight_range_end();
     pid_t child = fork();
     if (child == 0) {
         for (int i = 0; i < 100; i++) {
-            termsight_range_begin("child", "Op");
+            termsight_range_begin_id(cached, 0);
             termsight_range_end();
         }
-        _exit(termsight_session_current() == NULL ? 0 : 1);
+        if (how == 1)
+            _exit(0);
+        exit(0);
     }
     int status;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     char run[1024];
     snprintf(run, sizeof run, "%s", termsight_run_folder(s));
-    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    ck_assert_int_eq(termsight_session_destroy(s), 0); /* reaps a child that _exited */
     tally t;
     read_recording(run, &t, NULL, NULL);
     ck_assert_uint_eq(t.by_kind[TS_KIND_OP_RANGE], 1);
+
+    char child_run[1200];
+    int has = run_folder_of_pid(out, child, child_run, sizeof child_run);
+    if (how == 2) {
+        ck_assert_msg(!has, "TERMSIGHT_CHILDREN=0, yet the child made %s", child_run);
+        return;
+    }
+    ck_assert_msg(has, "no run folder of the child %d under %s", (int)child, out);
+    char parent_pid[16];
+    snprintf(parent_pid, sizeof parent_pid, "%d", (int)getpid());
+    child_ctx c = {.name = "named in the parent", .key = "parent_pid", .value = parent_pid};
+    read_recording(child_run, &t, check_child, &c);
+    ck_assert_int_eq(c.ranges, 100);
+    ck_assert(c.config_ok);
+    ck_assert_uint_eq(t.lost, 0);
+    if (how == 1) { /* salvaged by the parent: said so */
+        child_ctx e = {.name = "",
+                       .key = "ended",
+                       .value = "it called _exit, as forked workers do; reaped by its parent"};
+        read_recording(child_run, &t, check_child, &e);
+        ck_assert(e.config_ok);
+    }
+    ck_assert(!shm_exists_pid(child)); /* removed by the child, or reaped */
+}
+
+START_TEST(fork_child_records_its_own)
+{
+    fork_case(0);
+}
+END_TEST
+
+START_TEST(fork_child_exits_without_closing)
+{
+    fork_case(1);
+}
+END_TEST
+
+START_TEST(fork_children_off)
+{
+    fork_case(2);
+}
+END_TEST
+
+/* A child forked while the parent was not collecting records nothing. */
+START_TEST(fork_while_idle)
+{
+    char out[600];
+    termsight_session *s = open_session("forkidle", 0, 0, 0, out, sizeof out);
+    pid_t child = fork();
+    if (child == 0) {
+        termsight_range_begin("child", "Op");
+        termsight_range_end();
+        _exit(termsight_session_current() == NULL ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+    char run[1200];
+    ck_assert(!run_folder_of_pid(out, child, run, sizeof run));
+    ck_assert(!shm_exists_pid(child));
 }
 END_TEST
 
@@ -689,7 +807,10 @@ static Suite *session_suite(void)
     tcase_add_test(tc, short_window_sampled);
     tcase_add_test(tc, flush_puts_everything_on_disk);
     tcase_add_test(tc, mailbox_from_another_process);
-    tcase_add_test(tc, fork_child_writes_nothing);
+    tcase_add_test(tc, fork_child_records_its_own);
+    tcase_add_test(tc, fork_child_exits_without_closing);
+    tcase_add_test(tc, fork_children_off);
+    tcase_add_test(tc, fork_while_idle);
     tcase_add_test(tc, exit_flushes_and_removes);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, unwritable_output);

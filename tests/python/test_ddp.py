@@ -12,6 +12,7 @@ import sys
 import unittest
 
 from test_binding import REPO, Base, dump
+import termsight  # noqa: E402 (test_binding puts the package on sys.path)
 import test_torch  # skips and CI rules as for test_torch
 from test_torch import HAVE_TORCH, summary
 
@@ -115,6 +116,81 @@ class Ddp(Base):
             self.assertGreater(st["avg_comm_us"], 0, (rank, st))
         self.assertEqual(self.job["stragglers"], [], self.job)
         self.assertEqual(len(self.job["ranks"]), 2)
+
+
+WORKERS = """
+import os, sys, time
+import torch, termsight
+from torch.utils.data import DataLoader, Dataset
+
+class Samples(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        with termsight.range("load sample", "Load"):
+            time.sleep(0.001)
+        return torch.tensor([float(i)])
+
+if __name__ == "__main__":
+    p = termsight.Profiler(output_path=sys.argv[1], job="dlj", rank=0, world_size=1)
+    for epoch in range(2):
+        for batch in DataLoader(Samples(), batch_size=8, num_workers=2):
+            with p.step():
+                with p.range("train", "Op"):
+                    time.sleep(0.002)
+    p.stop()
+    p.close()
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, getattr(test_torch, "WHY", ""))
+class Workers(Base):
+    """DataLoader workers that record (a dataset instrumented with termsight.range): each worker
+    of each epoch records into a session of its own, beside its rank's, even though workers end
+    with os._exit (the rank reaps what they left); the job report counts them with their rank."""
+
+    def test_dataloader_workers(self):
+        script = os.path.join(self.tmp, "workers.py")
+        with open(script, "w") as f:
+            f.write(WORKERS)
+        out = os.path.join(self.tmp, "data")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(REPO, "python")
+        p = subprocess.run([sys.executable, script, out], cwd=self.tmp, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=240)
+        self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+        job = os.path.join(out, "dlj")
+        names = sorted(os.listdir(job))
+        ranks = [n for n in names if re.match(r"rank0-(?!worker)", n)]
+        workers = [n for n in names if n.startswith("rank0-worker-")]
+        self.assertEqual(len(ranks), 1, names)
+        self.assertEqual(len(workers), 4, names)  # 2 epochs of 2 workers
+        rank_pid = int(ranks[0].split("-")[2])
+        loads = 0
+        for w in workers:
+            pid = int(w.split("-")[3])
+            events = dump(os.path.join(job, w))
+            mine = [e for e in events if e["kind"] == "op" and e["name"] == "load sample"]
+            self.assertEqual(len(mine), 32, w)  # 4 batches of 8 each
+            loads += len(mine)
+            config = {e["name"]: e["type"] for e in events if e["kind"] == "config"}
+            self.assertEqual(config.get("parent_pid"), str(rank_pid), config)
+            self.assertEqual(config.get("job"), "dlj")
+            self.assertFalse(os.path.exists("/dev/shm/termsight-%d" % pid))
+            self.assertFalse([f for f in os.listdir("/dev/shm")
+                              if f.startswith("termsight-%d-" % pid)])
+        self.assertEqual(loads, 128)
+        # The rank's own recording holds none of the workers' loads.
+        rank_events = dump(os.path.join(job, ranks[0]))
+        self.assertFalse([e for e in rank_events if e["name"] == "load sample"])
+        r = subprocess.run([termsight.find_cli(), "analyse", job], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"workers:    4 forked children", r.stdout)
+        with open(os.path.join(job, "report", "summary.json")) as f:
+            s = json.load(f)
+        self.assertEqual([(x["rank"], x["workers"]) for x in s["ranks"]], [(0, 4)])
+        self.assertEqual(s["warnings"], [])
 
 
 if __name__ == "__main__":
