@@ -131,7 +131,8 @@ typedef struct rank_in {
     uint32_t workers;      /* forked children of this rank with sessions of their own */
     double origin_wall_us; /* the rank's time origin on the wall clock, microseconds */
     double lost, bytes_skipped, chunks_skipped;
-    int use; /* merged; 0: left out (a warning says why) */
+    double avg_comm_us; /* communication in flight per step, waited for or not (its summary) */
+    int use;            /* merged; 0: left out (a warning says why) */
 
     /* From step_trace.csv. */
     uint64_t steps;
@@ -260,6 +261,7 @@ static int load_summary(rank_in *r, char *why, size_t cap)
     r->bytes_skipped = num(rec, "bytes_skipped", 0);
     r->chunks_skipped = num(rec, "chunks_skipped", 0);
     r->lost = num(ev, "lost", 0);
+    r->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, "steps"), "avg_comm_us", 0);
     cJSON_Delete(root);
     return 0;
 }
@@ -789,6 +791,86 @@ static const char *cause_text(const char *cause)
            "or CPU contention)";
 }
 
+/* ---- The cluster advisor ------------------------------------------------------------------ */
+
+enum { MAX_JOB_ADVICE = 8 };
+
+typedef struct job_advice {
+    const char *kind;
+    double weight; /* share of the typical step at stake, 0..1: most important first */
+    char title[160];
+    char text[640];
+} job_advice;
+
+static int by_weight(const void *a, const void *b)
+{
+    const job_advice *x = a, *y = b;
+    return (x->weight < y->weight) - (x->weight > y->weight);
+}
+
+/* The job's suggestions, most important first: each straggler (what to look at on that rank),
+ * communication that every rank waits for (no straggler to blame), and the ranks that could not
+ * be merged. */
+static size_t job_advise(const job_report *j, size_t used, job_advice *adv)
+{
+    size_t n = 0;
+    double steps = 0, waits = 0;
+    for (size_t i = 0; i < used; i++) {
+        steps += avg(j->r[i].sum_total, j->r[i].steps);
+        waits += avg(j->r[i].sum_wait, j->r[i].steps);
+    }
+    double step = used ? steps / (double)used : 0, wait = used ? waits / (double)used : 0;
+    for (size_t k = 0; k < j->nstrag && n < MAX_JOB_ADVICE; k++) {
+        const struct straggler *g = &j->strag[k];
+        const rank_in *r = &j->r[g->idx];
+        job_advice *a = &adv[n++];
+        a->kind = "straggler";
+        a->weight = step > 0 ? fmin(1, g->excess_us / step) : 0;
+        snprintf(a->title, sizeof a->title,
+                 "Rank %ld is the straggler (%s): the others wait for it", r->rank, g->cause);
+        const char *what =
+            !strcmp(g->cause, "data")
+                ? "its input arrives late: give its DataLoader more workers or prefetching, check "
+                  "its host's disk and CPU (termsight analyse its run folder: data queues and CPU)"
+            : !strcmp(g->cause, "tail")
+                ? "it spends longer after the backward pass: look for rank-specific work there "
+                  "(logging, checkpoints, evaluation on one rank) and move or spread it"
+                : "its operators take longer: compare its operator table with another rank's "
+                  "(a slower or busier device, CPU contention on its host, uneven work)";
+        snprintf(a->text, sizeof a->text,
+                 "Rank %ld (%s, pid %ld) works %.3f ms more per step than the typical rank, and "
+                 "the others wait %.3f ms per step for it in communication: %s.",
+                 r->rank, r->host, r->pid, g->excess_us / 1000, g->others_wait_us / 1000, what);
+    }
+    if (!j->nstrag && used >= 2 && step > 0 && wait > 0.2 * step && n < MAX_JOB_ADVICE) {
+        job_advice *a = &adv[n++];
+        a->kind = "communication";
+        a->weight = wait / step;
+        snprintf(a->title, sizeof a->title,
+                 "Every rank waits in communication (%.0f %% of the step), none is a straggler",
+                 100 * wait / step);
+        snprintf(a->text, sizeof a->text,
+                 "The ranks are balanced, yet each waits %.3f ms of its %.3f ms step with "
+                 "communication in flight and nothing computing: the collectives themselves are "
+                 "slow. Overlap them with computation (DDP buckets: bucket_cap_mb, "
+                 "gradient_as_bucket_view), send less (mixed precision, gradient compression "
+                 "hooks), or check the network between the hosts.",
+                 wait / 1000, step / 1000);
+    }
+    if (j->nwarn && n < MAX_JOB_ADVICE) {
+        job_advice *a = &adv[n++];
+        a->kind = "incomplete";
+        a->weight = 0;
+        snprintf(a->title, sizeof a->title, "The job report is incomplete: %zu warning%s",
+                 j->nwarn + j->warn_dropped, j->nwarn + j->warn_dropped == 1 ? "" : "s");
+        snprintf(a->text, sizeof a->text,
+                 "Ranks were left out or merged from partial data (see the warnings); a "
+                 "straggler among the missing ranks cannot be seen.");
+    }
+    qsort(adv, n, sizeof *adv, by_weight);
+    return n;
+}
+
 static cJSON *summary_json(const job_report *j, size_t used)
 {
     cJSON *root = cJSON_CreateObject();
@@ -822,6 +904,7 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON_AddNumberToObject(o, "avg_fpbp_us", avg(r->sum_fpbp, r->steps));
         cJSON_AddNumberToObject(o, "avg_compute_us", avg(r->sum_compute, r->steps));
         cJSON_AddNumberToObject(o, "avg_comm_wait_us", avg(r->sum_wait, r->steps));
+        cJSON_AddNumberToObject(o, "avg_comm_us", r->avg_comm_us);
         cJSON_AddNumberToObject(o, "avg_tail_us", avg(r->sum_tail, r->steps));
         cJSON_AddNumberToObject(o, "avg_busy_us", busy_of(r));
         cJSON_AddBoolToObject(o, "comm_wait_measured", r->have_wait);
@@ -848,6 +931,17 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON_AddNumberToObject(o, "others_comm_wait_us", j->strag[k].others_wait_us);
         cJSON_AddStringToObject(o, "text", cause_text(j->strag[k].cause));
         cJSON_AddItemToArray(sg, o);
+    }
+    job_advice adv[MAX_JOB_ADVICE];
+    size_t nadv = job_advise(j, used, adv);
+    cJSON *ad = cJSON_AddArrayToObject(root, "advice");
+    for (size_t k = 0; k < nadv; k++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kind", adv[k].kind);
+        cJSON_AddNumberToObject(o, "weight", adv[k].weight);
+        cJSON_AddStringToObject(o, "title", adv[k].title);
+        cJSON_AddStringToObject(o, "text", adv[k].text);
+        cJSON_AddItemToArray(ad, o);
     }
     cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
     report_json_u64(tl, "events", j->timeline_events);
@@ -924,6 +1018,19 @@ static void print_report(const job_report *j, FILE *out, int brief)
             fputs(" per step on average", out);
         }
         fputs("\n", out);
+    }
+    if (!brief) {
+        job_advice adv[MAX_JOB_ADVICE];
+        size_t nadv = job_advise(j, used, adv);
+        fputs("\nSuggestions\n-----------\n", out);
+        if (!nadv)
+            fputs("none: the ranks are balanced and wait little for each other\n", out);
+        for (size_t k = 0; k < nadv; k++) {
+            char title[4 * sizeof adv[k].title + 1], text[4 * sizeof adv[k].text + 1];
+            report_clean(adv[k].title, strlen(adv[k].title), title);
+            report_clean(adv[k].text, strlen(adv[k].text), text);
+            fprintf(out, "%zu. %s\n   %s\n", k + 1, title, text);
+        }
     }
     if (j->dir && brief) {
         char dir[4 * 4096 + 1];

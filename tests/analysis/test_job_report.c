@@ -220,6 +220,10 @@ START_TEST(straggler_waiting_for_data)
     ck_assert_int_eq(cJSON_GetObjectItem(st, "aligned")->valueint, 20);
     ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "avg_skew_us")->valuedouble, 60000, 1);
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "warnings")), 0);
+    /* The advisor's first suggestion: the straggler, and what to look at for data. */
+    const cJSON *adv = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "advice"), 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(adv, "kind")->valuestring, "straggler");
+    ck_assert_ptr_nonnull(strstr(cJSON_GetObjectItem(adv, "text")->valuestring, "DataLoader"));
     cJSON_Delete(root);
 
     /* job_steps.csv: a row per step naming rank 2. */
@@ -277,6 +281,7 @@ START_TEST(balanced_ranks)
     job_report *j = merge_specs(s, 4, &dir);
     cJSON *root = summary_of(job_report_dir(j));
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "stragglers")), 0);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "advice")), 0);
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "ranks")), 4);
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "job"), "world_size")->valueint,
                      4);
@@ -284,6 +289,28 @@ START_TEST(balanced_ranks)
     char *txt = text_of(job_report_dir(j), "report.txt");
     ck_assert_ptr_nonnull(strstr(txt, "stragglers: none"));
     free(txt);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* Balanced ranks that all wait long in communication: the collectives are slow, no rank is to
+ * blame. */
+START_TEST(everyone_waits)
+{
+    rank_spec s[3];
+    for (int r = 0; r < 3; r++)
+        s[r] = (rank_spec){"j", r, 3, 10, 1000, 20000, 25000, 500, 0, 100, 0, 0, NULL, 0};
+    char *dir;
+    job_report *j = merge_specs(s, 3, &dir);
+    cJSON *root = summary_of(job_report_dir(j));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "stragglers")), 0);
+    const cJSON *adv = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "advice"), 0);
+    ck_assert_ptr_nonnull(adv);
+    ck_assert_str_eq(cJSON_GetObjectItem(adv, "kind")->valuestring, "communication");
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(adv, "weight")->valuedouble,
+                            25000.0 / (1000 + 20000 + 25000 + 500), 0.001);
+    cJSON_Delete(root);
     job_report_free(j);
     tmp_remove(dir);
 }
@@ -311,6 +338,11 @@ START_TEST(bad_ranks_left_out)
     ck_assert(has_warning(j, "different numbers of steps (10 to 12)"));
     ck_assert(has_warning(j, "rank 2 of 5 is missing") || has_warning(j, "ranks are missing"));
     cJSON *root = summary_of(job_report_dir(j));
+    const cJSON *adv = cJSON_GetObjectItem(root, "advice");
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(adv, cJSON_GetArraySize(adv) - 1), "kind")
+            ->valuestring,
+        "incomplete");
     const cJSON *ranks = cJSON_GetObjectItem(root, "ranks");
     ck_assert_int_eq(cJSON_GetArraySize(ranks), 3); /* 0, 1, 3 (the new run) */
     ck_assert_ptr_nonnull(
@@ -431,6 +463,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, straggler_waiting_for_data);
     tcase_add_test(tc, straggler_computing);
     tcase_add_test(tc, balanced_ranks);
+    tcase_add_test(tc, everyone_waits);
     tcase_add_test(tc, bad_ranks_left_out);
     tcase_add_test(tc, workers_are_no_ranks);
     tcase_add_test(tc, nothing_to_merge);
