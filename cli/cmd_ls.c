@@ -13,7 +13,8 @@ static void ls_usage(FILE *out)
           "Lists the profiler sessions of this user: pid, process, rank, state (idle,\n"
           "collecting, stopped), events recorded, events dropped, start time and run folder,\n"
           "grouped by training job (the ranks of a job in rank order, under a line naming the\n"
-          "job). A session whose process is gone is marked stale.\n"
+          "job; a forked child's session, such as a DataLoader worker's, has a \"w\" after its\n"
+          "rank). A session whose process is gone is marked stale.\n"
           "\n"
           "  --clean   remove the shared memory of stale sessions (their processes ended\n"
           "            without closing them), after adding what their lanes still held to\n"
@@ -121,9 +122,12 @@ static int ls_run(int argc, char **argv, int check)
         }
         char started[32];
         start_text(s->start_realtime_ns, started, sizeof started);
+        /* A forked child's session (a DataLoader worker) shows its rank with "w". */
         char rank[16] = "-";
         if (s->job[0] && s->rank >= 0)
-            snprintf(rank, sizeof rank, "%d", (int)s->rank);
+            snprintf(rank, sizeof rank, "%d%s", (int)s->rank, s->parent_pid > 0 ? "w" : "");
+        else if (s->parent_pid > 0)
+            snprintf(rank, sizeof rank, "w");
         printf("%-8d %-16.16s %-6s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process, rank,
                state_name(s->state), (unsigned long long)s->events_recorded,
                (unsigned long long)s->drops, started, s->run_folder,

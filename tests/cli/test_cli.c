@@ -455,7 +455,7 @@ static pid_t dead_pid(int k)
 }
 
 static segment *ls_job_segment(pid_t pid, const char *process, uint32_t state, const char *job,
-                               int32_t rank)
+                               int32_t rank, int32_t parent_pid)
 {
     segment_config cfg = {.pid = pid,
                           .process = process,
@@ -468,7 +468,8 @@ static segment *ls_job_segment(pid_t pid, const char *process, uint32_t state, c
                           .job = job,
                           .rank = rank,
                           .local_rank = rank,
-                          .world_size = 2};
+                          .world_size = 2,
+                          .parent_pid = parent_pid};
     segment *s;
     char *why = NULL;
     ck_assert_msg(segment_create(&cfg, &s, &why) == 0, "create: %s", why);
@@ -481,7 +482,7 @@ static segment *ls_job_segment(pid_t pid, const char *process, uint32_t state, c
 
 static segment *ls_segment(pid_t pid, const char *process, uint32_t state)
 {
-    return ls_job_segment(pid, process, state, NULL, -1);
+    return ls_job_segment(pid, process, state, NULL, -1, 0);
 }
 
 static const char *line_with(const cli_result *r, const char *needle)
@@ -551,10 +552,11 @@ START_TEST(test_ls_groups_jobs)
 {
     char *tmp = tmp_make();
     segment *segs[] = {
-        ls_job_segment(dead_pid(3), "rank-b1", TS_STATE_COLLECTING, "jobB", 1),
-        ls_job_segment(dead_pid(4), "rank-a1", TS_STATE_COLLECTING, "jobA", 1),
-        ls_job_segment(dead_pid(5), "rank-a0", TS_STATE_COLLECTING, "jobA", 0),
-        ls_job_segment(dead_pid(6), "solo", TS_STATE_IDLE, NULL, 3),
+        ls_job_segment(dead_pid(3), "rank-b1", TS_STATE_COLLECTING, "jobB", 1, 0),
+        ls_job_segment(dead_pid(4), "rank-a1", TS_STATE_COLLECTING, "jobA", 1, 0),
+        ls_job_segment(dead_pid(5), "rank-a0", TS_STATE_COLLECTING, "jobA", 0, 0),
+        ls_job_segment(dead_pid(6), "solo", TS_STATE_IDLE, NULL, 3, 0),
+        ls_job_segment(dead_pid(7), "worker-a0", TS_STATE_COLLECTING, "jobA", 0, dead_pid(5)),
     };
     cli_result r;
     cli_run(tmp, (const char *const[]){"ls", NULL}, &r);
@@ -563,7 +565,6 @@ START_TEST(test_ls_groups_jobs)
                *a0 = line_with(&r, "rank-a0"), *a1 = line_with(&r, "rank-a1"),
                *b = line_with(&r, "job jobB: "), *b1 = line_with(&r, "rank-b1");
     ck_assert_msg(solo < a && a < a0 && a0 < a1 && a1 < b && b < b1, "order:\n%s", r.out);
-    ck_assert(!strncmp(a, "job jobA: 2 sessions of 2 ranks on this machine", 47));
     ck_assert(!strncmp(b, "job jobB: 1 session of 2 ranks", 30));
     /* The RANK column: the rank for a job's sessions, "-" without a job. */
     char want[64];
@@ -571,6 +572,12 @@ START_TEST(test_ls_groups_jobs)
     ck_assert_msg(!strncmp(a1, want, strlen(want)), "%s", a1);
     snprintf(want, sizeof want, "%-8d %-16s %-6s ", (int)dead_pid(6), "solo", "-");
     ck_assert_msg(!strncmp(solo, want, strlen(want)), "%s", solo);
+    /* A rank's forked child: its rank with "w", in its job. */
+    const char *w = line_with(&r, "worker-a0");
+    snprintf(want, sizeof want, "%-8d %-16s %-6s ", (int)dead_pid(7), "worker-a0", "0w");
+    ck_assert_msg(!strncmp(w, want, strlen(want)), "%s", w);
+    ck_assert(a < w && w < b);
+    ck_assert(!strncmp(a, "job jobA: 3 sessions of 2 ranks", 31));
     cli_result_free(&r);
     for (size_t i = 0; i < sizeof segs / sizeof segs[0]; i++)
         segment_close(segs[i], 1);
