@@ -925,7 +925,8 @@ static int run_interactive(const tui_options *o, const glyphs *g, const target *
                         .tl = source_timeline(a->src),
                         .st = source_status_of(a->src),
                         .rk = ranks_table_of(a->rk)};
-    if (is_job(a)) /* the job's ranks are a key away */
+    a->v.ranks_sel = a->pc.rk->selected; /* the Ranks screen opens on the rank shown */
+    if (is_job(a))                       /* the job's ranks are a key away */
         say(a, ROLE_NORMAL, "rank %d of job %s, %zu rank%s on this machine: 7 shows them",
             (int)a->pc.st->rank, a->pc.rk->job, a->pc.rk->n, a->pc.rk->n == 1 ? "" : "s");
     a->all = 1;
