@@ -123,18 +123,23 @@ top_pid() {
 name="tst$$"
 ln -s "$MLP_TRAIN" "$work/$name" || exit 1
 
+# Waits until the trainer just started ($started, described as $1) has its session.
+wait_session() {
+    pids="$pids $started"
+    i=0
+    while [ -z "$(shm_of "$started")" ]; do
+        [ "$i" -lt 100 ] || fail "$1 made no profiler session in 10 s"
+        kill -0 "$started" 2>/dev/null || fail "$1 ended"
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # Starts a trainer in the background; sets $started to its pid once its session exists.
 start_trainer() {
     "$work/$name" --no-start --steps 100000 --output "$work/out" >>"$work/train.log" 2>&1 &
     started=$!
-    pids="$pids $started"
-    i=0
-    while [ -z "$(shm_of "$started")" ]; do
-        [ "$i" -lt 100 ] || fail "mlp_train made no profiler session in 10 s"
-        kill -0 "$started" 2>/dev/null || fail "mlp_train ended"
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_session mlp_train
 }
 
 start_trainer
@@ -364,14 +369,7 @@ start_rank() {
     TERMSIGHT_JOB=$job TERMSIGHT_RANK=$1 TERMSIGHT_LOCAL_RANK=$1 TERMSIGHT_WORLD_SIZE=3 \
         "$work/$name" --no-start --steps 100000 --output "$work/jobout" >>"$work/train.log" 2>&1 &
     started=$!
-    pids="$pids $started"
-    i=0
-    while [ -z "$(shm_of "$started")" ]; do
-        [ "$i" -lt 100 ] || fail "rank $1 made no profiler session in 10 s"
-        kill -0 "$started" 2>/dev/null || fail "rank $1 ended"
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_session "rank $1"
 }
 start_rank 0
 rank0=$started
