@@ -70,6 +70,15 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
          2;
     snprintf(buf, sizeof buf, "%d", (int)st->pid);
     x = item(c, r, 0, x, "pid", buf, ROLE_HEADER);
+    if (st->job[0]) { /* a rank of a job: which one (screen 7 has them all) */
+        if (st->rank < 0)
+            snprintf(buf, sizeof buf, "?");
+        else if (st->world_size > 0)
+            snprintf(buf, sizeof buf, "%d/%d", (int)st->rank, (int)st->world_size);
+        else
+            snprintf(buf, sizeof buf, "%d", (int)st->rank);
+        x = item(c, r, 0, x, "rank", buf, ROLE_HEADER);
+    }
     if (st->gone)
         snprintf(buf, sizeof buf, "ended (%s)",
                  st->state == TS_STATE_ENDED ? "session closed" : "process gone");
