@@ -150,11 +150,7 @@ struct job_report {
     uint64_t aligned_steps; /* steps that two ranks or more have */
     double sum_skew, max_skew;
     uint64_t max_skew_step;
-    struct straggler {
-        size_t idx;
-        const char *cause; /* "data", "compute", "tail" */
-        double excess_us, others_wait_us;
-    } * strag;
+    job_straggler *strag;
     size_t nstrag;
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
@@ -564,53 +560,82 @@ static int by_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Stragglers: ranks whose busy time passes the typical rank's (the lower median: the fastest of
- * two, the middle of three) by JOB_STRAGGLER_SHARE of the typical step and JOB_STRAGGLER_MIN_US.
- * The cause is the part of the step that grew most against that rank: the interval (waiting for
- * data), the computation, or the tail. */
-static void find_stragglers(job_report *j, size_t used)
+static double avg_busy(const job_rank_avg *r)
 {
-    if (used < 2)
-        return;
-    double *busy = malloc(used * sizeof *busy);
-    j->strag = calloc(used, sizeof *j->strag);
-    if (!busy || !j->strag) {
-        free(busy);
-        return;
-    }
-    for (size_t i = 0; i < used; i++)
-        busy[i] = busy_of(&j->r[i]);
-    qsort(busy, used, sizeof *busy, by_double);
-    double typical = busy[(used - 1) / 2];
+    return fmax(0, r->total_us - r->wait_us);
+}
+
+/* The typical rank is the lower median of the busy times (the fastest of two, the middle of
+ * three), so that one slow rank never moves it; the rank nearest to it is the base that a
+ * straggler's parts are compared with, to name the part that grew. */
+size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out)
+{
+    size_t with = 0;
+    for (size_t i = 0; i < n; i++)
+        with += r[i].steps > 0;
+    if (with < 2)
+        return 0;
+    double *busy = malloc(with * sizeof *busy);
+    if (!busy)
+        return 0;
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (r[i].steps)
+            busy[k++] = avg_busy(&r[i]);
+    qsort(busy, with, sizeof *busy, by_double);
+    double typical = busy[(with - 1) / 2];
     free(busy);
-    const rank_in *base = NULL;
-    for (size_t i = 0; i < used; i++)
-        if (!base || fabs(busy_of(&j->r[i]) - typical) < fabs(busy_of(base) - typical))
-            base = &j->r[i];
-    double typical_step = avg(base->sum_total, base->steps);
-    for (size_t i = 0; i < used; i++) {
-        const rank_in *r = &j->r[i];
-        double excess = busy_of(r) - typical;
-        if (!r->steps || excess < JOB_STRAGGLER_MIN_US ||
+    const job_rank_avg *base = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].steps &&
+            (!base || fabs(avg_busy(&r[i]) - typical) < fabs(avg_busy(base) - typical)))
+            base = &r[i];
+    double typical_step = base->total_us;
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        double excess = avg_busy(&r[i]) - typical;
+        if (!r[i].steps || excess < JOB_STRAGGLER_MIN_US ||
             excess < JOB_STRAGGLER_SHARE * fmax(typical_step, typical))
             continue;
-        double d_interval = avg(r->sum_interval, r->steps) - avg(base->sum_interval, base->steps);
-        double d_compute = avg(r->sum_compute, r->steps) - avg(base->sum_compute, base->steps);
-        double d_tail = avg(r->sum_tail, r->steps) - avg(base->sum_tail, base->steps);
+        double d_interval = r[i].interval_us - base->interval_us;
+        double d_compute = r[i].compute_us - base->compute_us;
+        double d_tail = r[i].tail_us - base->tail_us;
         const char *cause = "compute";
         if (d_interval >= d_compute && d_interval >= d_tail)
             cause = "data";
         else if (d_tail > d_compute)
             cause = "tail";
         double others = 0;
-        for (size_t k = 0; k < used; k++)
-            if (k != i)
-                others += avg(j->r[k].sum_wait, j->r[k].steps);
-        j->strag[j->nstrag++] = (struct straggler){.idx = i,
-                                                   .cause = cause,
-                                                   .excess_us = excess,
-                                                   .others_wait_us = others / (double)(used - 1)};
+        for (size_t k = 0; k < n; k++)
+            if (k != i && r[k].steps)
+                others += r[k].wait_us;
+        out[found++] = (job_straggler){.idx = i,
+                                       .cause = cause,
+                                       .excess_us = excess,
+                                       .others_wait_us = others / (double)(with - 1)};
     }
+    return found;
+}
+
+/* Stragglers among the merged ranks, by job_stragglers over their averages. */
+static void find_stragglers(job_report *j, size_t used)
+{
+    job_rank_avg *v = calloc(used ? used : 1, sizeof *v);
+    j->strag = calloc(used ? used : 1, sizeof *j->strag);
+    if (!v || !j->strag) {
+        free(v);
+        return;
+    }
+    for (size_t i = 0; i < used; i++) {
+        const rank_in *r = &j->r[i];
+        v[i] = (job_rank_avg){.steps = r->steps,
+                              .total_us = avg(r->sum_total, r->steps),
+                              .interval_us = avg(r->sum_interval, r->steps),
+                              .compute_us = avg(r->sum_compute, r->steps),
+                              .wait_us = avg(r->sum_wait, r->steps),
+                              .tail_us = avg(r->sum_tail, r->steps)};
+    }
+    j->nstrag = job_stragglers(v, used, j->strag);
+    free(v);
 }
 
 /* ---- The merged timeline ------------------------------------------------------------------- */

@@ -20,6 +20,27 @@
 /* ...and by at least this many microseconds. */
 #define JOB_STRAGGLER_MIN_US 1000.0
 
+/* One rank's average step (microseconds), what the straggler rule reads: the offline merge's
+ * from the ranks' step traces, `termsight top`'s from each rank's live analysis. */
+typedef struct job_rank_avg {
+    uint64_t steps; /* 0: no step yet; the rank is left out of the verdict */
+    double total_us, interval_us, compute_us, wait_us, tail_us;
+} job_rank_avg;
+
+/* A straggler the rule found. */
+typedef struct job_straggler {
+    size_t idx;            /* index into the averages given */
+    const char *cause;     /* "data", "compute" or "tail": the part of the step that grew most */
+    double excess_us;      /* its busy time past the typical rank's */
+    double others_wait_us; /* the other ranks' average communication wait */
+} job_straggler;
+
+/* The straggler rule: ranks whose busy time (step minus communication wait) passes the typical
+ * rank's (the lower median of the ranks with steps) by JOB_STRAGGLER_SHARE of the typical step
+ * and by JOB_STRAGGLER_MIN_US. Writes them to out (room for n), in index order, and returns
+ * their count: 0 with fewer than two ranks with steps, or when out of memory. */
+size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out);
+
 /* Whether path is a job folder: a folder with no recording of its own and at least one rank's
  * run folder ("rank<R>-...", holding recording/) directly under it. */
 int job_is_folder(const char *path);

@@ -10,17 +10,20 @@
 static void top_usage(FILE *out)
 {
     fprintf(out,
-            "usage: termsight top [PID | NAME] [--refresh-ms N] [--once [--json]]\n"
+            "usage: termsight top [PID | NAME | --job ID] [--refresh-ms N] [--once [--json]]\n"
             "\n"
             "Watches a training process's profiler session live: step trace, operators, data\n"
-            "queues, CPU and memory, timeline. Keys: s start/stop collecting, a analyse (write\n"
-            "the report folder), Tab and 1-6 switch screens, W/A/S/D move the timeline, space\n"
-            "freezes, ? lists every key, q quits (the training goes on).\n"
+            "queues, CPU and memory, timeline, and the ranks of its job on this machine. Keys:\n"
+            "s start/stop collecting, a analyse (write the report folder), Tab and 1-7 switch\n"
+            "screens, W/A/S/D move the timeline, space freezes, ? lists every key, q quits (the\n"
+            "training goes on). Of a job, s and a act on every rank.\n"
             "\n"
             "PID or NAME picks the session (NAME: the process name, or a prefix of it); with\n"
             "neither, the newest live session. When none is live yet, top waits for one to\n"
-            "appear; when several match, it offers a chooser.\n"
+            "appear; when several match, it offers a chooser. A session that is a rank of a job\n"
+            "brings the job's other ranks on this machine along (screen 7, Ranks).\n"
             "\n"
+            "  --job ID         the ranks of job ID on this machine (the lowest rank shown first)\n"
             "  --refresh-ms N   display refresh in milliseconds (%d to %d, default %d)\n"
             "  --once           print one snapshot of the views without curses, then exit\n"
             "                   (observes for one refresh interval first)\n"
@@ -36,7 +39,8 @@ static int top_bad_usage(const char *fmt, const char *arg)
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg);
     cli_error("top: %s", msg);
-    fputs("usage: termsight top [PID | NAME] [--refresh-ms N] [--once [--json]]\n", stderr);
+    fputs("usage: termsight top [PID | NAME | --job ID] [--refresh-ms N] [--once [--json]]\n",
+          stderr);
     return 2;
 }
 
@@ -50,6 +54,11 @@ static int top_run(int argc, char **argv, int check)
             o.once = 1;
         } else if (!strcmp(a, "--json")) {
             o.json = 1;
+        } else if (!strcmp(a, "--job") || !strncmp(a, "--job=", 6)) {
+            const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v || !*v)
+                return top_bad_usage("--job needs a job id%s", "");
+            o.job = v;
         } else if (!strcmp(a, "--refresh-ms") || !strncmp(a, "--refresh-ms=", 13)) {
             const char *v = a[12] == '=' ? a + 13 : i + 1 < argc ? argv[++i] : NULL;
             if (!v)
@@ -73,6 +82,8 @@ static int top_run(int argc, char **argv, int check)
             return top_bad_usage("unexpected argument '%s' (one PID or NAME)", a);
         }
     }
+    if (o.job && o.target)
+        return top_bad_usage("--job goes without a PID or NAME ('%s')", o.target);
     if (o.json && !o.once)
         return top_bad_usage("--json goes with --once%s", "");
     if (check) /* parsed and checked: all the option-parsing fuzz target asks for */

@@ -8,7 +8,7 @@
 const panel_class *const panels[PANEL__COUNT] = {
     [PANEL_STEPS] = &panel_steps,       [PANEL_OPS] = &panel_ops,
     [PANEL_QUEUES] = &panel_queues,     [PANEL_CPU] = &panel_cpu,
-    [PANEL_TIMELINE] = &panel_timeline,
+    [PANEL_TIMELINE] = &panel_timeline, [PANEL_RANKS] = &panel_ranks,
 };
 
 void frame_title(canvas *c, rect r, const char *title, const char *extra)
@@ -70,6 +70,15 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
          2;
     snprintf(buf, sizeof buf, "%d", (int)st->pid);
     x = item(c, r, 0, x, "pid", buf, ROLE_HEADER);
+    if (st->job[0]) { /* a rank of a job: which one (screen 7 has them all) */
+        if (st->rank < 0)
+            snprintf(buf, sizeof buf, "?");
+        else if (st->world_size > 0)
+            snprintf(buf, sizeof buf, "%d/%d", (int)st->rank, (int)st->world_size);
+        else
+            snprintf(buf, sizeof buf, "%d", (int)st->rank);
+        x = item(c, r, 0, x, "rank", buf, ROLE_HEADER);
+    }
     if (st->gone)
         snprintf(buf, sizeof buf, "ended (%s)",
                  st->state == TS_STATE_ENDED ? "session closed" : "process gone");
@@ -122,12 +131,17 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
 void frame_tabs(canvas *c, rect r, int screen)
 {
     canvas_fill(c, r, ' ', ROLE_TAB);
+    /* A blank between tabs where they fit with it (at 80 columns they fit without). */
+    int need = 1;
+    for (int s = 0; s < SCREEN__COUNT; s++)
+        need += (int)strlen(s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab) + 5;
+    int gap = need <= r.w ? 1 : 0;
     int x = 1;
     for (int s = 0; s < SCREEN__COUNT; s++) {
         const char *name = s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab;
         x += canvas_printf(c, r, 0, x, s == screen ? ROLE_TAB_ACTIVE : ROLE_TAB, " %d %s ", s + 1,
                            name) +
-             1;
+             gap;
     }
 }
 
@@ -195,9 +209,10 @@ static const struct {
     const char *keys, *what;
 } help_keys[] = {
     {"Tab  Shift-Tab", "next / previous screen"},
-    {"1 .. 6", "overview, step trace, operators, queues, CPU and memory, timeline"},
-    {"s", "start or stop collecting (the collector's answer is shown)"},
-    {"a", "analyse: flush, write the report folder, show its path and top suggestions"},
+    {"1 .. 7", "overview, step trace, operators, queues, CPU and memory, timeline, ranks"},
+    {"s", "start or stop collecting (the collector's answer is shown); of a job: every rank"},
+    {"a", "analyse: flush, write the report folder, show its path and top suggestions; of a "
+          "job: every rank's, then the job report"},
     {"space", "freeze or thaw the display"},
     {"?  h  F1", "this help (any key closes it)"},
     {"q  F10", "quit (the terminal is restored; training goes on)"},
@@ -208,7 +223,8 @@ static const struct {
     {"t  k", "operators: by type or by op; k: device kernels with the op each ran under"},
     {"o", "operators: sort by total, average or count"},
     {"/", "operators: search (Enter keeps it, Esc cancels)"},
-    {"Enter", "operators: the selected type's ops (Esc or Backspace: back)"},
+    {"Enter", "operators: the selected type's ops (Esc or Backspace: back); ranks: show that "
+              "rank on every screen"},
     {"W  S", "timeline: zoom in / out (shifted: lower-case s and a are start/stop and analyse)"},
     {"A  D", "timeline: move left / right (D past the end follows the latest again)"},
 };

@@ -8,7 +8,7 @@
 
 /* The overview: step trace | operators, data queues | CPU and memory, then the timeline across
  * the whole width. The bands share the body by these shares, each with a floor that fits its
- * panel's title and a few rows at 80x24. */
+ * panel's title and a few rows at 80x24. The ranks have a screen of their own. */
 static void overview(layout *L)
 {
     rect b = L->body;

@@ -39,6 +39,8 @@ void snapshot_text(FILE *out, const panel_ctx *p, const glyphs *g, int cols)
         return;
     }
     for (int i = 0; i < PANEL__COUNT; i++) {
+        if (i == PANEL_RANKS && (!p->rk || !p->rk->job[0]))
+            continue; /* no job: nothing to show there */
         view v;
         view_init(&v);
         canvas_clear(&c);
@@ -253,6 +255,66 @@ static void json_timeline(cJSON *o, const panel_ctx *p)
     }
 }
 
+static void json_split(cJSON *o, const char *key, double total, double interval, double compute,
+                       double wait, double tail)
+{
+    cJSON *e = cJSON_AddObjectToObject(o, key);
+    cJSON_AddNumberToObject(e, "total_ms", ms(total));
+    cJSON_AddNumberToObject(e, "interval_ms", ms(interval));
+    cJSON_AddNumberToObject(e, "compute_ms", ms(compute));
+    cJSON_AddNumberToObject(e, "comm_wait_ms", ms(wait));
+    cJSON_AddNumberToObject(e, "tail_ms", ms(tail));
+}
+
+/* The job's ranks on this machine, when the session is a rank of one. */
+static void json_job(cJSON *o, const ranks_table *t)
+{
+    if (!t || !t->job[0])
+        return;
+    cJSON *j = cJSON_AddObjectToObject(o, "job");
+    add_clean(j, "id", t->job);
+    cJSON_AddNumberToObject(j, "world_size", t->world_size);
+    report_json_u64(j, "ranks_not_shown", t->hidden);
+    cJSON *arr = cJSON_AddArrayToObject(j, "ranks");
+    for (size_t i = 0; i < t->n; i++) {
+        const rank_row *r = &t->row[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", r->rank);
+        cJSON_AddNumberToObject(e, "local_rank", r->local_rank);
+        cJSON_AddNumberToObject(e, "pid", r->pid);
+        add_clean(e, "host", r->host);
+        cJSON_AddStringToObject(e, "state", r->gone ? "ended" : state_name(r->state));
+        cJSON_AddBoolToObject(e, "shown", (int)i == t->selected);
+        report_json_u64(e, "step", r->step);
+        report_json_u64(e, "steps", r->steps);
+        if (r->have_last)
+            json_split(e, "last", r->last_total_ns, r->last_interval_ns, r->last_compute_ns,
+                       r->last_wait_ns, r->last_tail_ns);
+        if (r->steps)
+            json_split(e, "avg", r->avg_total_ns, r->avg_interval_ns, r->avg_compute_ns,
+                       r->avg_wait_ns, r->avg_tail_ns);
+        cJSON_AddNumberToObject(e, "events_per_s", r->events_per_s);
+        report_json_u64(e, "drops", r->drops);
+        if (r->cpu >= 0)
+            cJSON_AddNumberToObject(e, "cpu_percent", r->cpu);
+        cJSON_AddBoolToObject(e, "straggler", r->straggler);
+        cJSON_AddItemToArray(arr, e);
+    }
+    arr = cJSON_AddArrayToObject(j, "stragglers");
+    for (size_t i = 0; i < t->n; i++) {
+        const rank_row *r = &t->row[i];
+        if (!r->straggler)
+            continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", r->rank);
+        cJSON_AddNumberToObject(e, "pid", r->pid);
+        cJSON_AddStringToObject(e, "cause", r->cause);
+        cJSON_AddNumberToObject(e, "excess_ms", ms(r->excess_ns));
+        cJSON_AddNumberToObject(e, "others_comm_wait_ms", ms(r->others_wait_ns));
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
 int snapshot_json(FILE *out, const panel_ctx *p)
 {
     cJSON *o = cJSON_CreateObject();
@@ -266,6 +328,7 @@ int snapshot_json(FILE *out, const panel_ctx *p)
     json_queues(o, p->a);
     json_cpu_memory(o, p->a);
     json_timeline(o, p);
+    json_job(o, p->rk);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text)

@@ -78,6 +78,11 @@ static void read_header(source *s)
     st->pid = h->pid;
     copy_field(st->process, sizeof st->process, h->process, sizeof h->process);
     copy_field(st->run_folder, sizeof st->run_folder, h->run_folder, sizeof h->run_folder);
+    copy_field(st->job, sizeof st->job, h->job, sizeof h->job);
+    copy_field(st->host, sizeof st->host, h->host, sizeof h->host);
+    st->rank = st->job[0] && h->rank >= 0 ? h->rank : -1;
+    st->local_rank = st->job[0] && h->local_rank >= 0 ? h->local_rank : -1;
+    st->world_size = st->job[0] && h->world_size > 0 ? h->world_size : -1;
     st->state = atomic_load_explicit(&h->state, memory_order_acquire);
     st->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
     st->window = atomic_load_explicit(&h->window, memory_order_relaxed);

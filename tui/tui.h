@@ -12,6 +12,7 @@
 
 typedef struct tui_options {
     const char *target;  /* a pid or a process name; NULL: the newest live session */
+    const char *job;     /* instead of target: the sessions of this job on this machine */
     unsigned refresh_ms; /* display refresh; 0: TUI_REFRESH_MS_DEFAULT */
     int once;            /* print one snapshot of the views without curses, then exit */
     int json;            /* with once: the snapshot as JSON */

@@ -141,7 +141,16 @@ int canvas_role_at(const canvas *c, int y, int x);
 #define LAYOUT_MIN_ROWS 24
 #define LAYOUT_MIN_COLS 80
 
-enum panel_id { PANEL_STEPS, PANEL_OPS, PANEL_QUEUES, PANEL_CPU, PANEL_TIMELINE, PANEL__COUNT };
+/* The overview shows every panel but PANEL_RANKS (a screen of its own). */
+enum panel_id {
+    PANEL_STEPS,
+    PANEL_OPS,
+    PANEL_QUEUES,
+    PANEL_CPU,
+    PANEL_TIMELINE,
+    PANEL_RANKS,
+    PANEL__COUNT
+};
 
 /* Screen 0 is the overview; screen k shows panel k - 1 alone. */
 #define SCREEN_OVERVIEW 0
@@ -226,6 +235,9 @@ typedef struct source_status {
     uint32_t window;
     uint32_t record_error;
     char record_notice[256];
+    char job[64];                         /* the job the session is a rank of; "" when none */
+    char host[64];                        /* "" when unknown */
+    int32_t rank, local_rank, world_size; /* -1 when unknown */
 } source_status;
 
 /* Attaches read-only to pid's segment and starts observing. An incompatible, damaged or
@@ -253,6 +265,70 @@ int source_reply(source *s, uint64_t seq, int32_t *status, char *msg, size_t len
 
 /* Live sessions of this user: alive, readable and not ended, oldest first. *out malloc'd. */
 int source_list_live(segment_info **out, char **cause);
+
+/* ---- The job's ranks on this machine (ranks.c) ------------------------------------------ */
+
+#define RANKS_MAX 64 /* ranks watched at once; sessions beyond are counted, not watched */
+
+/* One rank of the Ranks screen: who it is, its state, and its figures as its live analysis has
+ * them (times in ns). Filled by ranks_row_fill; the verdict by ranks_verdict. */
+typedef struct rank_row {
+    pid_t pid;
+    int32_t rank, local_rank; /* -1 when unknown */
+    char host[64];
+    uint32_t state; /* enum ts_state */
+    int gone;       /* ended: the figures are its last */
+    uint64_t step;  /* the last step begun, 0: none */
+    uint64_t steps; /* steps finished */
+    int have_last;  /* the last finished step's figures below are set */
+    double last_total_ns, last_interval_ns, last_compute_ns, last_wait_ns, last_tail_ns;
+    double avg_total_ns, avg_interval_ns, avg_compute_ns, avg_wait_ns, avg_tail_ns;
+    double events_per_s;
+    uint64_t drops;
+    double cpu; /* the process's CPU at its last sample, percent of one CPU; < 0: no sample */
+    /* The job rule's verdict (analysis/job.h). */
+    int straggler;
+    const char *cause;                /* with straggler: "data", "compute" or "tail" */
+    double excess_ns, others_wait_ns; /* its busy time past the typical rank's; the others' wait */
+} rank_row;
+
+/* What the Ranks screen and the snapshots read. */
+typedef struct ranks_table {
+    char job[64]; /* "" when the session watched is no rank of a job */
+    int32_t world_size;
+    size_t n;      /* rows, by rank */
+    size_t hidden; /* live sessions of the job beyond RANKS_MAX, not watched */
+    int selected;  /* the row of the rank the other screens show */
+    size_t stragglers;
+    rank_row row[RANKS_MAX];
+} ranks_table;
+
+/* A row from a rank's status and live analysis, without the verdict. */
+void ranks_row_fill(rank_row *row, const source_status *st, const analysis *a);
+/* Marks t's stragglers by the job rule (job_stragglers) over the rows' averages. */
+void ranks_verdict(ranks_table *t);
+
+/* The live sources of one job's ranks on this machine: the session attached to, and, when it
+ * is a rank of a job, every other live session of that job that segment_list finds (ranks that
+ * appear later are picked up; ranks that end keep their last figures). */
+typedef struct ranks ranks;
+
+/* Watches pid's session and its job's other sessions. -1 with *cause when pid's session cannot
+ * be watched; another rank that cannot is left out (and looked for again). */
+int ranks_open(pid_t pid, ranks **out, char **cause);
+void ranks_close(ranks *r);
+/* Looks for sessions of the job not watched yet. Returns how many were added. */
+int ranks_discover(ranks *r);
+/* Polls every rank's source (ranks_discover every few seconds), then refreshes the table. */
+void ranks_poll(ranks *r, uint64_t now_ns);
+/* source_resync for every rank. */
+void ranks_resync(ranks *r);
+const ranks_table *ranks_table_of(const ranks *r);
+/* The source of row i of the table (NULL out of range), and of the selected rank. */
+source *ranks_source(const ranks *r, size_t i);
+source *ranks_selected(const ranks *r);
+/* Makes row i the selected rank (out of range: no change). */
+void ranks_select(ranks *r, size_t i);
 
 /* ---- Formatting (format.c) ------------------------------------------------------------- */
 
@@ -303,6 +379,7 @@ enum view_action {
     VA_ANALYSE,   /* flush, then write the report folder */
     VA_FREEZE,    /* the display was frozen or thawed (v->frozen says which) */
     VA_REPAINT,   /* redraw the whole terminal (Ctrl-L) */
+    VA_RANK,      /* show the rank of the Ranks screen's row v->ranks_sel (Enter there) */
 };
 
 typedef struct view {
@@ -329,6 +406,8 @@ typedef struct view {
     int steps_page;
     /* Queues and CPU: first row shown. */
     int queues_top, cpu_top;
+    /* Ranks: the row under the cursor, the first row shown. */
+    int ranks_sel, ranks_top;
 
     /* Timeline: the window is [end - span, end]; follow keeps end at the latest event. */
     uint64_t tl_span_ns;
@@ -353,6 +432,7 @@ struct panel_ctx {
     const analysis *a;
     const tlring *tl;
     const source_status *st; /* NULL when unknown (tests) */
+    const ranks_table *rk;   /* the job's ranks; NULL when unknown (tests) */
 };
 
 typedef struct panel_class {
@@ -370,6 +450,7 @@ extern const panel_class panel_ops;
 extern const panel_class panel_queues;
 extern const panel_class panel_cpu;
 extern const panel_class panel_timeline;
+extern const panel_class panel_ranks;
 
 /* In enum panel_id order (frame.c). */
 extern const panel_class *const panels[PANEL__COUNT];

@@ -85,6 +85,8 @@ int view_key(view *v, int key, const panel_ctx *p)
         v->screen = key - '1';
         return VA_REDRAW;
     }
+    if (v->screen == 1 + PANEL_RANKS && (key == VK_ENTER || key == '\r' || key == VK_ENTER_KP))
+        return p->rk && p->rk->n ? VA_RANK : VA_NONE;
     if (v->screen != SCREEN_OVERVIEW)
         return panels[v->screen - 1]->key(p, v, key, 1) ? VA_REDRAW : VA_NONE;
     if (panels[PANEL_OPS]->key(p, v, key, 0) || panels[PANEL_TIMELINE]->key(p, v, key, 0))

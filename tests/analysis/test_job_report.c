@@ -456,6 +456,61 @@ START_TEST(job_folder_detection)
 }
 END_TEST
 
+/* The rule alone, over averages as the live monitor gives them: the typical rank is the lower
+ * median of the ranks with steps (a rank without steps is left out), the cause is the part that
+ * grew, and the margin must pass both the share and the minimum. */
+START_TEST(straggler_rule_on_averages)
+{
+    static const struct {
+        job_rank_avg r[4];
+        size_t n;
+        long want; /* index of the straggler, -1: none */
+        const char *cause;
+    } cases[] = {
+        /* Two ranks wait 30 ms for the third, which computes 30 ms more. */
+        {{{10, 100000, 10000, 50000, 30000, 10000},
+          {10, 100000, 10000, 50000, 30000, 10000},
+          {10, 100000, 10000, 80000, 0, 10000}},
+         3,
+         2,
+         "compute"},
+        /* The slow one waits for data. */
+        {{{10, 100000, 40000, 50000, 0, 10000}, {10, 100000, 10000, 50000, 30000, 10000}},
+         2,
+         0,
+         "data"},
+        /* A rank with no step yet is left out; the other two still have a verdict. */
+        {{{0, 0, 0, 0, 0, 0},
+          {10, 100000, 10000, 50000, 30000, 10000},
+          {10, 100000, 10000, 80000, 0, 10000}},
+         3,
+         2,
+         "compute"},
+        /* Balanced: 10 % apart is under the share. */
+        {{{10, 100000, 10000, 50000, 10000, 10000}, {10, 100000, 10000, 60000, 0, 10000}},
+         2,
+         -1,
+         NULL},
+        /* Past the share but under the minimum (short steps). */
+        {{{10, 1000, 100, 500, 300, 100}, {10, 1000, 100, 800, 0, 100}}, 2, -1, NULL},
+        /* One rank with steps: no verdict. */
+        {{{10, 1000, 100, 500, 300, 100}, {0, 0, 0, 0, 0, 0}}, 2, -1, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        job_straggler out[4];
+        size_t n = job_stragglers(cases[c].r, cases[c].n, out);
+        if (cases[c].want < 0) {
+            ck_assert_msg(n == 0, "case %zu: %zu stragglers", c, n);
+            continue;
+        }
+        ck_assert_msg(n == 1, "case %zu: %zu stragglers", c, n);
+        ck_assert_uint_eq(out[0].idx, (size_t)cases[c].want);
+        ck_assert_str_eq(out[0].cause, cases[c].cause);
+        ck_assert(out[0].excess_us > 29000 && out[0].excess_us < 31000);
+    }
+}
+END_TEST
+
 static Suite *job_report_suite(void)
 {
     Suite *s = suite_create("job_report");
@@ -469,6 +524,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
     tcase_add_test(tc, job_folder_detection);
+    tcase_add_test(tc, straggler_rule_on_averages);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,7 +9,8 @@
 # shell prompt back); colors step down 256 -> 8 -> none (NO_COLOR), LANG=C draws ASCII only,
 # TERM=vt100 works; SIGTERM restores the terminal; SIGKILL of top leaves the trainer running
 # with its session intact (a new top still commands it); several sessions of a name give a
-# chooser; top waits for a session to appear, and says when its process ends.
+# chooser; top waits for a session to appear, and says when its process ends; the ranks of a job
+# are shown together and commanded together.
 #
 # Environment: TERMSIGHT_BIN, MLP_TRAIN (the programs), TERMSIGHT_TEST_TMP (scratch folder).
 # Exit status: 0 passed, 1 failed, 77 skipped (no tmux).
@@ -122,18 +123,23 @@ top_pid() {
 name="tst$$"
 ln -s "$MLP_TRAIN" "$work/$name" || exit 1
 
+# Waits until the trainer just started ($started, described as $1) has its session.
+wait_session() {
+    pids="$pids $started"
+    i=0
+    while [ -z "$(shm_of "$started")" ]; do
+        [ "$i" -lt 100 ] || fail "$1 made no profiler session in 10 s"
+        kill -0 "$started" 2>/dev/null || fail "$1 ended"
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
 # Starts a trainer in the background; sets $started to its pid once its session exists.
 start_trainer() {
     "$work/$name" --no-start --steps 100000 --output "$work/out" >>"$work/train.log" 2>&1 &
     started=$!
-    pids="$pids $started"
-    i=0
-    while [ -z "$(shm_of "$started")" ]; do
-        [ "$i" -lt 100 ] || fail "mlp_train made no profiler session in 10 s"
-        kill -0 "$started" 2>/dev/null || fail "mlp_train ended"
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_session mlp_train
 }
 
 start_trainer
@@ -354,5 +360,81 @@ t send-keys -t top "$TERMSIGHT_BIN top $early_pid; echo status=\$?" C-j
 wait_for "process $early_pid is not running"
 wait_for "status=1"
 ok "top PID waits for that process's session, and refuses a pid that is not running"
+
+# A job: three ranks of one job on this machine. Attached to one, top shows them all (screen 7),
+# s starts every rank, Enter on a row shows that rank, a analyses every rank and merges the job
+# report, --job ID finds the job (and says when there is none).
+job="tj$$"
+start_rank() {
+    TERMSIGHT_JOB=$job TERMSIGHT_RANK=$1 TERMSIGHT_LOCAL_RANK=$1 TERMSIGHT_WORLD_SIZE=3 \
+        "$work/$name" --no-start --steps 100000 --output "$work/jobout" >>"$work/train.log" 2>&1 &
+    started=$!
+    wait_session "rank $1"
+}
+start_rank 0
+rank0=$started
+start_rank 1
+rank1=$started
+start_rank 2
+rank2=$started
+# ls columns: PID PROCESS RANK STATE ...
+state_of() {
+    "$TERMSIGHT_BIN" ls | awk -v p="$1" '$1 == p { print $4 }'
+}
+t send-keys -t top "$TERMSIGHT_BIN top $rank1" C-j
+wait_for "pid $rank1"
+wait_for "rank 1 of job $job"
+t send-keys -t top 7
+wait_for "job $job: 3 ranks on this machine of 3"
+for p in "$rank0" "$rank1" "$rank2"; do
+    wait_for " $p "
+done
+ok "attached to rank 1 of a job, the Ranks screen lists its three ranks"
+
+t send-keys -t top s
+wait_for "start: 3 of 3 ranks acknowledged"
+for p in "$rank0" "$rank1" "$rank2"; do
+    i=0
+    while [ "$(state_of "$p")" != collecting ]; do
+        [ "$i" -lt 100 ] || fail "after s, ls says pid $p is \"$(state_of "$p")\""
+        sleep 0.1
+        i=$((i + 1))
+    done
+done
+wait_for "straggler" # "no verdict until ...", "none", or the straggler
+ok "s starts collecting on every rank (ls says so of each)"
+
+t send-keys -t top Down Enter
+wait_for "pid $rank2"
+wait_for "showing rank 2, pid $rank2"
+wait_for "MatMul"
+ok "Enter on a rank's row shows that rank"
+
+t send-keys -t top a
+wait_for "Job report:" 120
+[ -f "$work/jobout/$job/report/summary.json" ] || fail "no job report under $work/jobout/$job"
+for p in "$rank0" "$rank1" "$rank2"; do
+    ls -d "$work/jobout/$job"/rank*-"$p"-*/report >/dev/null 2>&1 || fail "no report of pid $p"
+done
+t send-keys -t top x
+wait_gone "Job report:"
+ok "a analyses every rank and merges the job report"
+
+t send-keys -t top s
+wait_for "stop: 3 of 3 ranks acknowledged"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+"$TERMSIGHT_BIN" top --job "$job" --once >"$work/once.txt" 2>&1 || fail "top --job --once failed"
+grep -qF "job $job: 3 ranks on this machine of 3" "$work/once.txt" ||
+    fail "top --job --once: no ranks table: $(cat "$work/once.txt")"
+"$TERMSIGHT_BIN" top --job "$job" --once --json >"$work/once.json" 2>&1 ||
+    fail "top --job --once --json failed"
+grep -qF '"ranks"' "$work/once.json" || fail "top --job --once --json: no ranks"
+if "$TERMSIGHT_BIN" top --job "none$$" --once >"$work/none.txt" 2>&1; then
+    fail "top --job for no such job succeeded"
+fi
+grep -qF "no sessions of job none$$ on this machine" "$work/none.txt" ||
+    fail "top --job for no such job: $(cat "$work/none.txt")"
+ok "top --job ID --once prints the ranks; a job with no session here is an error"
 
 echo "test_top_tmux: all passed"

@@ -794,7 +794,7 @@ START_TEST(test_frame_and_screens)
     ck_assert_int_eq(view_key(&v, '?', &r.p), VA_REDRAW);
     layout_compute(40, 120, v.screen, &L);
     frame_draw(&c, &L, &v, &r.p, "", 0);
-    static const char *const keys[] = {"Tab",  "1 .. 6", "s ", "a ",    "space",    "?",   "q ",
+    static const char *const keys[] = {"Tab",  "1 .. 7", "s ", "a ",    "space",    "?",   "q ",
                                        "W  S", "A  D",   "/",  "Enter", "Home End", "PgUp"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_canvas_has(&c, keys[i]);

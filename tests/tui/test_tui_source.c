@@ -5,6 +5,10 @@
 #include "tui_internal.h"
 
 #include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 typedef struct writer {
     segment *seg;
@@ -293,6 +297,215 @@ START_TEST(test_names_bounded_timeline)
 }
 END_TEST
 
+/* ---- A job's ranks --------------------------------------------------------------------- */
+
+#define STEP_NS 200000000ull /* 200 ms steps */
+#define STEPS   12
+
+/* A rank of a job in a process of its own (a session is alive while its process maps it): it
+ * writes STEPS steps, each a compute op of compute_ms then an all-reduce until 10 ms before the
+ * step's end, says so on the pipe and waits to be killed. */
+static pid_t start_rank(const char *job, int rank, int world, int compute_ms, int ready)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed check leaves no rank behind */
+    segment_config cfg = mt_config(0);
+    cfg.process = "ranktrainer";
+    cfg.job = job;
+    cfg.host = "node7";
+    cfg.rank = rank;
+    cfg.local_rank = rank;
+    cfg.world_size = world;
+    segment *seg;
+    strtab *names;
+    lane_writer w;
+    if (segment_create(&cfg, &seg, NULL) != 0 || strtab_create(seg, &names, NULL) != 0 ||
+        lane_claim(seg, 77, &w) != 0)
+        _exit(1);
+    uint32_t op = strtab_intern(names, "forward_backward", 16, NULL);
+    uint32_t ar = strtab_intern(names, "all_reduce", 10, NULL);
+    for (uint64_t k = 1; k <= STEPS; k++) {
+        uint64_t t0 = k * STEP_NS, c = (uint64_t)compute_ms * 1000000ull;
+        ts_event ev[4] = {
+            {.kind = TS_KIND_STEP_BEGIN, .tid = 77, .begin_ns = t0, .end_ns = t0, .v0 = k},
+            {.kind = TS_KIND_OP_RANGE,
+             .tid = 77,
+             .name = op,
+             .begin_ns = t0 + 10000000ull,
+             .end_ns = t0 + 10000000ull + c},
+            {.kind = TS_KIND_COMM_OP,
+             .tid = 77,
+             .name = ar,
+             .begin_ns = t0 + 10000000ull + c,
+             .end_ns = t0 + STEP_NS - 10000000ull},
+            {.kind = TS_KIND_STEP_END,
+             .tid = 77,
+             .begin_ns = t0 + STEP_NS - 1,
+             .end_ns = t0 + STEP_NS - 1,
+             .v0 = k},
+        };
+        for (int i = 0; i < 4; i++) {
+            ev[i].device = TS_DEVICE_HOST;
+            if (lane_push(&w, &ev[i]) != 1)
+                _exit(1);
+        }
+    }
+    char c = 'r';
+    if (write(ready, &c, 1) != 1)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
+typedef struct job_fixture {
+    char job[64];
+    int pipe[2];
+    pid_t pid[4];
+    int n;
+} job_fixture;
+
+static pid_t add_rank(job_fixture *f, int rank, int compute_ms)
+{
+    pid_t pid = start_rank(f->job, rank, 3, compute_ms, f->pipe[1]);
+    char c;
+    ck_assert_int_eq(read(f->pipe[0], &c, 1), 1);
+    f->pid[f->n++] = pid;
+    return pid;
+}
+
+static void end_rank(job_fixture *f, int i)
+{
+    kill(f->pid[i], SIGKILL);
+    waitpid(f->pid[i], NULL, 0);
+}
+
+static void job_close(job_fixture *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        end_rank(f, i);
+        shm_unlink_pid(f->pid[i]);
+    }
+    close(f->pipe[0]);
+    close(f->pipe[1]);
+}
+
+/* Three ranks, the third computing 70 ms more per step while the other two wait for it in their
+ * all-reduce: attached to rank 1, the table has all three by rank with their figures, and the
+ * third is the straggler by computation. */
+START_TEST(test_job_ranks)
+{
+    job_fixture f = {.n = 0};
+    snprintf(f.job, sizeof f.job, "unit-%d", (int)getpid());
+    ck_assert_int_eq(pipe(f.pipe), 0);
+    add_rank(&f, 2, 170);
+    pid_t r1 = add_rank(&f, 1, 100);
+    pid_t r0 = add_rank(&f, 0, 100);
+    ranks *rk = NULL;
+    char *cause = NULL;
+    ck_assert_msg(ranks_open(r1, &rk, &cause) == 0, "%s", cause ? cause : "?");
+    ranks_poll(rk, 1000000000ull);
+    const ranks_table *t = ranks_table_of(rk);
+    ck_assert_str_eq(t->job, f.job);
+    ck_assert_uint_eq(t->n, 3);
+    ck_assert_int_eq(t->world_size, 3);
+    ck_assert_uint_eq(t->hidden, 0);
+    ck_assert_int_eq(t->selected, 1); /* the rank attached to */
+    ck_assert_int_eq(source_status_of(ranks_selected(rk))->pid, r1);
+    ck_assert_int_eq(t->row[0].pid, r0);
+    ck_assert_int_eq(t->row[1].pid, r1);
+    ck_assert_int_eq(t->row[2].pid, f.pid[0]);
+    for (int i = 0; i < 3; i++) {
+        const rank_row *r = &t->row[i];
+        ck_assert_int_eq(r->rank, i);
+        ck_assert_str_eq(r->host, "node7");
+        ck_assert_int_eq(r->state, TS_STATE_IDLE);
+        ck_assert(!r->gone);
+        ck_assert_uint_eq(r->step, STEPS);
+        ck_assert_uint_ge(r->steps, 5);
+        ck_assert(r->have_last);
+        ck_assert_msg(fabs(r->avg_total_ns - 200e6) < 1e6, "rank %d: %.0f", i, r->avg_total_ns);
+        double wait = i == 2 ? 10e6 : 80e6, compute = i == 2 ? 170e6 : 100e6;
+        ck_assert_msg(fabs(r->avg_wait_ns - wait) < 1e6, "rank %d wait %.0f", i, r->avg_wait_ns);
+        ck_assert_msg(fabs(r->avg_compute_ns - compute) < 1e6, "rank %d compute %.0f", i,
+                      r->avg_compute_ns);
+        ck_assert(fabs(r->last_wait_ns - wait) < 1e6);
+        ck_assert_int_eq(r->straggler, i == 2);
+    }
+    ck_assert_uint_eq(t->stragglers, 1);
+    ck_assert_str_eq(t->row[2].cause, "compute");
+    ck_assert_msg(fabs(t->row[2].excess_ns - 70e6) < 1e6, "%.0f", t->row[2].excess_ns);
+    ck_assert_msg(fabs(t->row[2].others_wait_ns - 80e6) < 1e6, "%.0f", t->row[2].others_wait_ns);
+
+    /* The Ranks screen says so; the snapshot carries the table. */
+    canvas c;
+    ck_assert_int_eq(canvas_init(&c, 24, 120, &glyphs_ascii), 0);
+    view v;
+    view_init(&v);
+    source *sel = ranks_selected(rk);
+    panel_ctx p = {.a = source_analysis(sel),
+                   .tl = source_timeline(sel),
+                   .st = source_status_of(sel),
+                   .rk = t};
+    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, 120}, 1);
+    char line[512], all[8192] = "";
+    for (int y = 0; y < 24; y++) {
+        canvas_line(&c, y, line, sizeof line);
+        strncat(all, line, sizeof all - strlen(all) - 2);
+        strcat(all, "\n");
+    }
+    ck_assert_msg(strstr(all, "3 ranks on this machine of 3"), "%s", all);
+    ck_assert_msg(strstr(all, "COMM WAIT") && strstr(all, "straggler: rank 2"), "%s", all);
+    ck_assert_msg(strstr(all, "80.0 ms") || strstr(all, "80.00 ms"), "%s", all);
+    canvas_free(&c);
+    char *json = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&json, &len);
+    ck_assert_int_eq(snapshot_json(mem, &p), 0);
+    fclose(mem);
+    ck_assert_msg(strstr(json, "\"ranks\"") && strstr(json, "\"stragglers\"") &&
+                      strstr(json, "\"compute\""),
+                  "%s", json);
+    free(json);
+
+    /* Enter on a row shows that rank. */
+    ranks_select(rk, 0);
+    ck_assert_int_eq(source_status_of(ranks_selected(rk))->pid, r0);
+    ck_assert_int_eq(ranks_table_of(rk)->selected, 0);
+
+    /* A rank that ends keeps its figures; one that starts later is picked up. */
+    end_rank(&f, 0);
+    pid_t r3 = add_rank(&f, 3, 100);
+    ranks_poll(rk, 5000000000ull);
+    ck_assert_uint_eq(t->n, 4);
+    ck_assert_int_eq(t->row[3].pid, r3);
+    ck_assert(t->row[2].gone);
+    ck_assert_uint_ge(t->row[2].steps, 5);
+    ck_assert_int_eq(t->selected, 0);
+    ranks_close(rk);
+    job_close(&f);
+}
+END_TEST
+
+/* A session of no job: the table has it alone, without a job id. */
+START_TEST(test_no_job)
+{
+    writer wr;
+    writer_open(&wr, getpid());
+    ranks *rk = NULL;
+    ck_assert_int_eq(ranks_open(getpid(), &rk, NULL), 0);
+    ranks_poll(rk, 1);
+    ck_assert_str_eq(ranks_table_of(rk)->job, "");
+    ck_assert_uint_eq(ranks_table_of(rk)->n, 1);
+    ck_assert_int_eq(ranks_table_of(rk)->row[0].rank, -1);
+    ck_assert_uint_eq(ranks_table_of(rk)->stragglers, 0);
+    ranks_close(rk);
+    writer_close(&wr);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tui_source");
@@ -307,6 +520,8 @@ int main(void)
     tcase_add_test(tc, test_commands);
     tcase_add_test(tc, test_foreign_segment);
     tcase_add_test(tc, test_names_bounded_timeline);
+    tcase_add_test(tc, test_job_ranks);
+    tcase_add_test(tc, test_no_job);
     suite_add_tcase(s, tc);
     return mt_run(s);
 }
