@@ -846,7 +846,7 @@ static size_t job_advise(const job_report *j, size_t used, job_advice *adv)
     }
     double step = used ? steps / (double)used : 0, wait = used ? waits / (double)used : 0;
     for (size_t k = 0; k < j->nstrag && n < MAX_JOB_ADVICE; k++) {
-        const struct straggler *g = &j->strag[k];
+        const job_straggler *g = &j->strag[k];
         const rank_in *r = &j->r[g->idx];
         job_advice *a = &adv[n++];
         a->kind = "straggler";

@@ -30,17 +30,6 @@ t=$(now)
 "$gen" "$work/out" bj "$RANKS" "$EVENTS" | awk '{r += $3; d += $6} END {print "recorded", r, "dropped", d}'
 echo "  recorded in $(secs "$t") s, $(du -sh "$job" | cut -f1) on disk"
 
-t=$(now)
-"$bin" analyse -j 1 --timeline-limit 1 "$job" >"$work/serial.txt"
-echo "serial (-j 1): $(secs "$t") s"
-t=$(now)
-"$bin" analyse -j "$(nproc)" --timeline-limit 1 "$job" >"$work/parallel.txt"
-echo "parallel (-j $(nproc)): $(secs "$t") s"
-grep -E "straggler|job:" "$work/parallel.txt" | sed 's/^/  /'
-t=$(now)
-"$bin" analyse --merge-only --timeline-limit 1 "$job" >/dev/null
-echo "merge alone ($RANKS ranks): $(secs "$t") s"
-
 python=python3
 [ -x /usr/bin/python3 ] && python=/usr/bin/python3
 cat >"$work/dask_job.py" <<'PY'
@@ -59,7 +48,22 @@ if __name__ == "__main__":
     print("dask, 2 workers: %.2f s (cluster start %.2f s more); %d ranks, %d failed"
           % (t2 - t1, t1 - t0, len(res.ranks), len(bad)))
 PY
-TERMSIGHT_BIN=$PWD/$bin "$python" "$work/dask_job.py" "$job" x "$PWD/python"
+# Twice each, the three in turn (the machine is shared: compare within a round).
+for round in 1 2; do
+    echo "round $round"
+    t=$(now)
+    "$bin" analyse -j 1 --timeline-limit 1 "$job" >"$work/serial.txt"
+    echo "  serial (-j 1): $(secs "$t") s"
+    t=$(now)
+    "$bin" analyse -j "$(nproc)" --timeline-limit 1 "$job" >"$work/parallel.txt"
+    echo "  parallel (-j $(nproc)): $(secs "$t") s"
+    echo -n "  "
+    TERMSIGHT_BIN=$PWD/$bin "$python" "$work/dask_job.py" "$job" x "$PWD/python"
+    t=$(now)
+    "$bin" analyse --merge-only --timeline-limit 1 "$job" >/dev/null
+    echo "  merge alone ($RANKS ranks, 1 MiB timelines): $(secs "$t") s"
+done
+grep -E "straggler|job:" "$work/parallel.txt" | sed 's/^/  /'
 
 # 1,000 ranks: the first rank's report copied, its rank renumbered in summary.json.
 big=$work/big/bj
