@@ -315,10 +315,11 @@ typedef struct cpu_child {
     double avg_user, avg_system;   /* percent of one CPU, over the time it was sampled */
     double peak_total, last_total; /* user+system of its busiest and of its latest sample */
     uint64_t cpu_ns;               /* user+system sampled */
-    uint64_t last_rss, peak_rss;   /* bytes */
+    uint64_t last_rss, peak_rss;   /* bytes, while it ran */
     uint64_t first_ns, last_ns;    /* first sample's begin (its start, when it started in a window),
                                       latest sample's end */
-    int ended; /* absent from the latest process sample: it ended (or the window closed first) */
+    int ended; /* exited, or absent from the latest process sample (it ended, or the window
+                  closed first) */
 } cpu_child;
 
 /* Descendant processes, those still running first, then by average CPU descending. *rows is

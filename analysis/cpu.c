@@ -42,7 +42,9 @@ typedef struct task_acc {
     uint64_t user_ns, system_ns, dur_ns;
     uint64_t first_begin, last_end;
     double last_total, peak_total;
-    uint64_t last_rss, peak_rss; /* processes */
+    uint64_t last_rss, peak_rss; /* processes, while they ran */
+    uint64_t rss_t;              /* end of the sample last_rss came from */
+    int exited;                  /* processes: the latest sample found it exited */
 } task_acc;
 
 typedef struct task_list {
@@ -294,12 +296,19 @@ static task_acc *feed_task(task_list *l, const ts_event *ev)
         t->last_end = end;
         t->last_total = total;
         if (ev->kind == TS_KIND_CPU_CHILD) {
-            t->last_rss = ev->corr;
+            t->exited = (ev->flags & TS_EF_EXITED) != 0;
             t->ppid = ev->aux;
         }
     }
-    if (ev->kind == TS_KIND_CPU_CHILD && ev->corr > t->peak_rss)
-        t->peak_rss = ev->corr;
+    /* RSS while it ran (an exited process has none): the latest, and the peak. */
+    if (ev->kind == TS_KIND_CPU_CHILD && !(ev->flags & TS_EF_EXITED)) {
+        if (end >= t->rss_t) {
+            t->last_rss = ev->corr;
+            t->rss_t = end;
+        }
+        if (ev->corr > t->peak_rss)
+            t->peak_rss = ev->corr;
+    }
     /* A thread may rename itself, a process exec another program: the name of the latest
      * sample that had one. */
     if (ev->name != TS_STR_NONE &&
@@ -488,8 +497,9 @@ size_t analysis_cpu_children(const analysis *a, cpu_child **rows)
             .peak_rss = t->peak_rss,
             .first_ns = t->first_begin,
             .last_ns = t->last_end,
-            /* Every descendant alive is in the latest sample, which ends with the process's. */
-            .ended = t->last_end < s->p_last_end,
+            /* Every descendant alive is in the latest sample, which ends with the process's;
+             * one that exited may stay listed until its parent waits for it. */
+            .ended = t->exited || t->last_end < s->p_last_end,
         };
     }
     qsort(r, s->children.n, sizeof *r, child_cmp);

@@ -266,6 +266,7 @@ typedef struct procfs_task {
     uint64_t rss_pages;
     uint32_t ppid;
     uint32_t num_threads;
+    char state; /* R, S, D, Z (exited, not yet waited for), ... */
 } procfs_task;
 
 /* Parse len bytes of text (need not be NUL-terminated). Return 0, or -1 when a field is

@@ -126,6 +126,8 @@ int procfs_parse_task_stat(const char *text, size_t len, procfs_task *out)
         return -1;
     cursor c = {close + 1, end};
     /* Field 3 is the state letter; then ppid (4) .. rss (24). */
+    skip_spaces(&c);
+    out->state = c.p < c.end ? *c.p : 0;
     if (skip_token(&c) != 0)
         return -1;
     for (int field = 4; field <= 24; field++) {

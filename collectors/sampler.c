@@ -49,6 +49,7 @@ typedef struct task_ticks {
     uint32_t ppid;
     uint64_t utime, stime, start; /* clock ticks; start since boot */
     uint64_t rss;                 /* bytes; descendants only */
+    int exited;                   /* a zombie: its times are final */
 } task_ticks;
 
 typedef struct snapshot {
@@ -230,7 +231,8 @@ static int read_task(sampler *m, int dir, const char *prefix, uint32_t id, task_
                       .utime = pt.utime,
                       .stime = pt.stime,
                       .start = pt.start,
-                      .rss = pt.rss_pages * m->page_size};
+                      .rss = pt.rss_pages * m->page_size,
+                      .exited = pt.state == 'Z' || pt.state == 'X'};
     snprintf(path, sizeof path, "%s%u/comm", prefix, id);
     n = read_at(m, dir, path, text, sizeof text);
     if (n > 0 && procfs_parse_comm(text, (size_t)n, comm, sizeof comm) == 0)
@@ -514,6 +516,7 @@ static size_t build_tasks(const sampler *m, const ts_event *base, uint16_t kind,
         if (kind == TS_KIND_CPU_CHILD) {
             e->aux = t->ppid;
             e->corr = t->rss;
+            e->flags = t->exited ? TS_EF_EXITED : 0;
         }
     }
     return n;

@@ -71,8 +71,9 @@ enum ts_kind {
     TS_KIND_CONFIG = 29,        /* instant; a collector option: name=key, type=value */
     TS_KIND_CPU_CHILD = 30,     /* interval of one descendant process (child, grandchild ...):
                                    tid=its pid, name=its comm, aux=its parent's pid, v0=user ns,
-                                   v1=system ns, corr=RSS bytes at the end; a process new since
-                                   the previous sample has its interval begin at its start */
+                                   v1=system ns, corr=RSS bytes at the end, TS_EF_EXITED once
+                                   it exited; a process new since the previous sample has its
+                                   interval begin at its start */
     TS_KIND__COUNT
 };
 
@@ -82,6 +83,8 @@ enum ts_event_flag {
     TS_EF_CROSS_THREAD = 1u << 1, /* a range that ended on another thread than it began */
     TS_EF_COMM = 1u << 2,         /* classified as communication (overlap analysis) */
     TS_EF_TRUNCATED = 1u << 3,    /* name was longer than the string table keeps */
+    TS_EF_EXITED = 1u << 4,       /* CPU_CHILD: the process had exited (its parent had not yet
+                                     waited for it): its times are final, its RSS is 0 */
 };
 
 enum ts_phase {

@@ -129,20 +129,20 @@ static void cpu_thread_sample(golden *g, uint32_t tid, const char *name, uint64_
                               .v1 = system_ns});
 }
 
-static void cpu_child_sample(golden *g, uint32_t pid, uint32_t ppid, const char *name,
-                             uint64_t b_ns, uint64_t e_ns, uint64_t user_ns, uint64_t system_ns,
-                             uint64_t rss)
+static ts_event *cpu_child_sample(golden *g, uint32_t pid, uint32_t ppid, const char *name,
+                                  uint64_t b_ns, uint64_t e_ns, uint64_t user_ns,
+                                  uint64_t system_ns, uint64_t rss)
 {
-    golden_push(g, (ts_event){.kind = TS_KIND_CPU_CHILD,
-                              .tid = pid,
-                              .device = TS_DEVICE_HOST,
-                              .name = golden_name(g, name),
-                              .aux = ppid,
-                              .begin_ns = b_ns,
-                              .end_ns = e_ns,
-                              .corr = rss,
-                              .v0 = user_ns,
-                              .v1 = system_ns});
+    return golden_push(g, (ts_event){.kind = TS_KIND_CPU_CHILD,
+                                     .tid = pid,
+                                     .device = TS_DEVICE_HOST,
+                                     .name = golden_name(g, name),
+                                     .aux = ppid,
+                                     .begin_ns = b_ns,
+                                     .end_ns = e_ns,
+                                     .corr = rss,
+                                     .v0 = user_ns,
+                                     .v1 = system_ns});
 }
 
 typedef struct cpu_log {
@@ -420,6 +420,8 @@ START_TEST(test_cpu_children)
     cpu_child_sample(&g, 500, 100, "worker", SEC_NS, 2 * SEC_NS, 900 * MS, 0, 30 << 20);
     /* Started at 0.5 s, gone before the second sample. */
     cpu_child_sample(&g, 501, 500, "helper", SEC_NS / 2, SEC_NS, 250 * MS, 0, 5 << 20);
+    /* Then exited, not yet waited for: listed, no more time, no RSS. */
+    cpu_child_sample(&g, 501, 500, "helper", SEC_NS, 2 * SEC_NS, 0, 0, 0)->flags = TS_EF_EXITED;
     for (int order = 0; order < ORDER__COUNT; order++) {
         analysis *a = feed_order(&g, NULL, (enum order)order, 2);
         cpu_summary cs = analysis_cpu(a);
@@ -444,7 +446,11 @@ START_TEST(test_cpu_children)
         ck_assert_int_eq(c[0].ended, 0);
         ck_assert_uint_eq(c[1].pid, 501);
         ck_assert_uint_eq(c[1].ppid, 500);
-        ck_assert_double_eq_tol(c[1].avg_user + c[1].avg_system, 50.0, EPS); /* of its 0.5 s */
+        /* 250 ms of the 1.5 s it was sampled; its busiest interval 50 % of its 0.5 s. */
+        ck_assert_double_eq_tol(c[1].avg_user + c[1].avg_system, 100.0 / 6, EPS);
+        ck_assert_double_eq_tol(c[1].peak_total, 50.0, EPS);
+        ck_assert_double_eq_tol(c[1].last_total, 0.0, EPS);
+        ck_assert_uint_eq(c[1].samples, 2);
         ck_assert_uint_eq(c[1].first_ns, SEC_NS / 2);
         ck_assert_uint_eq(c[1].last_rss, 5 << 20);
         ck_assert_int_eq(c[1].ended, 1);

@@ -116,6 +116,7 @@ START_TEST(parse_task_stat)
         ck_assert_uint_eq(t.stime, strtoull(task_cases[_i].stime, NULL, 10));
         ck_assert_uint_eq(t.num_threads, strtoull(task_cases[_i].threads, NULL, 10));
         ck_assert_uint_eq(t.ppid, 1);
+        ck_assert_int_eq(t.state, 'S');
         ck_assert_uint_eq(t.start, 12345);
         ck_assert_uint_eq(t.rss_pages, 200);
     }
@@ -133,6 +134,7 @@ START_TEST(parse_task_stat_truncated)
     ck_assert_uint_eq(t.ppid, 1);
     ck_assert_uint_eq(t.start, 1);
     ck_assert_uint_eq(t.rss_pages, 3);
+    ck_assert_int_eq(t.state, 'R');
     /* Cut anywhere before rss ends: an error. */
     size_t need = strlen(text) - 1;
     for (size_t len = 0; len < need; len++)
