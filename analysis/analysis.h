@@ -294,6 +294,8 @@ typedef struct cpu_summary {
     double avg_running, avg_blocked;
     double process_user, process_system; /* averages, percent of one CPU */
     uint32_t cpus;
+    uint32_t processes;          /* descendant processes sampled */
+    uint32_t processes_left_out; /* most descendants one sample left out (past its limit) */
 } cpu_summary;
 
 cpu_summary analysis_cpu(const analysis *a);
@@ -310,6 +312,25 @@ typedef struct cpu_thread {
 
 /* Threads by average CPU descending. */
 size_t analysis_cpu_threads(const analysis *a, cpu_thread **rows);
+
+/* A descendant process of the profiled one (a data-loader worker, a helper it started). */
+typedef struct cpu_child {
+    uint32_t pid, ppid; /* ppid as of its latest sample */
+    uint32_t name;      /* its comm, as of its latest sample that had one */
+    uint64_t samples;
+    double avg_user, avg_system;   /* percent of one CPU, over the time it was sampled */
+    double peak_total, last_total; /* user+system of its busiest and of its latest sample */
+    uint64_t cpu_ns;               /* user+system sampled */
+    uint64_t last_rss, peak_rss;   /* bytes, while it ran */
+    uint64_t first_ns, last_ns;    /* first sample's begin (its start, when it started in a window),
+                                      latest sample's end */
+    int ended; /* exited, or absent from the latest process sample (it ended, or the window
+                  closed first) */
+} cpu_child;
+
+/* Descendant processes, those still running first, then by average CPU descending. *rows is
+ * malloc'd (the caller frees it); 0 rows when none was sampled or without memory. */
+size_t analysis_cpu_children(const analysis *a, cpu_child **rows);
 
 /* ---- Memory (memory.c) ----------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
-/* cpu: CPU utilization of the machine, the process and each thread (seed 001, "CPU Utilization
- * Analysis").
+/* cpu: CPU utilization of the machine, the process, each thread and each descendant process
+ * (seed 001, "CPU Utilization Analysis").
  *
  * The sampler writes, for one interval, a machine sample and a process sample. They are paired
  * into one cpu_row by the end of their intervals: two samples pair when their ends lie within
@@ -10,7 +10,8 @@
  *
  * Averages are weighted by interval length and summed in integers, so they do not depend on the
  * order samples arrive in: a machine share is the mean over time, a process or thread share is
- * its CPU time over the time sampled. */
+ * its CPU time over the time sampled. Threads and descendant processes are followed the same
+ * way (task_list), descendants with their RSS besides. */
 #include "analysis_internal.h"
 
 #include <stdlib.h>
@@ -32,14 +33,25 @@ typedef struct process_half {
     uint32_t cpus;
 } process_half;
 
-typedef struct thread_acc {
-    uint32_t tid, name;
+/* A thread, or a descendant process. */
+typedef struct task_acc {
+    uint32_t id, name;
+    uint32_t ppid;   /* processes: the parent of the latest sample */
     uint64_t name_t; /* end of the sample the name came from */
     uint64_t samples;
     uint64_t user_ns, system_ns, dur_ns;
-    uint64_t last_end;
-    double last_total;
-} thread_acc;
+    uint64_t first_begin, last_end;
+    double last_total, peak_total;
+    uint64_t last_rss, peak_rss; /* processes, while they ran */
+    uint64_t rss_t;              /* end of the sample last_rss came from */
+    int exited;                  /* processes: the latest sample found it exited */
+} task_acc;
+
+typedef struct task_list {
+    index_map by_id;
+    task_acc *rows;
+    uint32_t n, cap;
+} task_list;
 
 typedef struct cpu_state {
     /* Machine totals. */
@@ -55,6 +67,8 @@ typedef struct cpu_state {
     uint64_t p_user, p_system, p_dur;
     uint32_t cpus;
     uint64_t cpus_t;
+    uint64_t p_last_end;    /* end of the latest process sample */
+    uint32_t children_left; /* most descendants left out of one sample */
 
     machine_half pend_m[CPU_PENDING];
     process_half pend_p[CPU_PENDING];
@@ -63,9 +77,7 @@ typedef struct cpu_state {
     cpu_row *recent;
     uint32_t recent_max, recent_head, recent_n;
 
-    index_map by_tid;
-    thread_acc *threads;
-    uint32_t nthreads, cap_threads;
+    task_list threads, children;
 } cpu_state;
 
 static void *cpu_create(analysis *a)
@@ -85,8 +97,10 @@ static void *cpu_create(analysis *a)
 static void cpu_destroy(void *state)
 {
     cpu_state *s = state;
-    index_map_free(&s->by_tid);
-    free(s->threads);
+    index_map_free(&s->threads.by_id);
+    free(s->threads.rows);
+    index_map_free(&s->children.by_id);
+    free(s->children.rows);
     free(s->recent);
     free(s);
 }
@@ -213,6 +227,10 @@ static void feed_process(cpu_state *s, analysis *a, const ts_event *ev)
     s->p_user += p.user_ns;
     s->p_system += p.system_ns;
     s->p_dur += p.end - p.begin;
+    if (p.end > s->p_last_end)
+        s->p_last_end = p.end;
+    if ((uint32_t)(ev->corr >> 32) > s->children_left)
+        s->children_left = (uint32_t)(ev->corr >> 32);
     if (p.cpus && (p.end > s->cpus_t || !s->cpus || (p.end == s->cpus_t && p.cpus > s->cpus))) {
         s->cpus = p.cpus;
         s->cpus_t = p.end;
@@ -242,43 +260,63 @@ static void feed_process(cpu_state *s, analysis *a, const ts_event *ev)
     s->pend_p[s->npend_p++] = p;
 }
 
-static void feed_thread(cpu_state *s, const ts_event *ev)
+/* Adds one interval of a thread or process to its row; the row, or NULL without memory. */
+static task_acc *feed_task(task_list *l, const ts_event *ev)
 {
-    uint32_t i = index_map_find(&s->by_tid, ev->tid);
+    uint32_t i = index_map_find(&l->by_id, ev->tid);
     if (i == UINT32_MAX) {
-        if (s->nthreads == s->cap_threads) {
-            uint32_t n = s->cap_threads ? s->cap_threads * 2 : 16;
-            thread_acc *nt = realloc(s->threads, n * sizeof *nt);
+        if (l->n == l->cap) {
+            uint32_t n = l->cap ? l->cap * 2 : 16;
+            task_acc *nt = realloc(l->rows, n * sizeof *nt);
             if (!nt)
-                return;
-            s->threads = nt;
-            s->cap_threads = n;
+                return NULL;
+            l->rows = nt;
+            l->cap = n;
         }
-        if (index_map_get(&s->by_tid, ev->tid, s->nthreads, NULL) == UINT32_MAX)
-            return;
-        i = s->nthreads++;
-        memset(&s->threads[i], 0, sizeof s->threads[i]);
-        s->threads[i].tid = ev->tid;
+        if (index_map_get(&l->by_id, ev->tid, l->n, NULL) == UINT32_MAX)
+            return NULL;
+        i = l->n++;
+        memset(&l->rows[i], 0, sizeof l->rows[i]);
+        l->rows[i].id = ev->tid;
     }
-    thread_acc *t = &s->threads[i];
+    task_acc *t = &l->rows[i];
     uint64_t end = ev->end_ns >= ev->begin_ns ? ev->end_ns : ev->begin_ns;
     uint64_t dur = end - ev->begin_ns;
     t->samples++;
     t->user_ns += ev->v0;
     t->system_ns += ev->v1;
     t->dur_ns += dur;
-    /* The latest sample by time (ties: the larger), so the order of arrival does not matter. */
     double total = percent_of(ev->v0 + ev->v1, dur);
+    if (t->samples == 1 || ev->begin_ns < t->first_begin)
+        t->first_begin = ev->begin_ns;
+    if (total > t->peak_total)
+        t->peak_total = total;
+    /* The latest sample by time (ties: the larger), so the order of arrival does not matter. */
     if (t->samples == 1 || end > t->last_end || (end == t->last_end && total > t->last_total)) {
         t->last_end = end;
         t->last_total = total;
+        if (ev->kind == TS_KIND_CPU_CHILD) {
+            t->exited = (ev->flags & TS_EF_EXITED) != 0;
+            t->ppid = ev->aux;
+        }
     }
-    /* A thread may rename itself: the name of the latest sample that had one. */
+    /* RSS while it ran (an exited process has none): the latest, and the peak. */
+    if (ev->kind == TS_KIND_CPU_CHILD && !(ev->flags & TS_EF_EXITED)) {
+        if (end >= t->rss_t) {
+            t->last_rss = ev->corr;
+            t->rss_t = end;
+        }
+        if (ev->corr > t->peak_rss)
+            t->peak_rss = ev->corr;
+    }
+    /* A thread may rename itself, a process exec another program: the name of the latest
+     * sample that had one. */
     if (ev->name != TS_STR_NONE &&
         (!t->name || end > t->name_t || (end == t->name_t && ev->name > t->name))) {
         t->name = ev->name;
         t->name_t = end;
     }
+    return t;
 }
 
 static void cpu_feed(void *state, analysis *a, const ts_event *ev)
@@ -292,7 +330,10 @@ static void cpu_feed(void *state, analysis *a, const ts_event *ev)
         feed_process(s, a, ev);
         break;
     case TS_KIND_CPU_THREAD:
-        feed_thread(s, ev);
+        feed_task(&s->threads, ev);
+        break;
+    case TS_KIND_CPU_CHILD:
+        feed_task(&s->children, ev);
         break;
     default:
         break;
@@ -326,7 +367,7 @@ static void cpu_finish(void *state, analysis *a)
 const analysis_module cpu_module = {
     .name = "cpu",
     .kinds = KIND_BIT(TS_KIND_CPU_MACHINE) | KIND_BIT(TS_KIND_CPU_PROCESS) |
-             KIND_BIT(TS_KIND_CPU_THREAD),
+             KIND_BIT(TS_KIND_CPU_THREAD) | KIND_BIT(TS_KIND_CPU_CHILD),
     .create = cpu_create,
     .feed = cpu_feed,
     .finish = cpu_finish,
@@ -358,6 +399,8 @@ cpu_summary analysis_cpu(const analysis *a)
     r.process_user = percent_of(s->p_user, s->p_dur);
     r.process_system = percent_of(s->p_system, s->p_dur);
     r.cpus = s->cpus;
+    r.processes = s->children.n;
+    r.processes_left_out = s->children_left;
     return r;
 }
 
@@ -395,25 +438,71 @@ size_t analysis_cpu_threads(const analysis *a, cpu_thread **rows)
 {
     const cpu_state *s = analysis_state(a, &cpu_module);
     *rows = NULL;
-    if (!s || !s->nthreads)
+    if (!s || !s->threads.n)
         return 0;
-    cpu_thread *r = malloc(s->nthreads * sizeof *r);
+    cpu_thread *r = malloc(s->threads.n * sizeof *r);
     if (!r)
         return 0;
-    for (uint32_t i = 0; i < s->nthreads; i++) {
-        const thread_acc *t = &s->threads[i];
+    for (uint32_t i = 0; i < s->threads.n; i++) {
+        const task_acc *t = &s->threads.rows[i];
         r[i] = (cpu_thread){
-            .tid = t->tid,
+            .tid = t->id,
             /* The name the program gave the thread wins over the OS name the samples carry
              * (a trainer names its threads "train", "data-loader"; /proc says the binary). */
-            .name = analysis_thread_name(a, t->tid) ? analysis_thread_name(a, t->tid) : t->name,
+            .name = analysis_thread_name(a, t->id) ? analysis_thread_name(a, t->id) : t->name,
             .samples = t->samples,
             .avg_user = percent_of(t->user_ns, t->dur_ns),
             .avg_system = percent_of(t->system_ns, t->dur_ns),
             .last_total = t->last_total,
         };
     }
-    qsort(r, s->nthreads, sizeof *r, thread_cmp);
+    qsort(r, s->threads.n, sizeof *r, thread_cmp);
     *rows = r;
-    return s->nthreads;
+    return s->threads.n;
+}
+
+static int child_cmp(const void *x, const void *y)
+{
+    const cpu_child *a = x, *b = y;
+    if (a->ended != b->ended)
+        return a->ended ? 1 : -1;
+    double ta = a->avg_user + a->avg_system, tb = b->avg_user + b->avg_system;
+    if (ta != tb)
+        return ta < tb ? 1 : -1;
+    return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+size_t analysis_cpu_children(const analysis *a, cpu_child **rows)
+{
+    const cpu_state *s = analysis_state(a, &cpu_module);
+    *rows = NULL;
+    if (!s || !s->children.n)
+        return 0;
+    cpu_child *r = malloc(s->children.n * sizeof *r);
+    if (!r)
+        return 0;
+    for (uint32_t i = 0; i < s->children.n; i++) {
+        const task_acc *t = &s->children.rows[i];
+        r[i] = (cpu_child){
+            .pid = t->id,
+            .ppid = t->ppid,
+            .name = t->name,
+            .samples = t->samples,
+            .avg_user = percent_of(t->user_ns, t->dur_ns),
+            .avg_system = percent_of(t->system_ns, t->dur_ns),
+            .peak_total = t->peak_total,
+            .last_total = t->last_total,
+            .cpu_ns = t->user_ns + t->system_ns,
+            .last_rss = t->last_rss,
+            .peak_rss = t->peak_rss,
+            .first_ns = t->first_begin,
+            .last_ns = t->last_end,
+            /* Every descendant alive is in the latest sample, which ends with the process's;
+             * one that exited may stay listed until its parent waits for it. */
+            .ended = t->exited || t->last_end < s->p_last_end,
+        };
+    }
+    qsort(r, s->children.n, sizeof *r, child_cmp);
+    *rows = r;
+    return s->children.n;
 }

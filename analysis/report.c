@@ -47,6 +47,7 @@ static const char *const report_files[] = {
     "data_queue_usage.csv",
     "cpu_utilization.csv",
     "cpu_threads.csv",
+    "cpu_processes.csv",
     "memory.csv",
     "memory_allocations.csv",
     "flops.csv",
@@ -1021,6 +1022,37 @@ static void write_threads(report *r)
     csv_close(r, &c, "cpu_threads.csv");
 }
 
+static void write_children(report *r)
+{
+    csv c = {0};
+    if (csv_open(r, &c, "cpu_processes.csv",
+                 "pid,ppid,process,samples,avg_user_pct,avg_system_pct,avg_cpu_pct,peak_cpu_pct,"
+                 "cpu_us,last_rss_bytes,peak_rss_bytes,first_us,last_us,ended") < 0)
+        return;
+    cpu_child *rows = NULL;
+    size_t n = analysis_cpu_children(r->a, &rows);
+    for (size_t i = 0; i < n; i++) {
+        const cpu_child *p = &rows[i];
+        csv_u64(&c, p->pid);
+        csv_u64(&c, p->ppid);
+        csv_name(&c, r->a, p->name);
+        csv_u64(&c, p->samples);
+        csv_num(&c, p->avg_user, 2);
+        csv_num(&c, p->avg_system, 2);
+        csv_num(&c, p->avg_user + p->avg_system, 2);
+        csv_num(&c, p->peak_total, 2);
+        csv_us(&c, (int64_t)p->cpu_ns);
+        csv_u64(&c, p->last_rss);
+        csv_u64(&c, p->peak_rss);
+        csv_us(&c, rebase(r, p->first_ns));
+        csv_us(&c, rebase(r, p->last_ns));
+        csv_u64(&c, (uint64_t)p->ended);
+        csv_end(&c);
+    }
+    free(rows);
+    csv_close(r, &c, "cpu_processes.csv");
+}
+
 static void write_allocations(report *r)
 {
     csv c = {0};
@@ -1314,6 +1346,30 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddNumberToObject(cpu, "process_user_pct", cs.process_user);
     cJSON_AddNumberToObject(cpu, "process_system_pct", cs.process_system);
     cJSON_AddNumberToObject(cpu, "cpus", cs.cpus);
+    cJSON_AddNumberToObject(cpu, "processes_left_out", cs.processes_left_out);
+    cJSON *procs = cJSON_AddArrayToObject(cpu, "processes");
+    cpu_child *kids = NULL;
+    size_t nkids = analysis_cpu_children(a, &kids);
+    for (size_t i = 0; i < nkids; i++) {
+        const cpu_child *p = &kids[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "pid", p->pid);
+        cJSON_AddNumberToObject(o, "ppid", p->ppid);
+        j_name(o, "name", &sc, a, p->name);
+        report_json_u64(o, "samples", p->samples);
+        cJSON_AddNumberToObject(o, "avg_user_pct", p->avg_user);
+        cJSON_AddNumberToObject(o, "avg_system_pct", p->avg_system);
+        cJSON_AddNumberToObject(o, "avg_cpu_pct", p->avg_user + p->avg_system);
+        cJSON_AddNumberToObject(o, "peak_cpu_pct", p->peak_total);
+        cJSON_AddNumberToObject(o, "cpu_us", us_of((double)p->cpu_ns));
+        report_json_u64(o, "last_rss_bytes", p->last_rss);
+        report_json_u64(o, "peak_rss_bytes", p->peak_rss);
+        cJSON_AddNumberToObject(o, "first_us", us_of((double)rebase(r, p->first_ns)));
+        cJSON_AddNumberToObject(o, "last_us", us_of((double)rebase(r, p->last_ns)));
+        cJSON_AddBoolToObject(o, "ended", p->ended);
+        cJSON_AddItemToArray(procs, o);
+    }
+    free(kids);
 
     memory_summary ms = analysis_memory(a);
     cJSON *mem = cJSON_AddObjectToObject(root, "memory");
@@ -1432,6 +1488,31 @@ static void print_meta_line(const report *r, FILE *out)
         fprintf(out, "recording:  %s\n", rec);
         free(rec);
     }
+}
+
+/* The descendant processes in report.txt's CPU section, the busiest TOP_OPS. */
+static void print_children(const analysis *a, FILE *out, scratch *sc)
+{
+    cpu_child *rows = NULL;
+    size_t n = analysis_cpu_children(a, &rows);
+    cpu_summary cs = analysis_cpu(a);
+    if (n)
+        fprintf(out, "  child processes: %zu (cpu_processes.csv)\n", n);
+    for (size_t i = 0; i < n && i < TOP_OPS; i++) {
+        const cpu_child *p = &rows[i];
+        fprintf(out,
+                "    %-20s pid %-7" PRIu32 " CPU avg %5.1f %%, peak %5.1f %%; RSS %.1f MiB, peak "
+                "%.1f MiB%s\n",
+                clean_id(sc, a, p->name, 0), p->pid, p->avg_user + p->avg_system, p->peak_total,
+                (double)p->last_rss / 1048576.0, (double)p->peak_rss / 1048576.0,
+                p->ended ? " (ended)" : "");
+    }
+    if (n > TOP_OPS)
+        fprintf(out, "    ... and %zu more\n", n - TOP_OPS);
+    if (cs.processes_left_out)
+        fprintf(out, "  %" PRIu32 " more descendant processes were not followed (limit 256)\n",
+                cs.processes_left_out);
+    free(rows);
 }
 
 void report_print(const report *r, FILE *out, int brief)
@@ -1599,6 +1680,7 @@ void report_print(const report *r, FILE *out, int brief)
                     cs.avg_blocked, cs.process_user, cs.process_system, cs.cpus);
         else
             fputs("  no samples\n", out);
+        print_children(a, out, &sc);
 
         memory_summary ms = analysis_memory(a);
         fputs("\nMemory\n------\n", out);
@@ -1770,6 +1852,7 @@ static int finish_files(report *r, int existed, char **cause)
     size_t nadv = analysis_advise(r->a, adv, MAX_ADVICE);
     write_queues(r, qf, nqf);
     write_threads(r);
+    write_children(r);
     write_allocations(r);
     write_flops(r);
 

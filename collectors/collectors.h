@@ -287,6 +287,13 @@ void sampler_stop(termsight_session *s);
  * before a window's stop marker its last sample. wait: until it was taken (at most a second). */
 void sampler_sample_now(termsight_session *s, int wait);
 
+/* The descendants of pid (children, their children ...), breadth first, as the sampler finds
+ * them: through /proc/<pid>/task/<tid>/children when children_files, else by reading every
+ * process's parent in /proc. At most max (and the sampler's limit, 256) into out; *left_out
+ * (may be NULL) counts those seen past that. Returns the count, or -1 without memory. */
+int sampler_descendants(int children_files, uint32_t pid, uint32_t *out, uint32_t max,
+                        uint32_t *left_out);
+
 /* /proc/stat: the "cpu " line in clock ticks (enum ts_cpu_field order), context switches since
  * boot, runnable and blocked processes. */
 typedef struct procfs_machine {
@@ -295,16 +302,22 @@ typedef struct procfs_machine {
     uint32_t running, blocked;
 } procfs_machine;
 
-/* /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat: CPU time in clock ticks, threads. */
+/* /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat: CPU time and start (since boot) in clock
+ * ticks, parent, threads, resident pages (the process's, also in a thread's file). */
 typedef struct procfs_task {
     uint64_t utime, stime;
+    uint64_t start;
+    uint64_t rss_pages;
+    uint32_t ppid;
     uint32_t num_threads;
+    char state; /* R, S, D, Z (exited, not yet waited for), ... */
 } procfs_task;
 
 /* Parse len bytes of text (need not be NUL-terminated). Return 0, or -1 when a field is
  * missing, cut short, not a number or does not fit. */
 int procfs_parse_stat(const char *text, size_t len, procfs_machine *out);
-/* comm may hold spaces and parentheses: the fields are read after the last ')'. */
+/* comm may hold spaces and parentheses: the fields are read after the last ')', up to rss
+ * (field 24), which every kernel since 2.6 writes. */
 int procfs_parse_task_stat(const char *text, size_t len, procfs_task *out);
 /* VmRSS and VmHWM, in bytes. */
 int procfs_parse_status(const char *text, size_t len, uint64_t *rss_bytes, uint64_t *hwm_bytes);

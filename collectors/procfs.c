@@ -125,25 +125,42 @@ int procfs_parse_task_stat(const char *text, size_t len, procfs_task *out)
     if (!open || !close || close < open)
         return -1;
     cursor c = {close + 1, end};
-    /* Field 3 is the state letter; then ppid (4) .. num_threads (20). */
+    /* Field 3 is the state letter; then ppid (4) .. rss (24). */
+    skip_spaces(&c);
+    out->state = c.p < c.end ? *c.p : 0;
     if (skip_token(&c) != 0)
         return -1;
-    for (int field = 4; field <= 20; field++) {
+    for (int field = 4; field <= 24; field++) {
         uint64_t v;
-        if (field == 14 || field == 15 || field == 20) {
+        switch (field) {
+        case 4:
+        case 14:
+        case 15:
+        case 20:
+        case 22:
+        case 24:
             if (read_u64(&c, &v) != 0)
                 return -1;
-            if (field == 14)
-                out->utime = v;
-            else if (field == 15)
-                out->stime = v;
-            else if (v > UINT32_MAX)
+            break;
+        default:
+            if (skip_token(&c) != 0)
                 return -1;
-            else
-                out->num_threads = (uint32_t)v;
-        } else if (skip_token(&c) != 0) {
-            return -1;
+            continue;
         }
+        if ((field == 4 || field == 20) && v > UINT32_MAX)
+            return -1;
+        if (field == 4)
+            out->ppid = (uint32_t)v;
+        else if (field == 14)
+            out->utime = v;
+        else if (field == 15)
+            out->stime = v;
+        else if (field == 20)
+            out->num_threads = (uint32_t)v;
+        else if (field == 22)
+            out->start = v;
+        else
+            out->rss_pages = v;
     }
     return 0;
 }

@@ -35,6 +35,7 @@ static const char *const kind_names[TS_KIND__COUNT] = {
     [TS_KIND_HOST_ALLOC] = "host_alloc",
     [TS_KIND_HOST_FREE] = "host_free",
     [TS_KIND_CONFIG] = "config",
+    [TS_KIND_CPU_CHILD] = "cpu_child",
 };
 
 const char *event_kind_name(uint32_t kind)

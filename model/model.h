@@ -54,7 +54,8 @@ enum ts_kind {
     TS_KIND_COUNTER = 15,      /* instant; name=counter, v0=value (double bits when TS_EF_DOUBLE) */
     TS_KIND_CPU_MACHINE = 16,  /* interval [begin, end] of the machine's CPU: see ts_cpu_field */
     TS_KIND_CPU_PROCESS = 17,  /* interval of this process: v0=user ns, v1=system ns,
-                                  aux=threads, corr=CPUs online */
+                                  aux=threads, corr=CPUs online | descendant processes seen but
+                                  not followed (past the sampler's limit) << 32 */
     TS_KIND_CPU_THREAD = 18,   /* interval of one thread: tid, name=its name, v0=user ns,
                                   v1=system ns */
     TS_KIND_HOST_MEMORY = 19,  /* instant; v0=RSS bytes, v1=peak RSS bytes */
@@ -68,6 +69,11 @@ enum ts_kind {
     TS_KIND_HOST_ALLOC = 27,    /* host allocation by name from the API; v0=bytes, v1=address */
     TS_KIND_HOST_FREE = 28,     /* host release from the API; v0=bytes, v1=address */
     TS_KIND_CONFIG = 29,        /* instant; a collector option: name=key, type=value */
+    TS_KIND_CPU_CHILD = 30,     /* interval of one descendant process (child, grandchild ...):
+                                   tid=its pid, name=its comm, aux=its parent's pid, v0=user ns,
+                                   v1=system ns, corr=RSS bytes at the end, TS_EF_EXITED once
+                                   it exited; a process new since the previous sample has its
+                                   interval begin at its start */
     TS_KIND__COUNT
 };
 
@@ -77,6 +83,8 @@ enum ts_event_flag {
     TS_EF_CROSS_THREAD = 1u << 1, /* a range that ended on another thread than it began */
     TS_EF_COMM = 1u << 2,         /* classified as communication (overlap analysis) */
     TS_EF_TRUNCATED = 1u << 3,    /* name was longer than the string table keeps */
+    TS_EF_EXITED = 1u << 4,       /* CPU_CHILD: the process had exited (its parent had not yet
+                                     waited for it): its times are final, its RSS is 0 */
 };
 
 enum ts_phase {

@@ -1,6 +1,7 @@
 /* panel_cpu: CPU and memory (seed 001 "Resource Utilization"), as htop-like gauges: the machine
- * (user, system, iowait), the process, the busiest threads by name, host RSS and device memory.
- * Gauges show the latest sample; the averages follow in text. */
+ * (user, system, iowait), the process, the busiest threads by name, on the full screen the
+ * running descendant processes (data-loader workers, helpers) with their RSS, host RSS and
+ * device memory. Gauges show the latest sample; the averages follow in text. */
 #include "tui_internal.h"
 
 #include <stdlib.h>
@@ -55,6 +56,39 @@ static int row_take(rows *r, const int *y)
         return 0;
     }
     return *y < r->h;
+}
+
+/* The descendant processes still running, busiest first (as the analysis sorts them), then how
+ * many ended. */
+static void draw_children(const panel_ctx *p, canvas *c, rect body, rows *rw, int *y)
+{
+    cpu_child *ch = NULL;
+    size_t n = analysis_cpu_children(p->a, &ch);
+    size_t ended = 0;
+    char label[64], t[96], rss[32];
+    for (size_t i = 0; i < n; i++) {
+        if (ch[i].ended) {
+            ended++;
+            continue;
+        }
+        if (!row_take(rw, y))
+            continue;
+        uint32_t len = 0;
+        const char *name = ch[i].name ? analysis_name(p->a, ch[i].name, &len) : NULL;
+        snprintf(label, sizeof label, "%.*s",
+                 (int)(name && len < 40 ? len
+                       : name           ? 40
+                                        : 0),
+                 name ? name : "");
+        format_bytes((double)ch[i].last_rss, rss, sizeof rss);
+        snprintf(t, sizeof t, "%5.1f%% pid %u RSS %s", ch[i].last_total, ch[i].pid, rss);
+        part parts[1] = {{ch[i].last_total, c->g->used, ROLE_PROCESS}};
+        gauge(c, body, (*y)++, name && len ? label : "process", parts, 1, t);
+    }
+    if (ended && row_take(rw, y))
+        canvas_printf(c, body, (*y)++, 2, ROLE_DIM, "%zu child process%s ended", ended,
+                      ended == 1 ? "" : "es");
+    free(ch);
 }
 
 static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
@@ -120,6 +154,8 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         gauge(c, body, y++, label, parts, 1, t);
     }
     free(th);
+    if (full)
+        draw_children(p, c, body, &rw, &y);
     if (!cs.samples && row_take(&rw, &y))
         canvas_str(c, body, y++, 2, ROLE_DIM, "no CPU samples from the collector yet");
 

@@ -219,6 +219,21 @@ static void json_cpu_memory(cJSON *o, const analysis *a)
         cJSON_AddItemToArray(arr, e);
     }
     free(th);
+    cpu_child *ch = NULL;
+    size_t nc = analysis_cpu_children(a, &ch);
+    arr = cJSON_AddArrayToObject(c, "processes");
+    for (size_t i = 0; i < nc && i < JSON_TOP; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "pid", ch[i].pid);
+        if (ch[i].name)
+            add_name(e, "name", a, ch[i].name);
+        cJSON_AddNumberToObject(e, "avg", ch[i].avg_user + ch[i].avg_system);
+        cJSON_AddNumberToObject(e, "last", ch[i].last_total);
+        report_json_u64(e, "rss", ch[i].last_rss);
+        cJSON_AddBoolToObject(e, "ended", ch[i].ended);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(ch);
     memory_summary m = analysis_memory(a);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory");
     report_json_u64(mem, "host_samples", m.host_samples);

@@ -129,6 +129,22 @@ static void cpu_thread_sample(golden *g, uint32_t tid, const char *name, uint64_
                               .v1 = system_ns});
 }
 
+static ts_event *cpu_child_sample(golden *g, uint32_t pid, uint32_t ppid, const char *name,
+                                  uint64_t b_ns, uint64_t e_ns, uint64_t user_ns,
+                                  uint64_t system_ns, uint64_t rss)
+{
+    return golden_push(g, (ts_event){.kind = TS_KIND_CPU_CHILD,
+                                     .tid = pid,
+                                     .device = TS_DEVICE_HOST,
+                                     .name = golden_name(g, name),
+                                     .aux = ppid,
+                                     .begin_ns = b_ns,
+                                     .end_ns = e_ns,
+                                     .corr = rss,
+                                     .v0 = user_ns,
+                                     .v1 = system_ns});
+}
+
 typedef struct cpu_log {
     cpu_row r[64];
     size_t n;
@@ -385,6 +401,69 @@ START_TEST(test_cpu_threads)
 }
 END_TEST
 
+/* Descendant processes: averages over the time each was sampled, its busiest and latest
+ * interval, RSS, the one that ended last, the count left out of a sample. */
+START_TEST(test_cpu_children)
+{
+    golden g;
+    golden_init(&g);
+    cpu_process(&g, 0, SEC_NS, 100 * MS, 0, 3, 2);
+    golden_push(&g, (ts_event){.kind = TS_KIND_CPU_PROCESS,
+                               .tid = SAMPLER,
+                               .device = TS_DEVICE_HOST,
+                               .begin_ns = SEC_NS,
+                               .end_ns = 2 * SEC_NS,
+                               .aux = 3,
+                               .corr = 2 | 3ull << 32, /* 3 descendants left out */
+                               .v0 = 100 * MS});
+    cpu_child_sample(&g, 500, 100, "worker", 0, SEC_NS, 400 * MS, 100 * MS, 10 << 20);
+    cpu_child_sample(&g, 500, 100, "worker", SEC_NS, 2 * SEC_NS, 900 * MS, 0, 30 << 20);
+    /* Started at 0.5 s, gone before the second sample. */
+    cpu_child_sample(&g, 501, 500, "helper", SEC_NS / 2, SEC_NS, 250 * MS, 0, 5 << 20);
+    /* Then exited, not yet waited for: listed, no more time, no RSS. */
+    cpu_child_sample(&g, 501, 500, "helper", SEC_NS, 2 * SEC_NS, 0, 0, 0)->flags = TS_EF_EXITED;
+    for (int order = 0; order < ORDER__COUNT; order++) {
+        analysis *a = feed_order(&g, NULL, (enum order)order, 2);
+        cpu_summary cs = analysis_cpu(a);
+        ck_assert_uint_eq(cs.processes, 2);
+        ck_assert_uint_eq(cs.processes_left_out, 3);
+        ck_assert_uint_eq(cs.cpus, 2);
+        cpu_child *c;
+        ck_assert_uint_eq(analysis_cpu_children(a, &c), 2);
+        ck_assert_uint_eq(c[0].pid, 500);
+        ck_assert_uint_eq(c[0].ppid, 100);
+        ck_assert_str_eq(golden_str(a, c[0].name), "worker");
+        ck_assert_uint_eq(c[0].samples, 2);
+        ck_assert_double_eq_tol(c[0].avg_user, 65.0, EPS);
+        ck_assert_double_eq_tol(c[0].avg_system, 5.0, EPS);
+        ck_assert_double_eq_tol(c[0].peak_total, 90.0, EPS);
+        ck_assert_double_eq_tol(c[0].last_total, 90.0, EPS);
+        ck_assert_uint_eq(c[0].cpu_ns, 1400 * MS);
+        ck_assert_uint_eq(c[0].last_rss, 30 << 20);
+        ck_assert_uint_eq(c[0].peak_rss, 30 << 20);
+        ck_assert_uint_eq(c[0].first_ns, 0);
+        ck_assert_uint_eq(c[0].last_ns, 2 * SEC_NS);
+        ck_assert_int_eq(c[0].ended, 0);
+        ck_assert_uint_eq(c[1].pid, 501);
+        ck_assert_uint_eq(c[1].ppid, 500);
+        /* 250 ms of the 1.5 s it was sampled; its busiest interval 50 % of its 0.5 s. */
+        ck_assert_double_eq_tol(c[1].avg_user + c[1].avg_system, 100.0 / 6, EPS);
+        ck_assert_double_eq_tol(c[1].peak_total, 50.0, EPS);
+        ck_assert_double_eq_tol(c[1].last_total, 0.0, EPS);
+        ck_assert_uint_eq(c[1].samples, 2);
+        ck_assert_uint_eq(c[1].first_ns, SEC_NS / 2);
+        ck_assert_uint_eq(c[1].last_rss, 5 << 20);
+        ck_assert_int_eq(c[1].ended, 1);
+        free(c);
+        /* Children are not threads, nor the other way round. */
+        cpu_thread *t;
+        ck_assert_uint_eq(analysis_cpu_threads(a, &t), 0);
+        analysis_destroy(a);
+    }
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_cpu_empty)
 {
     golden g;
@@ -397,6 +476,10 @@ START_TEST(test_cpu_empty)
     cpu_thread *t;
     ck_assert_uint_eq(analysis_cpu_threads(a, &t), 0);
     ck_assert_ptr_null(t);
+    cpu_child *c;
+    ck_assert_uint_eq(analysis_cpu_children(a, &c), 0);
+    ck_assert_ptr_null(c);
+    ck_assert_uint_eq(s.processes, 0);
     cpu_row r[1];
     ck_assert_uint_eq(analysis_cpu_recent(a, r, 1), 0);
     alloc_stat *al;
@@ -742,6 +825,7 @@ int main(void)
     tcase_add_test(tc, test_cpu_unpaired);
     tcase_add_test(tc, test_cpu_recent_bound);
     tcase_add_test(tc, test_cpu_threads);
+    tcase_add_test(tc, test_cpu_children);
     tcase_add_test(tc, test_cpu_empty);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");

@@ -267,11 +267,12 @@ static report *run_report(const char *path, const report_options *o)
     return r;
 }
 
-/* A golden A run folder in a fresh temporary folder, analysed; *tmp to remove. */
-static report *report_a(char **tmp, char **dir, const report_options *o)
+/* The run that build makes, in a fresh temporary folder, analysed; *tmp to remove. */
+static report *report_golden(void (*build)(golden *), char **tmp, char **dir,
+                             const report_options *o)
 {
     golden g;
-    build_a(&g);
+    build(&g);
     *tmp = tmp_make();
     char *run = path_join(*tmp, "run");
     write_run(&g, run);
@@ -280,6 +281,12 @@ static report *report_a(char **tmp, char **dir, const report_options *o)
     *dir = path_join(run, REPORT_DIR);
     free(run);
     return r;
+}
+
+/* A golden A run folder in a fresh temporary folder, analysed; *tmp to remove. */
+static report *report_a(char **tmp, char **dir, const report_options *o)
+{
+    return report_golden(build_a, tmp, dir, o);
 }
 
 /* ---- report_clean ------------------------------------------------------------------------- */
@@ -376,6 +383,9 @@ static const struct {
      "begin_us,end_us,user_pct,nice_pct,system_pct,idle_pct,iowait_pct,irq_pct,softirq_pct,"
      "steal_pct,context_switches,running,blocked,process_user_pct,process_system_pct,cpus"},
     {"cpu_threads.csv", "tid,thread,samples,avg_user_pct,avg_system_pct,last_total_pct"},
+    {"cpu_processes.csv",
+     "pid,ppid,process,samples,avg_user_pct,avg_system_pct,avg_cpu_pct,"
+     "peak_cpu_pct,cpu_us,last_rss_bytes,peak_rss_bytes,first_us,last_us,ended"},
     {"memory.csv", "t_us,device,bytes,peak_bytes"},
     {"memory_allocations.csv", "name,device,count,bytes_total,live_bytes,peak_live_bytes"},
     {"flops.csv", "scope,level,flops,time_us,gflops_per_s"},
@@ -396,8 +406,8 @@ START_TEST(test_files_and_headers)
         ck_assert_msg(exists(p), "%s missing", others[i]);
         free(p);
     }
-    /* Nothing else: 12 tables and these 3. */
-    ck_assert_int_eq(count_prefix(dir, ""), 12 + 3 + 2 /* . and .. */);
+    /* Nothing else: 13 tables and these 3. */
+    ck_assert_int_eq(count_prefix(dir, ""), 13 + 3 + 2 /* . and .. */);
     ck_assert_str_eq(report_info_of(r)->dir + strlen(report_info_of(r)->dir) - 7, "/report");
     report_free(r);
     free(dir);
@@ -603,6 +613,81 @@ START_TEST(test_json_integers)
 }
 END_TEST
 
+/* Golden A with two descendant processes, a worker and its helper, sampled once. */
+static void build_children(golden *g)
+{
+    build_a(g);
+    golden_push(g, (ts_event){.kind = TS_KIND_CPU_CHILD,
+                              .tid = 4242,
+                              .aux = 100,
+                              .device = TS_DEVICE_HOST,
+                              .name = golden_name(g, "worker"),
+                              .begin_ns = 1000 * US,
+                              .end_ns = 2000 * US,
+                              .v0 = 300 * US,
+                              .v1 = 100 * US,
+                              .corr = 8 << 20});
+    golden_push(g, (ts_event){.kind = TS_KIND_CPU_CHILD,
+                              .tid = 4243,
+                              .aux = 4242,
+                              .device = TS_DEVICE_HOST,
+                              .name = golden_name(g, WEIRD),
+                              .begin_ns = 1500 * US,
+                              .end_ns = 2000 * US,
+                              .v0 = 500 * US,
+                              .corr = 1 << 20});
+}
+
+/* cpu_processes.csv, summary.json and report.txt have the descendants; a run without any has
+ * the header alone and an empty array. */
+START_TEST(test_child_rows)
+{
+    char *tmp, *dir;
+    report *r = report_golden(build_children, &tmp, &dir, NULL);
+    csv_file f = csv_read(dir, "cpu_processes.csv");
+    ck_assert_uint_eq(f.n, 3);
+    /* The helper lived 0.5 ms and was busy all of it: first. */
+    const char *helper[] = {"4243",    "4242",   "*",      "1",       "100.00",
+                            "0.00",    "100.00", "100.00", "500.000", "1048576",
+                            "1048576", "*",      "*",      "0",       NULL};
+    const char *worker[] = {"4242",    "100",   "worker", "1",       "30.00",
+                            "10.00",   "40.00", "40.00",  "400.000", "8388608",
+                            "8388608", "*",     "*",      "0",       NULL};
+    expect_row(&f, 1, helper);
+    expect_row(&f, 2, worker);
+    csv_free(&f);
+    cJSON *j = json_read(dir, "summary.json");
+    const cJSON *procs = jget(j, "cpu.processes");
+    ck_assert_int_eq(cJSON_GetArraySize(procs), 2);
+    ck_assert_double_eq(jnum(cJSON_GetArrayItem(procs, 1), "pid"), 4242);
+    ck_assert_double_eq(jnum(cJSON_GetArrayItem(procs, 1), "peak_rss_bytes"), 8 << 20);
+    ck_assert_str_eq(jstr(cJSON_GetArrayItem(procs, 1), "name"), "worker");
+    ck_assert_double_eq(jnum(j, "cpu.processes_left_out"), 0);
+    cJSON_Delete(j);
+    char *p = path_join(dir, "report.txt");
+    char *text = slurp(p, NULL);
+    ck_assert_msg(strstr(text, "child processes: 2") &&
+                      strstr(text, "worker               pid 4242"),
+                  "report.txt:\n%s", text);
+    free(text);
+    free(p);
+    report_free(r);
+    free(dir);
+    tmp_remove(tmp);
+
+    r = report_a(&tmp, &dir, NULL);
+    f = csv_read(dir, "cpu_processes.csv");
+    ck_assert_uint_eq(f.n, 1);
+    csv_free(&f);
+    j = json_read(dir, "summary.json");
+    ck_assert_int_eq(cJSON_GetArraySize(jget(j, "cpu.processes")), 0);
+    cJSON_Delete(j);
+    report_free(r);
+    free(dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_summary)
 {
     char *tmp, *dir;
@@ -673,7 +758,7 @@ START_TEST(test_summary)
 
     /* Every file listed exists, and every file there is listed. */
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    ck_assert_int_eq(cJSON_GetArraySize(files), 15);
+    ck_assert_int_eq(cJSON_GetArraySize(files), 16);
     const cJSON *it;
     cJSON_ArrayForEach(it, files)
     {
@@ -1760,6 +1845,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_queue_cpu_memory_rows);
     tcase_add_test(tc, test_json_integers);
     tcase_add_test(tc, test_summary);
+    tcase_add_test(tc, test_child_rows);
     tcase_add_test(tc, test_pretty_and_analyse_only);
     tcase_add_test(tc, test_tables_order_independent);
     tcase_add_test(tc, test_kernel_rows);

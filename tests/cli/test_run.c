@@ -359,6 +359,66 @@ START_TEST(fork_child_recorded_apart)
 }
 END_TEST
 
+/* Two forked children (no exec: no session of their own) burn 300 ms each: the parent's sampler
+ * follows them, and `termsight analyse` lists both in cpu_processes.csv with their CPU time and
+ * RSS. They exit as soon as they are done, so up to one interval of their time may be missed. */
+START_TEST(children_sampled)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    char *pids_file = path_join(tmp, "pids");
+    const char *argv[] = {"--sample-ms", "10",      "--", need_env("FORK_NVTX"),
+                          "burn",        pids_file, NULL};
+    run_result r;
+    run(tmp, argv, &r);
+    ck_assert_int_eq(r.status, 0);
+    int pid[2] = {0, 0};
+    FILE *f = fopen(pids_file, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%d %d", &pid[0], &pid[1]), 2);
+    fclose(f);
+
+    const char *bin = getenv("TERMSIGHT_BIN");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%s' analyse '%s' >/dev/null", bin, r.folder);
+    ck_assert_int_eq(system(cmd), 0);
+    char *report = path_join(r.folder, "report");
+    char *csv = path_join(report, "cpu_processes.csv");
+    f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int rows = 0, found[2] = {0, 0};
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f)); /* the header */
+    while (fgets(line, sizeof line, f)) {
+        rows++;
+        int p = 0, ppid = 0;
+        double cpu_us = 0;
+        unsigned long long peak_rss = 0;
+        /* pid,ppid,process,samples,avg_user_pct,avg_system_pct,avg_cpu_pct,peak_cpu_pct,cpu_us,
+         * last_rss_bytes,peak_rss_bytes,... (the process name holds no comma here) */
+        ck_assert_int_eq(sscanf(line, "%d,%d,%*[^,],%*d,%*f,%*f,%*f,%*f,%lf,%*u,%llu", &p, &ppid,
+                                &cpu_us, &peak_rss),
+                         4);
+        for (int i = 0; i < 2; i++) {
+            if (p != pid[i])
+                continue;
+            found[i] = 1;
+            ck_assert_int_eq(ppid, r.pid);
+            ck_assert_msg(cpu_us >= 150000 && cpu_us <= 450000, "%s", line);
+            ck_assert_msg(peak_rss >= 32ull << 20, "%s", line);
+        }
+    }
+    fclose(f);
+    ck_assert_int_eq(rows, 2);
+    ck_assert(found[0] && found[1]);
+    free(csv);
+    free(report);
+    free(pids_file);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     char *tmp = tmp_make();
@@ -555,6 +615,7 @@ int main(void)
     tcase_add_test(tc, exit_status_passthrough);
     tcase_add_test(tc, sigterm_recovered);
     tcase_add_test(tc, fork_child_recorded_apart);
+    tcase_add_test(tc, children_sampled);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, delay_and_duration);
     tcase_add_test(tc, no_start_collects_nothing);

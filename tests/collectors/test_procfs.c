@@ -1,5 +1,6 @@
 /* The /proc parsers against inline fixtures, and the sampler in a real session. */
 #include "collectors.h"
+#include "eventlist.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +115,10 @@ START_TEST(parse_task_stat)
         ck_assert_uint_eq(t.utime, strtoull(task_cases[_i].utime, NULL, 10));
         ck_assert_uint_eq(t.stime, strtoull(task_cases[_i].stime, NULL, 10));
         ck_assert_uint_eq(t.num_threads, strtoull(task_cases[_i].threads, NULL, 10));
+        ck_assert_uint_eq(t.ppid, 1);
+        ck_assert_int_eq(t.state, 'S');
+        ck_assert_uint_eq(t.start, 12345);
+        ck_assert_uint_eq(t.rss_pages, 200);
     }
 }
 END_TEST
@@ -125,8 +131,12 @@ START_TEST(parse_task_stat_truncated)
     ck_assert_uint_eq(t.utime, 11);
     ck_assert_uint_eq(t.stime, 22);
     ck_assert_uint_eq(t.num_threads, 9);
-    /* Cut anywhere before num_threads ends: an error. */
-    size_t need = strstr(text, " 9 0 1") - text + 1;
+    ck_assert_uint_eq(t.ppid, 1);
+    ck_assert_uint_eq(t.start, 1);
+    ck_assert_uint_eq(t.rss_pages, 3);
+    ck_assert_int_eq(t.state, 'R');
+    /* Cut anywhere before rss ends: an error. */
+    size_t need = strlen(text) - 1;
     for (size_t len = 0; len < need; len++)
         ck_assert_msg(procfs_parse_task_stat(text, len, &t) == -1, "len %zu", len);
     ck_assert_int_eq(procfs_parse_task_stat("", 0, &t), -1);
@@ -217,6 +227,9 @@ START_TEST(parse_real_files)
     ck_assert_uint_gt(m.ctxt, 0);
     ck_assert_int_eq(procfs_parse_task_stat(buf, slurp("/proc/self/stat", buf, sizeof buf), &t), 0);
     ck_assert_uint_ge(t.num_threads, 1);
+    ck_assert_uint_eq(t.ppid, (uint64_t)getppid());
+    ck_assert_uint_gt(t.rss_pages, 0);
+    ck_assert_uint_gt(t.start, 0);
     ck_assert_int_eq(
         procfs_parse_status(buf, slurp("/proc/self/status", buf, sizeof buf), &rss, &hwm), 0);
     ck_assert_uint_gt(rss, 0);
@@ -249,7 +262,7 @@ static void *burn(void *arg)
 }
 
 typedef struct seen {
-    uint64_t machine, process, threads, memory, burner;
+    uint64_t machine, process, threads, children, memory, burner;
     uint64_t bad_share_sum;
     uint64_t proc_ns, proc_dur_ns, cpus;
     uint64_t burner_ns;
@@ -310,6 +323,9 @@ static void read_samples(const char *run_folder, seen *sn)
                     sn->burner_ns += ev->v0 + ev->v1;
                 }
                 break;
+            case TS_KIND_CPU_CHILD:
+                sn->children++;
+                break;
             case TS_KIND_HOST_MEMORY:
                 sn->memory++;
                 sn->rss = ev->v0;
@@ -332,19 +348,34 @@ static void read_samples(const char *run_folder, seen *sn)
     recording_reader_close(r);
 }
 
-START_TEST(sampler_session)
+/* A session writing under $TERMSIGHT_TEST_TMP (else /tmp), sampling every interval_ms. */
+static termsight_session *sampled_session(const char *tag, uint32_t interval_ms, int start)
 {
     char out[600];
     const char *base = getenv("TERMSIGHT_TEST_TMP");
-    snprintf(out, sizeof out, "%s/procfs-%d-%ld", base && *base ? base : "/tmp", (int)getpid(),
-             (long)time(NULL));
+    snprintf(out, sizeof out, "%s/procfs%s-%d-%ld", base && *base ? base : "/tmp", tag,
+             (int)getpid(), (long)time(NULL));
     termsight_options o;
     termsight_options_init(&o);
     o.output_path = out;
-    o.sample_interval_ms = 10;
-    uint64_t cpu0 = cpu_seconds();
+    o.sample_interval_ms = interval_ms;
+    o.start_collecting = start;
     termsight_session *s = NULL;
     ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    return s;
+}
+
+/* Destroys s, leaving its run folder in run_folder. */
+static void session_end(termsight_session *s, char *run_folder, size_t cap)
+{
+    snprintf(run_folder, cap, "%s", termsight_run_folder(s));
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+}
+
+START_TEST(sampler_session)
+{
+    uint64_t cpu0 = cpu_seconds();
+    termsight_session *s = sampled_session("", 10, 1);
 
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, burn, NULL), 0);
@@ -359,8 +390,7 @@ START_TEST(sampler_session)
     }
     ck_assert_uint_ge(termsight_events_recorded(s), e0 + 20);
     char run_folder[1100];
-    snprintf(run_folder, sizeof run_folder, "%s", termsight_run_folder(s));
-    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    session_end(s, run_folder, sizeof run_folder);
     uint64_t cpu_total = cpu_seconds() - cpu0;
 
     seen sn;
@@ -376,6 +406,8 @@ START_TEST(sampler_session)
      * per CPU time source, user and system), and the burner's 300 ms are mostly in. */
     ck_assert_uint_le(sn.proc_ns, cpu_total + 20000000ull);
     ck_assert_uint_gt(sn.burner, 0);
+    /* The process started no other: no descendant was sampled. */
+    ck_assert_uint_eq(sn.children, 0);
     ck_assert_msg(sn.burner_ns >= 150000000ull, "burner sampled %lu ns",
                   (unsigned long)sn.burner_ns);
     ck_assert_uint_le(sn.burner_ns, 400000000ull);
@@ -391,17 +423,7 @@ END_TEST
 /* Stop and start again: no sample spans the gap between windows; destroy while idle works. */
 START_TEST(sampler_windows)
 {
-    char out[600];
-    const char *base = getenv("TERMSIGHT_TEST_TMP");
-    snprintf(out, sizeof out, "%s/procfs-w-%d-%ld", base && *base ? base : "/tmp", (int)getpid(),
-             (long)time(NULL));
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = out;
-    o.sample_interval_ms = 5;
-    o.start_collecting = 0;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    termsight_session *s = sampled_session("-w", 5, 0);
     for (int w = 0; w < 3; w++) {
         ck_assert_int_eq(termsight_start(s), TERMSIGHT_OK);
         usleep(60000);
@@ -409,8 +431,7 @@ START_TEST(sampler_windows)
         usleep(30000);
     }
     char run_folder[1100];
-    snprintf(run_folder, sizeof run_folder, "%s", termsight_run_folder(s));
-    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    session_end(s, run_folder, sizeof run_folder);
 
     recording_reader *r;
     char *why = NULL;
@@ -427,7 +448,8 @@ START_TEST(sampler_windows)
                 start_ns = ev->begin_ns;
             } else if (ev->kind == TS_KIND_COLLECT_STOP) {
                 open = 0;
-            } else if (ev->kind >= TS_KIND_CPU_MACHINE && ev->kind <= TS_KIND_HOST_MEMORY) {
+            } else if ((ev->kind >= TS_KIND_CPU_MACHINE && ev->kind <= TS_KIND_HOST_MEMORY) ||
+                       ev->kind == TS_KIND_CPU_CHILD) {
                 ck_assert_msg(open, "sample outside a window");
                 ck_assert_uint_ge(ev->begin_ns, start_ns);
                 machine += ev->kind == TS_KIND_CPU_MACHINE;
@@ -437,6 +459,212 @@ START_TEST(sampler_windows)
     ck_assert_int_eq(rc, 0);
     recording_reader_close(r);
     ck_assert_uint_gt(machine, 3);
+}
+END_TEST
+
+/* ---- Descendant processes ------------------------------------------------------------ */
+
+/* Forks a child that forks a grandchild; both wait until release is closed. */
+static pid_t fork_tree(int release[2], pid_t *grandchild)
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(release), 0);
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(release[1]);
+        close(ready[0]);
+        pid_t g = fork();
+        if (g == 0) {
+            char c;
+            while (read(release[0], &c, 1) < 0)
+                ;
+            _exit(0);
+        }
+        int32_t gp = (int32_t)g;
+        (void)!write(ready[1], &gp, sizeof gp);
+        char c;
+        while (read(release[0], &c, 1) < 0)
+            ;
+        if (g > 0)
+            waitpid(g, NULL, 0);
+        _exit(0);
+    }
+    close(release[0]);
+    close(ready[1]);
+    int32_t gp = -1;
+    ck_assert_int_eq(read(ready[0], &gp, sizeof gp), (ssize_t)sizeof gp);
+    close(ready[0]);
+    ck_assert_int_gt(gp, 0);
+    *grandchild = (pid_t)gp;
+    return child;
+}
+
+static int has_pid(const uint32_t *pids, int n, pid_t pid)
+{
+    for (int i = 0; i < n; i++)
+        if (pids[i] == (uint32_t)pid)
+            return 1;
+    return 0;
+}
+
+/* Both ways of finding descendants find the child and the grandchild, and nothing else; a
+ * process without children has none. */
+START_TEST(descendants)
+{
+    uint32_t pids[16], left = 7;
+    int files = access("/proc/thread-self/children", R_OK) == 0;
+    for (int way = 0; way < 2; way++)
+        if (way == 0 || files)
+            ck_assert_int_eq(sampler_descendants(way, (uint32_t)getpid(), pids, 16, &left), 0);
+    ck_assert_uint_eq(left, 0);
+
+    int release[2];
+    pid_t g, c = fork_tree(release, &g);
+    for (int way = 0; way < 2; way++) {
+        if (way == 1 && !files)
+            continue;
+        int n = sampler_descendants(way, (uint32_t)getpid(), pids, 16, &left);
+        ck_assert_msg(n == 2, "way %d: %d descendants", way, n);
+        ck_assert_uint_eq(left, 0);
+        ck_assert(pids[0] == (uint32_t)c); /* breadth first */
+        ck_assert(has_pid(pids, n, g));
+        /* Bounded by max: the rest is counted. */
+        ck_assert_int_eq(sampler_descendants(way, (uint32_t)getpid(), pids, 1, &left), 1);
+        ck_assert_uint_eq(left, 1);
+        /* From the child: the grandchild alone. */
+        ck_assert_int_eq(sampler_descendants(way, (uint32_t)c, pids, 16, &left), 1);
+        ck_assert(pids[0] == (uint32_t)g);
+    }
+    close(release[1]);
+    int st;
+    ck_assert_int_eq(waitpid(c, &st, 0), c);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+END_TEST
+
+#define BURN_NS    300000000ull
+#define BURN_BYTES (64u << 20)
+
+/* A forked child: touches BURN_BYTES, burns BURN_NS of its CPU time (at most 20 s of wall
+ * time), says so on done, and waits until release is closed. */
+static void burner_child(int done, int release)
+{
+    char *mem = malloc(BURN_BYTES);
+    if (mem)
+        memset(mem, 1, BURN_BYTES);
+    struct timespec cpu, wall0, wall;
+    clock_gettime(CLOCK_MONOTONIC, &wall0);
+    volatile uint64_t x = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            x += (uint64_t)i * i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        clock_gettime(CLOCK_MONOTONIC, &wall);
+    } while ((uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec < BURN_NS &&
+             wall.tv_sec - wall0.tv_sec < 20);
+    (void)x;
+    char c = mem ? mem[BURN_BYTES - 1] : 0;
+    (void)!write(done, &c, 1);
+    while (read(release, &c, 1) < 0)
+        ;
+    _exit(0);
+}
+
+typedef struct child_seen {
+    pid_t pid;
+    uint64_t events, cpu_ns, peak_rss, first_begin, ppid;
+    int named;
+} child_seen;
+
+/* Two forked children burn 300 ms of CPU each and hold 64 MB: the recording has both, with
+ * their CPU time and RSS, their parent, and their first interval from their start. */
+START_TEST(sampler_children)
+{
+    termsight_session *s = sampled_session("-c", 10, 1);
+
+    int done[2], release[2];
+    ck_assert_int_eq(pipe(done), 0);
+    ck_assert_int_eq(pipe(release), 0);
+    uint64_t forked_ns = tsclock_now(&ts_clock);
+    child_seen ch[2] = {{0}};
+    for (int i = 0; i < 2; i++) {
+        ch[i].pid = fork();
+        ck_assert_int_ge(ch[i].pid, 0);
+        if (ch[i].pid == 0) {
+            close(done[0]);
+            close(release[1]);
+            burner_child(done[1], release[0]);
+        }
+    }
+    close(done[1]);
+    close(release[0]);
+    char c[2];
+    size_t got = 0;
+    while (got < 2) {
+        ssize_t n = read(done[0], c + got, 2 - got);
+        ck_assert_int_gt(n, 0);
+        got += (size_t)n;
+    }
+    /* Both have burned and wait: the window's last sample sees all their time. */
+    ck_assert_int_eq(termsight_stop(s), TERMSIGHT_OK);
+    close(release[1]);
+    for (int i = 0; i < 2; i++) {
+        int st;
+        ck_assert_int_eq(waitpid(ch[i].pid, &st, 0), ch[i].pid);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(done[0]);
+    char run_folder[1100];
+    session_end(s, run_folder, sizeof run_folder);
+
+    uint64_t others = 0, stop_ns = 0;
+    char comm[64] = "";
+    FILE *f = fopen("/proc/self/comm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(comm, sizeof comm, f));
+    fclose(f);
+    comm[strcspn(comm, "\n")] = 0;
+    event_list l;
+    read_all(run_folder, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        const ts_event *ev = &l.ev[i];
+        if (ev->kind == TS_KIND_COLLECT_STOP)
+            stop_ns = ev->begin_ns;
+        if (ev->kind != TS_KIND_CPU_CHILD)
+            continue;
+        ck_assert_uint_le(ev->begin_ns, ev->end_ns);
+        child_seen *k = ev->tid == (uint32_t)ch[0].pid   ? &ch[0]
+                        : ev->tid == (uint32_t)ch[1].pid ? &ch[1]
+                                                         : NULL;
+        if (!k) {
+            others++;
+            continue;
+        }
+        if (!k->events++)
+            k->first_begin = ev->begin_ns;
+        k->cpu_ns += ev->v0 + ev->v1;
+        k->peak_rss = ev->corr > k->peak_rss ? ev->corr : k->peak_rss;
+        k->ppid = ev->aux;
+        k->named += !strcmp(name_of(&l, ev->name), comm);
+    }
+    list_free(&l);
+    ck_assert_uint_eq(others, 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_uint_gt(ch[i].events, 1);
+        ck_assert_uint_eq(ch[i].named, ch[i].events);
+        ck_assert_uint_eq(ch[i].ppid, (uint64_t)getpid());
+        /* 300 ms burned (the clock-tick rounding of user and system time and the memset's page
+         * faults on either side), and the 64 MB they touched. */
+        ck_assert_msg(ch[i].cpu_ns >= BURN_NS - 30000000ull &&
+                          ch[i].cpu_ns <= BURN_NS + 150000000ull,
+                      "child %d: %llu ns", i, (unsigned long long)ch[i].cpu_ns);
+        ck_assert_uint_ge(ch[i].peak_rss, BURN_BYTES);
+        /* The first interval begins at the child's start (clock ticks: 10 ms), not before. */
+        ck_assert_uint_ge(ch[i].first_begin + 20000000ull, forked_ns);
+        ck_assert_uint_le(ch[i].first_begin, stop_ns);
+    }
 }
 END_TEST
 
@@ -455,6 +683,8 @@ static Suite *procfs_suite(void)
     TCase *t = tcase_create("sampler");
     tcase_add_test(t, sampler_session);
     tcase_add_test(t, sampler_windows);
+    tcase_add_test(t, descendants);
+    tcase_add_test(t, sampler_children);
     suite_add_tcase(s, t);
     return s;
 }

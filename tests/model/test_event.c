@@ -40,6 +40,7 @@ static const struct {
     {TS_KIND_HOST_ALLOC, "host_alloc"},
     {TS_KIND_HOST_FREE, "host_free"},
     {TS_KIND_CONFIG, "config"},
+    {TS_KIND_CPU_CHILD, "cpu_child"},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

@@ -157,8 +157,14 @@ static void make_run(run *r, int evil)
         ts_event mem = ev(TS_KIND_HOST_MEMORY, 0, e, e);
         mem.v0 = 300ull << 20;
         mem.v1 = 512ull << 20;
-        ts_event batch[4] = {m, p, th, mem};
-        feed(r, batch, 4);
+        /* A data-loader worker process all along, and one that ended after the first sample. */
+        ts_event w = ev(TS_KIND_CPU_CHILD, 5151, b, e);
+        w.name = N_TRAIN;
+        w.v0 = 70 * MS;
+        w.corr = 200ull << 20;
+        ts_event gone = ev(TS_KIND_CPU_CHILD, 5152, b, e);
+        ts_event batch[6] = {m, p, th, mem, w, gone};
+        feed(r, batch, i == 0 ? 6 : 5);
     }
     analysis_finish(r->a);
     r->st = (source_status){.pid = 4242,
@@ -582,7 +588,12 @@ START_TEST(test_cpu_gauges)
     ck_assert_msg(strstr(line, "95.0%"), "%s", line);
     ck_assert_int_ge(line_with(&c, "host RSS", line, sizeof line), 1);
     ck_assert_msg(strstr(line, "300 MiB of peak 512 MiB"), "%s", line);
+    ck_assert_int_lt(line_with(&c, "pid 5151", line, sizeof line), 0); /* full screen only */
     draw_panel(&r, &v, &c, PANEL_CPU, 20, 140, 1, &glyphs_utf8);
+    ck_assert_int_ge(line_with(&c, "pid 5151", line, sizeof line), 1);
+    ck_assert_msg(strstr(line, " 70.0% pid 5151 RSS 200 MiB"), "%s", line);
+    ck_assert_int_lt(line_with(&c, "pid 5152", line, sizeof line), 0);
+    ck_assert_canvas_has(&c, "1 child process ended");
     ck_assert_canvas_has(&c, "averages: user 30.0%");
     ck_assert_canvas_has(&c, "iowait");
     canvas_free(&c);
@@ -934,6 +945,9 @@ START_TEST(test_snapshot_json)
     ck_assert_str_eq(cJSON_GetObjectItem(q, "role")->valuestring, "host");
     cJSON *cpu = cJSON_GetObjectItem(o, "cpu");
     ck_assert_int_eq(cJSON_GetObjectItem(cpu, "cpus")->valueint, 4);
+    cJSON *procs = cJSON_GetObjectItem(cpu, "processes");
+    ck_assert_int_eq(cJSON_GetArraySize(procs), 2);
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0), "pid")->valueint, 5151);
     cJSON *tl = cJSON_GetObjectItem(o, "timeline");
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tl, "lanes")), 2);
     cJSON_Delete(o);
