@@ -371,8 +371,17 @@ start_rank() {
     started=$!
     wait_session "rank $1"
 }
-start_rank 0
+# Rank 0 has a worker process: a child started before the shell becomes the trainer (exec), so
+# that the trainer is its parent.
+TERMSIGHT_JOB=$job TERMSIGHT_RANK=0 TERMSIGHT_LOCAL_RANK=0 TERMSIGHT_WORLD_SIZE=3 \
+    sh -c 'sleep 300 & exec "$0" --no-start --steps 100000 --output "$1" >>"$2" 2>&1' \
+    "$work/$name" "$work/jobout" "$work/train.log" &
+started=$!
+wait_session "rank 0"
 rank0=$started
+worker=$(cat /proc/"$rank0"/task/*/children 2>/dev/null | tr ' ' '\n' | grep . | head -n 1)
+[ -n "$worker" ] || fail "rank 0 has no child process"
+pids="$pids $worker"
 start_rank 1
 rank1=$started
 start_rank 2
@@ -409,6 +418,14 @@ wait_for "pid $rank2"
 wait_for "showing rank 2, pid $rank2"
 wait_for "MatMul"
 ok "Enter on a rank's row shows that rank"
+
+# Rank 0's CPU screen lists its worker process (sampled from the rank, loading nothing).
+t send-keys -t top 7 Home Enter
+wait_for "showing rank 0, pid $rank0"
+t send-keys -t top 5
+wait_for "sleep" 30
+wait_for "$worker" 30
+ok "rank 0's CPU screen lists its worker process (pid $worker)"
 
 t send-keys -t top a
 wait_for "Job report:" 120
