@@ -97,6 +97,10 @@ static int ls_run(int argc, char **argv, int check)
             }
         }
         printf("%d stale session%s removed\n", removed, removed == 1 ? "" : "s");
+        int orphans = segment_remove_orphan_ctls();
+        if (orphans)
+            printf("%d control object%s of sessions already gone removed\n", orphans,
+                   orphans == 1 ? "" : "s");
         free(list);
         return status;
     }

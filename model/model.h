@@ -453,6 +453,11 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause);
  * none could be (in use, not ours, or none there). */
 int segment_remove_stale(pid_t pid, char **cause);
 
+/* Removes this user's control objects ("/termsight-<pid>-<hex>-ctl") whose segment is gone and
+ * whose process is gone (left by a segment removed by hand, or by an older termsight): the count
+ * removed. */
+int segment_remove_orphan_ctls(void);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Lanes                                                                                      */
 /* ------------------------------------------------------------------------------------------ */

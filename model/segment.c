@@ -810,6 +810,32 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
     return 0;
 }
 
+int segment_remove_orphan_ctls(void)
+{
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name), sl = strlen(CTL_SUFFIX);
+        char seg[256];
+        pid_t pid;
+        if (len <= sl || len - sl >= sizeof seg || strcmp(e->d_name + len - sl, CTL_SUFFIX))
+            continue;
+        memcpy(seg, e->d_name, len - sl);
+        seg[len - sl] = 0;
+        struct stat st;
+        if (!parse_pid(seg, &pid) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            st.st_uid != geteuid() || fstatat(dirfd(d), seg, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+            (kill(pid, 0) == 0 || errno == EPERM))
+            continue; /* its segment is there, or its process lives: not an orphan */
+        removed += unlinkat(dirfd(d), e->d_name, 0) == 0;
+    }
+    closedir(d);
+    return removed;
+}
+
 int segment_remove_stale(pid_t pid, char **cause)
 {
     char names[PID_NAMES_MAX][64];

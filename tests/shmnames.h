@@ -46,12 +46,17 @@ static inline void shm_path_of_pid(pid_t pid, char *out, size_t cap)
     snprintf(out, cap, "%s", n == 1 ? paths[0] : "");
 }
 
+/* Removes pid's segments and their control objects ("<segment>-ctl"). */
 static inline void shm_unlink_pid(pid_t pid)
 {
     char paths[SHM_NAMES_MAX][96];
     int n = shm_paths_of_pid(pid, paths, SHM_NAMES_MAX);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        char ctl[104];
+        snprintf(ctl, sizeof ctl, "%.90s-ctl", paths[i]);
+        unlink(ctl);
         unlink(paths[i]);
+    }
 }
 
 /* A path of the form termsight gives pid's segments, for planting an object there. */

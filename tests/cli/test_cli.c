@@ -502,6 +502,10 @@ START_TEST(test_ls_lists_and_cleans)
     char junk[64];
     snprintf(junk, sizeof junk, "/dev/shm/termsight-%d", (int)dead_pid(2));
     file_write(junk, "not a segment at all", 20);
+    /* A control object whose segment is gone (removed by hand): an orphan. */
+    char orphan[80];
+    snprintf(orphan, sizeof orphan, "/dev/shm/termsight-%d-0123456789abcdef-ctl", (int)dead_pid(8));
+    file_write(orphan, "", 0);
 
     cli_result r;
     cli_run(tmp, (const char *const[]){"ls", NULL}, &r);
@@ -532,8 +536,10 @@ START_TEST(test_ls_lists_and_cleans)
     snprintf(want, sizeof want, "removed /termsight-%d (pid %d", (int)dead_pid(2),
              (int)dead_pid(2));
     ck_assert_ptr_nonnull(strstr(r.out, want));
+    ck_assert_ptr_nonnull(strstr(r.out, "control object"));
     cli_result_free(&r);
     ck_assert_int_ne(access(junk, F_OK), 0);
+    ck_assert_int_ne(access(orphan, F_OK), 0);
     ck_assert(!shm_exists_pid(dead_pid(1)));
     ck_assert(shm_exists_pid(getpid())); /* the live one stays */
 
