@@ -119,6 +119,8 @@ static int fd_is_mine(const sampler *m, const owned_fd *o)
 /* Opens path under dir: 0, or -1 (o->fd is then -1). */
 static int fd_open(const sampler *m, int dir, const char *path, int flags, owned_fd *o)
 {
+    o->dev = 0;
+    o->ino = 0;
     o->fd = openat(dir, path, flags | O_RDONLY | O_CLOEXEC);
     if (o->fd < 0 || m->private_fds)
         return o->fd < 0 ? -1 : 0;
