@@ -644,7 +644,9 @@ static void sink_bucket(void *ctx, const queue_bucket *b)
     if (!c->f)
         return;
     csv_name(c, r->a, queue_name(r, b->queue));
-    csv_us(c, rebase(r, b->begin_ns));
+    /* Buckets are aligned on the clock; the first may begin before the run: it begins with it. */
+    csv_us(c,
+           rebase(r, b->begin_ns < r->origin && b->end_ns > r->origin ? r->origin : b->begin_ns));
     csv_us(c, rebase(r, b->end_ns));
     csv_u64(c, b->samples);
     csv_num(c, 100 * b->avg_usage, 3);

@@ -21,6 +21,7 @@ typedef struct golden {
     uint32_t nnames, cap_names;
     ts_event *ev;
     size_t nev, cap_ev;
+    uint64_t start_ns; /* the session's start on the collector clock (the report's origin) */
 } golden;
 
 static inline void golden_init(golden *g)
@@ -194,6 +195,7 @@ static inline void golden_write_recording(golden *g, const char *dir)
     recording_meta meta = {.major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = 4242};
     /* 2026-11-24, in ns: past 2^53, so no double holds it exactly (summary.json must). */
     meta.start_realtime_ns = 1795471056859229185ull;
+    meta.start_ns = g->start_ns;
     strcpy(meta.process, "golden");
     strcpy(meta.clock, "tsc");
     recording_writer *w;

@@ -499,6 +499,38 @@ START_TEST(test_step_rows)
 }
 END_TEST
 
+/* A run that starts between two bucket boundaries: its first usage bucket begins at the run's
+ * start (0), never before it. */
+static void build_late_start(golden *g)
+{
+    golden_init(g);
+    g->start_ns = 1500 * MS; /* 1.5 s on the collector's clock: buckets begin at 1 s and 2 s */
+    golden_queue_info(g, QUEUE_NAME, TS_QUEUE_HOST, 4, "loader", "train");
+    g->ev[g->nev - 1].begin_ns = g->ev[g->nev - 1].end_ns = g->start_ns; /* at the start */
+    for (int i = 0; i < 10; i++)
+        golden_queue(g, QUEUE_NAME, TS_QUEUE_HOST, 1600000 + 100000 * (uint64_t)i, 2, 4);
+}
+
+START_TEST(test_queue_usage_from_the_start)
+{
+    char *tmp, *dir;
+    report *r = report_golden(build_late_start, &tmp, &dir, NULL);
+    csv_file f = csv_read(dir, "data_queue_usage.csv");
+    ck_assert_uint_eq(f.n, 1 + 2);
+    /* [1.5 s, 2 s): 4 samples; [2 s, 3 s): 6. */
+    expect_row(
+        &f, 1,
+        (const char *[]){QUEUE_NAME, "0.000", "500000.000", "4", "50.000", "0.000", "0.000", NULL});
+    expect_row(&f, 2,
+               (const char *[]){QUEUE_NAME, "500000.000", "1500000.000", "6", "50.000", "0.000",
+                                "0.000", NULL});
+    csv_free(&f);
+    report_free(r);
+    free(dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_queue_cpu_memory_rows)
 {
     char *tmp, *dir;
@@ -1843,6 +1875,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_op_rows);
     tcase_add_test(tc, test_step_rows);
     tcase_add_test(tc, test_queue_cpu_memory_rows);
+    tcase_add_test(tc, test_queue_usage_from_the_start);
     tcase_add_test(tc, test_json_integers);
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_child_rows);
