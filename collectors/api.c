@@ -9,6 +9,7 @@
  * (open range frames) in a block allocated on the thread's first event. */
 #include "collectors.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -383,7 +384,14 @@ uint32_t termsight_queue_register(const char *name, uint64_t capacity, termsight
     pthread_mutex_lock(&s->meta);
     uint32_t n = atomic_load(&s->queue_count);
     if (n == TS_MAX_QUEUES) {
+        int first = !s->queue_table_full;
+        s->queue_table_full = 1;
         pthread_mutex_unlock(&s->meta);
+        if (first) /* said once: the queue's sizes will not be recorded */
+            fprintf(stderr,
+                    "termsight: the queue table is full (%d queues): queue \"%s\" and later ones "
+                    "are not recorded (register a queue once and reuse its handle)\n",
+                    TS_MAX_QUEUES, name);
         return 0;
     }
     s->queues[n] = q;

@@ -133,6 +133,7 @@ struct termsight_session {
     pthread_mutex_t meta;
     queue_slot queues[TS_MAX_QUEUES];
     _Atomic uint32_t queue_count;
+    int queue_table_full; /* a register found no room: said once on stderr */
     struct {
         uint32_t tid, name;
     } threads[TS_MAX_THREAD_NAMES];

@@ -43,6 +43,8 @@ manager for code outside steps() (an evaluation loop, say).
 
 import os
 import threading
+import warnings
+import weakref
 
 from . import _lib
 
@@ -407,6 +409,36 @@ class _DepthSampler(threading.Thread):
         self.join()
 
 
+# The prefetch queue of each loader, registered once per session and reused by every epoch's
+# steps() (the library's queue table is bounded): loader -> (session, capacity, queue handle).
+_loader_queues = weakref.WeakKeyDictionary()
+_queue_table_warned = False
+
+
+def _loader_queue(lib, loader, capacity):
+    global _queue_table_warned
+    session = lib.termsight_session_current()
+    try:
+        known = _loader_queues.get(loader)
+    except TypeError:  # a loader that cannot be weakly referenced: registered each time
+        known = None
+    if known and known[0] == session and known[1] == capacity:
+        return known[2]
+    q = lib.termsight_queue_register(QUEUE_NAME.encode(), capacity, _lib.QUEUE_ROLES["host"],
+                                     b"DataLoader workers", b"training loop")
+    if not q:
+        if not _queue_table_warned:
+            _queue_table_warned = True
+            warnings.warn("termsight: the queue table is full: the DataLoader's prefetch depth "
+                          "is not recorded", RuntimeWarning, stacklevel=3)
+        return 0
+    try:
+        _loader_queues[loader] = (session, capacity, q)
+    except TypeError:
+        pass
+    return q
+
+
 def _depth_sampler(lib, loader, it, queue_ms):
     """A started _DepthSampler for it, or None where the depth cannot be read or no session
     records it."""
@@ -415,8 +447,7 @@ def _depth_sampler(lib, loader, it, queue_ms):
     capacity = _prefetch_capacity(loader)
     if not capacity or prefetch_depth(it) is None:
         return None
-    q = lib.termsight_queue_register(QUEUE_NAME.encode(), capacity, _lib.QUEUE_ROLES["host"],
-                                     b"DataLoader workers", b"training loop")
+    q = _loader_queue(lib, loader, capacity)
     if not q:
         return None
     sampler = _DepthSampler(lib, q, it, queue_ms / 1000.0)

@@ -133,6 +133,29 @@ class Helpers(Base):
         self.assertEqual(sum(1 for e in ev if e["name"] == "DataLoader.__next__"), 3)
         self.assertNotIn("queue_info", kinds, "a list has no prefetch depth")
 
+    def test_one_queue_per_loader_across_epochs(self):
+        # 300 epochs of one loader (more than the library's 256 queues): one prefetch queue,
+        # registered once and sampled in every epoch; a second loader gets its own.
+        r, ev = self.events("""
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+            data = TensorDataset(torch.arange(8.0))
+            loader = DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
+            other = DataLoader(data, batch_size=2, num_workers=1, persistent_workers=True)
+            p = termsight.Profiler(output_path=out)
+            for epoch in range(300):
+                for b in termsight.torch.steps(loader, ops=False, queue_ms=1):
+                    pass
+            for b in termsight.torch.steps(other, ops=False, queue_ms=1):
+                pass
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder})
+            """)
+        infos = [e for e in ev if e["kind"] == "queue_info" and e["name"] == "DataLoader prefetch"]
+        self.assertEqual(len(infos), 2, infos)  # one per loader, one collection window
+        self.assertEqual(sum(1 for e in ev if e["kind"] == "step_begin"), 300 * 2 + 4)
+
     def test_ops_names_scopes_and_backward(self):
         r, ev = self.events("""
             import torch
