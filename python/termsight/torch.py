@@ -194,6 +194,7 @@ def _dispatch_mode_class(torch):
             self._end = lib.termsight_range_end
             self._now = lib.termsight_now_ns
             self._comm = lib.termsight_comm_complete
+            self.used = False  # an operator ran since steps() last cleared it
 
         def __enter__(self):
             before = self._names._session
@@ -203,6 +204,7 @@ def _dispatch_mode_class(torch):
             return super().__enter__()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.used = True
             # The innermost module below the root ("features.0"): qualified names already hold
             # the path; outside every module (backward, the optimizer) no scope.
             stack = _scopes.stack
@@ -507,13 +509,22 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             # through Python even when nothing is recorded.
             traced = mode is not None and collecting.value
             if traced:
+                mode.used = False
                 mode.__enter__()
+            ran = True
             try:
                 yield batch
+            except GeneratorExit:
+                # The loop stopped at this batch. A step in which no operator ran (`if i >= N:
+                # break` at the top of the loop) trained nothing: it is left unended, so it is not
+                # counted. Without operator tracing, it cannot be told and counts.
+                ran = not traced or mode.used
+                raise
             finally:
                 if traced:
                     mode.__exit__(None, None, None)
-                lib.termsight_step_end()
+                if ran:
+                    lib.termsight_step_end()
     finally:
         if sampler is not None:
             sampler.stop()

@@ -133,6 +133,28 @@ class Helpers(Base):
         self.assertEqual(sum(1 for e in ev if e["name"] == "DataLoader.__next__"), 3)
         self.assertNotIn("queue_info", kinds, "a list has no prefetch depth")
 
+    def test_break_at_the_top_counts_only_steps_that_ran(self):
+        # for i, batch in enumerate(steps(loader)): if i >= N: break -- the batch fetched for the
+        # (N+1)-th iteration trains nothing: N steps, and FP/BP found for them.
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            w = torch.ones(4, 4)
+            for i, b in enumerate(termsight.torch.steps([torch.ones(4, 4)] * 6)):
+                if i >= 3:
+                    break
+                (b @ w).relu().sum()
+            p.stop()
+            report = p.analyse()
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "report": report})
+            """)
+        self.assertEqual(sum(1 for e in ev if e["kind"] == "step_end"), 3)
+        s = summary(r["folder"])
+        self.assertEqual(s["steps"]["count"], 3)
+        self.assertNotEqual(s["steps"]["source"], "none", s["steps"])
+
     def test_one_queue_per_loader_across_epochs(self):
         # 300 epochs of one loader (more than the library's 256 queues): one prefetch queue,
         # registered once and sampled in every epoch; a second loader gets its own.
