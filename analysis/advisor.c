@@ -251,9 +251,18 @@ static void rule_operators(ctx *x)
     if (busy_frac < FPBP_BUSY)
         return;
 
-    op_query q = {.by_type = 1, .sort = OP_SORT_SELF, .limit = TOP_TYPES};
+    /* Data fetches recorded as ranges (termsight.torch's DataLoader wait) are waits for data,
+     * which the step-interval and queue advice cover: never operators to optimize. */
+    op_query q = {.by_type = 1, .sort = OP_SORT_SELF, .limit = TOP_TYPES + 4};
     op_stat *ops = NULL;
-    size_t nops = analysis_ops(x->a, &q, &ops);
+    size_t nops = analysis_ops(x->a, &q, &ops), kept = 0;
+    for (size_t i = 0; i < nops; i++) {
+        uint32_t len = 0;
+        const char *name = analysis_name(x->a, ops[i].name, &len);
+        if (!(name && analysis_is_fetch_name(name, len)) && kept < TOP_TYPES)
+            ops[kept++] = ops[i];
+    }
+    nops = kept;
     kernel_stat *ks = NULL;
     size_t nks = nops ? 0 : analysis_kernels(x->a, 0, &ks);
     double kernel_total = 0;

@@ -79,4 +79,8 @@ uint32_t index_map_get(index_map *m, uint64_t key, uint32_t next_index, int *ins
 /* The index, or UINT32_MAX when absent. */
 uint32_t index_map_find(const index_map *m, uint64_t key);
 
+/* A data fetch's name (get_next, GetNext, data fetch, DataLoader, next batch; letters and digits
+ * compared without case): a wait for data, never an operator to optimize (steps.c). */
+int analysis_is_fetch_name(const char *s, uint32_t len);
+
 #endif

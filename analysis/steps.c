@@ -155,7 +155,7 @@ typedef struct steps_state {
 
 /* Data fetch ops by name: letters and digits only, lower-cased, so "get_next", "GetNext",
  * "IteratorGetNext", "data fetch" and PyTorch's "enumerate(DataLoader)#..." all match. */
-static int is_fetch_name(const char *s, uint32_t len)
+int analysis_is_fetch_name(const char *s, uint32_t len)
 {
     static const char *const words[] = {"getnext", "datafetch", "fetchdata", "dataloader",
                                         "nextbatch"};
@@ -188,7 +188,7 @@ static uint8_t compute_name_flags(steps_state *st, analysis *a, uint32_t id)
     const char *s = analysis_raw_name(a, id, &len);
     if (!s)
         return f;
-    if (is_fetch_name(s, len))
+    if (analysis_is_fetch_name(s, len))
         f |= NF_FETCH;
     if (!st->fp_opt && !st->bp_opt)
         return f;

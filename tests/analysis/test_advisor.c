@@ -200,6 +200,31 @@ START_TEST(test_operators)
 }
 END_TEST
 
+/* A data wait recorded as a range (termsight.torch's "DataLoader.__next__", type "DataLoader")
+ * is never an operator to optimize: the operator advice names the others only, and weighs
+ * only their share. Self time per step: DataLoader 400 (50%), MatMul 240 (30%), ReLU 100
+ * (12.5%), Add 60 (7.5%): busy 0.8 x the three kept (MatMul, ReLU, Add: 0.5) = 0.4. */
+START_TEST(test_data_wait_is_no_operator)
+{
+    golden g;
+    golden_init(&g);
+    static const opspec ops[] = {{"DataLoader.__next__", "DataLoader", 400, 0},
+                                 {"MatMul_1", "MatMul", 240, 0},
+                                 {"ReLU_1", "ReLU", 100, 0},
+                                 {"Add_1", "Add", 60, 0}};
+    build_steps(&g, 4, 100, 800, 100, ops, 4);
+    analysis *a = golden_analyse(&g, NULL, 0);
+    const expect want[] = {
+        {ADVICE_OPERATORS,
+         0.40,
+         {"\"MatMul\" 30.0%", "\"ReLU\" 12.5%", "\"Add\" 7.5%", "!DataLoader"}},
+    };
+    check_advice(a, want, 1);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_gaps)
 {
     golden g;
@@ -401,6 +426,7 @@ int main(void)
     tcase_add_test(tc, test_long_interval_with_queue_and_cpu);
     tcase_add_test(tc, test_long_interval_without_queues);
     tcase_add_test(tc, test_operators);
+    tcase_add_test(tc, test_data_wait_is_no_operator);
     tcase_add_test(tc, test_gaps);
     tcase_add_test(tc, test_tail_is_communication_wait);
     tcase_add_test(tc, test_lost_events);
