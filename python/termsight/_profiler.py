@@ -1,11 +1,13 @@
 """The Profiler (the seeds' mindspore.Profiler, for CUDA and CPU) and the event calls."""
 
+import atexit
 import ctypes
 import functools
 import os
 import warnings
 import re
 import subprocess
+import weakref
 
 from . import _lib
 
@@ -68,6 +70,25 @@ _DEFAULTS = {
 _BOOLS = ("start_profile", "op_time", "profile_memory", "profile_communication",
           "data_process", "sync_enable")
 _FRAMEWORK = ("all", "time", "memory", None)
+
+
+# Profilers whose session is open, closed at interpreter exit (atexit): a script that does not
+# use `with` and is ended by Ctrl-C (Python then re-raises SIGINT to die by it, so the library's
+# own exit handler never runs) still flushes its recording and removes its segment.
+_open_profilers = weakref.WeakSet()
+
+
+def _close_at_exit():
+    for p in list(_open_profilers):
+        if getattr(p, "_pid", None) != os.getpid():
+            continue  # a forked child's copy: the session is its parent's
+        try:
+            p.close()
+        except Exception:  # noqa: BLE001 -- at exit, nothing is left to tell
+            pass
+
+
+atexit.register(_close_at_exit)
 
 
 def _raise(code, what):
@@ -448,6 +469,8 @@ class Profiler:
         if rc != _lib.OK:
             _raise(rc, "Profiler")
         self._session = handle.value
+        self._pid = os.getpid()
+        _open_profilers.add(self)
         self._remember_folder()
 
     # -- state --
@@ -531,6 +554,7 @@ class Profiler:
             return
         self._remember_folder()
         s, self._session = self._session, None
+        _open_profilers.discard(self)
         rc = self._lib.termsight_session_destroy(s)
         if rc != _lib.OK:
             _raise(rc, "close")

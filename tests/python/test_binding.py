@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -275,6 +276,34 @@ class Session(Base):
         for kw, bad in (("rank", -1), ("world_size", 0), ("rank", "1")):
             with self.assertRaises((ValueError, TypeError)):
                 termsight.Profiler(**{kw: bad})
+
+    def test_ctrl_c_without_with(self):
+        # The README's lines without `with`, ended by Ctrl-C: Python dies by SIGINT as always
+        # (status -2), and the recording is closed and the segment removed on the way out.
+        code = textwrap.dedent("""\
+            import os, signal, sys, time
+            import termsight
+            p = termsight.Profiler(output_path=sys.argv[1])
+            with p.step():
+                p.mark("before ctrl-c")
+            print(p.run_folder, flush=True)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+            """)
+        e = dict(os.environ)
+        e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        e.pop("TERMSIGHT_AUTOSTART", None)
+        p = subprocess.run([sys.executable, "-c", code, os.path.join(self.tmp, "data")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGINT, p.stderr)
+        self.assertIn(b"KeyboardInterrupt", p.stderr)
+        folder = p.stdout.decode().strip()
+        pid = int(folder.rsplit("-", 3)[-3])
+        self.assertFalse([f for f in os.listdir("/dev/shm")
+                          if f.startswith("termsight-%d-" % pid)])
+        kinds = [e["kind"] for e in dump(folder)]
+        self.assertIn("mark", kinds)
+        self.assertEqual(kinds.count("collect_start"), kinds.count("collect_stop"))
 
     def test_start_stop_errors(self):
         r = self.child("""
