@@ -18,7 +18,9 @@
  *   ADVICE_QUEUE          a bottleneck verdict not cited      interval / step
  *                         by the step-interval advice
  *   ADVICE_CPU            user < CPU_USER_LOW % with a data   interval / step
- *                         bottleneck: more workers
+ *                         bottleneck: more workers (never
+ *                         advised, by any rule, when the
+ *                         machine idles < CPU_IDLE_LOW %)
  *                         system > CPU_SYSTEM_HIGH % and      system share
  *                         context switches > CTX_PER_CPU_HIGH
  *                         per CPU per second: fewer threads
@@ -40,6 +42,7 @@
 #define TAIL_SHARE       0.15   /* step tail above this share: communication and update */
 #define COMM_WAIT_SHARE  0.10   /* waiting for communication above this share of step time */
 #define CPU_USER_LOW     50.0   /* machine user % below this, with a data bottleneck */
+#define CPU_IDLE_LOW     10.0   /* machine idle % below this: no CPU for more data workers */
 #define CPU_SYSTEM_HIGH  20.0   /* machine system % above this ... */
 #define CTX_PER_CPU_HIGH 5000.0 /* ... with more context switches per second per CPU */
 #define TOP_TYPES        3      /* operator types named */
@@ -122,6 +125,8 @@ typedef struct ctx {
     double interval_share, fpbp_share, tail_share;
     int have_steps;
     int comm_wait_advised;
+    double cpu_idle; /* the machine's average idle %, when sampled; cpu_full: below CPU_IDLE_LOW */
+    int cpu_full;
 } ctx;
 
 /* A new suggestion; its text is written through the returned buffer. */
@@ -143,18 +148,31 @@ static int is_bottleneck(uint32_t verdict)
 }
 
 /* One queue finding as a sentence: its text and suggestion, in ASCII. */
-static void put_finding(buf *b, const queue_finding *f)
+/* A finding and its suggestion; with the machine's CPUs full, the suggestion (more workers)
+ * gives way to what can help then. */
+static void put_finding(const ctx *x, buf *b, const queue_finding *f)
 {
     size_t at = b->len;
     put_ascii(b, f->text, strnlen(f->text, sizeof f->text), sizeof f->text);
     if (b->len > at && b->p[at] >= 'a' && b->p[at] <= 'z')
         b->p[at] = (char)(b->p[at] - 'a' + 'A'); /* it starts a sentence */
-    if (f->suggestion[0]) {
+    if (f->suggestion[0] && !x->cpu_full) {
         put(b, "; ");
         put_ascii(b, f->suggestion, strnlen(f->suggestion, sizeof f->suggestion),
                   sizeof f->suggestion);
     }
     put(b, ".");
+}
+
+/* With the machine's CPUs full, more data workers would share the same CPUs. */
+static void put_cpu_full(const ctx *x, buf *b)
+{
+    put(b,
+        " The machine's CPUs had no idle time to spare (%.1f%% idle on average): more data "
+        "workers (num_workers) would only share them. Make each sample cheaper (decode or "
+        "augment once and cache, a faster storage format), move augmentation to the device, or "
+        "give the job more CPUs.",
+        x->cpu_idle);
 }
 
 static void rule_lost(ctx *x)
@@ -219,7 +237,7 @@ static int rule_interval(ctx *x, const queue_finding *qf, size_t nq, int *cited)
         char tmp[sizeof qf[i].text + sizeof qf[i].suggestion + 16];
         buf t = {tmp, sizeof tmp, 0};
         tmp[0] = 0;
-        put_finding(&t, &qf[i]);
+        put_finding(x, &t, &qf[i]);
         /* Only whole findings; the others become advice of their own. */
         if (b.len + 1 + t.len + 1 >= b.cap)
             continue;
@@ -231,12 +249,17 @@ static int rule_interval(ctx *x, const queue_finding *qf, size_t nq, int *cited)
         if (nq)
             put(&b, " The data queues show no bottleneck; look at the data fetch on the training "
                     "thread itself (loading, decoding, host-to-device copies).");
+        else if (x->cpu_full)
+            put(&b, " No data queues were recorded: register the pipeline's queues "
+                    "(termsight_queue_register) to find the slow stage.");
         else
             put(&b, " No data queues were recorded: register the pipeline's queues "
                     "(termsight_queue_register) to find the slow stage; meanwhile raise the "
                     "pipeline's parallelism (num_parallel_workers, DataLoader num_workers) and "
                     "prefetching.");
     }
+    if (x->cpu_full)
+        put_cpu_full(x, &b);
     return 1;
 }
 
@@ -413,12 +436,14 @@ static void rule_queues(ctx *x, const queue_finding *qf, size_t nq, const int *c
             qf[i].verdict == QUEUE_VERDICT_TRANSFER   ? "host-to-device transfer"
             : qf[i].verdict == QUEUE_VERDICT_OPERATOR ? "a pipeline stage"
                                                       : "data processing");
-        put_finding(&b, &qf[i]);
+        put_finding(x, &b, &qf[i]);
         if (x->have_steps) {
             put(&b, " The step interval is %.1f%% of step time (", 100.0 * x->interval_share);
             put_dur(&b, x->s.avg_interval_ns);
             put(&b, " per step).");
         }
+        if (x->cpu_full)
+            put_cpu_full(x, &b);
     }
 }
 
@@ -486,6 +511,11 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
         x->interval_share = x->s.avg_interval_ns / x->step_ns;
         x->fpbp_share = x->s.avg_fpbp_ns / x->step_ns;
         x->tail_share = x->s.avg_tail_ns / x->step_ns;
+    }
+    cpu_summary cpu = analysis_cpu(a);
+    if (cpu.samples) {
+        x->cpu_idle = cpu.machine[TS_CPU_IDLE];
+        x->cpu_full = x->cpu_idle < CPU_IDLE_LOW;
     }
     queue_finding qf[MAX_FINDINGS];
     size_t nq = analysis_queue_findings(a, qf, MAX_FINDINGS);

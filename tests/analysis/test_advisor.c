@@ -150,6 +150,30 @@ START_TEST(test_long_interval_with_queue_and_cpu)
 }
 END_TEST
 
+/* The same data-bound run on a machine with no idle CPU (user 90%, system 8%, idle 2%): no
+ * advice anywhere to add workers; the interval advice says why and what helps instead. */
+START_TEST(test_data_bound_without_idle_cpu)
+{
+    golden g;
+    golden_init(&g);
+    static const opspec ops[] = {{"MatMul", "MatMul", 200, 0}, {"ReLU", "ReLU", 100, 0}};
+    build_steps(&g, 4, 600, 300, 100, ops, 2);
+    starved_host_queue(&g);
+    for (uint64_t s = 0; s < 3; s++)
+        cpu_machine(&g, s, s + 1, 90, 8, 2, 1000, 2);
+    analysis *a = golden_analyse(&g, NULL, 0);
+    const expect want[] = {
+        {ADVICE_STEP_INTERVAL,
+         0.6,
+         {"60.0%", "batch_queue", "no idle time to spare", "2.0% idle", "cheaper",
+          "!num_parallel_workers of", "!increase"}},
+    };
+    check_advice(a, want, 1);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_long_interval_without_queues)
 {
     golden g;
@@ -424,6 +448,7 @@ int main(void)
     Suite *s = suite_create("advisor");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_long_interval_with_queue_and_cpu);
+    tcase_add_test(tc, test_data_bound_without_idle_cpu);
     tcase_add_test(tc, test_long_interval_without_queues);
     tcase_add_test(tc, test_operators);
     tcase_add_test(tc, test_data_wait_is_no_operator);
