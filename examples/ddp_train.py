@@ -35,6 +35,13 @@ FEATURES = 32
 CLASSES = 8
 
 
+def say(text):
+    """One line to stdout in one write: the ranks share the launcher's stdout, and print()'s
+    separate write of the newline let two ranks' lines run together."""
+    data = (text + "\n").encode()
+    os.write(sys.stdout.fileno(), data)
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -147,12 +154,12 @@ def train(a):
     dist.destroy_process_group()
     first = sum(losses[:5]) / max(min(len(losses), 5), 1)
     last = sum(losses[-5:]) / max(min(len(losses), 5), 1)
-    print("rank %d: trained %d steps in %.2f s: loss %.4f -> %.4f" % (rank, len(losses), seconds,
-                                                                     first, last), flush=True)
+    say("rank %d: trained %d steps in %.2f s: loss %.4f -> %.4f" % (rank, len(losses), seconds,
+                                                                     first, last))
     if prof is not None:
-        print("rank %d: run folder: %s" % (rank, prof.run_folder), flush=True)
+        say("rank %d: run folder: %s" % (rank, prof.run_folder))
     if report:
-        print("rank %d: report: %s" % (rank, report), flush=True)
+        say("rank %d: report: %s" % (rank, report))
     return 0
 
 
