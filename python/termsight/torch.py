@@ -136,6 +136,44 @@ def _install_module_hooks(torch):
         _hooks.append(reg.register_module_forward_hook(post))
 
 
+_rf_patched = []
+RECORD_FUNCTION_TYPE = "record_function"
+
+
+def _install_record_function(torch, lib):
+    """torch.profiler.record_function blocks (the user's labels, and PyTorch's own such as
+    "Optimizer.step#SGD.step" and "Optimizer.zero_grad#SGD.zero_grad") become ranges of their
+    name, type "record_function", around the operators they hold, while collecting. The class's
+    own enter and exit still run (torch.profiler sees them as before). Installed once."""
+    with _hooks_lock:
+        if _rf_patched:
+            return
+        cls = torch.autograd.profiler.record_function
+        enter, leave = cls.__enter__, cls.__exit__
+        collecting = _lib.collecting_flag()
+        rf_type = RECORD_FUNCTION_TYPE.encode()
+
+        def __enter__(self):
+            r = enter(self)
+            if collecting.value:
+                name = str(getattr(self, "name", "")).encode("utf-8", "replace")
+                lib.termsight_range_begin_id(lib.termsight_name_n(name, len(name)),
+                                             lib.termsight_name_n(rf_type, len(rf_type)))
+                self._termsight_range = True
+            return r
+
+        def __exit__(self, *exc):
+            try:
+                return leave(self, *exc)
+            finally:
+                if getattr(self, "_termsight_range", False):
+                    self._termsight_range = False
+                    lib.termsight_range_end()
+
+        cls.__enter__, cls.__exit__ = __enter__, __exit__
+        _rf_patched.append((cls, enter, leave))
+
+
 def _name_modules(model):
     """Gives the modules of model their qualified names for the operator names."""
     if model is None:
@@ -217,7 +255,11 @@ def _dispatch_mode_class(torch):
                     op = schema.name if schema is not None else str(func)
                     self._op_names[func] = op
                 ids = self._ids[(scope, func)] = self._names.get(scope, op) + (
-                    op.startswith(_COLLECTIVE_PREFIX),)
+                    op.startswith(_COLLECTIVE_PREFIX), op.startswith(_PROFILER_PREFIX))
+            if ids[3]:
+                # record_function's own operators: the block is a range of its own
+                # (_install_record_function), not an operator.
+                return func(*args, **(kwargs or {}))
             if ids[2]:
                 # A collective's operator issues it; it is communication, not computation.
                 t0 = self._now()
@@ -236,6 +278,7 @@ def _dispatch_mode_class(torch):
 
 
 _COLLECTIVE_PREFIX = "c10d::"
+_PROFILER_PREFIX = "profiler::"
 
 
 def _tensor_bytes(args):
@@ -349,6 +392,7 @@ class ops:
         self._ctx = None
         self._mode = None
         _install_module_hooks(self._torch)
+        _install_record_function(self._torch, self._lib)
         _name_modules(model)
         if model is not None and self._lib.termsight_session_current():
             instrument_ddp(model)
@@ -468,6 +512,7 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     lib = _lib.load()
     collecting = _lib.collecting_flag()
     mode = _make_ops(ops, model, cuda)
+    _install_record_function(_import_torch(), lib)
     if model is not None and lib.termsight_session_current():
         instrument_ddp(model)
     wait_name = DATA_WAIT_NAME.encode()

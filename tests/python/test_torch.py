@@ -155,6 +155,34 @@ class Helpers(Base):
         self.assertEqual(s["steps"]["count"], 3)
         self.assertNotEqual(s["steps"]["source"], "none", s["steps"])
 
+    def test_record_function_ranges(self):
+        # torch.profiler.record_function blocks are ranges of their name around what they hold;
+        # the optimizer's own labels too; profiler:: operators are not operators.
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            w = torch.ones(4, 4, requires_grad=True)
+            opt = torch.optim.SGD([w], lr=0.1)
+            with termsight.torch.ops(cuda=False):
+                with torch.profiler.record_function("my_block"):
+                    y = (w @ w).sum()
+                y.backward()
+                opt.step()
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder})
+            """)
+        ops = [e for e in ev if e["kind"] == "op"]
+        blocks = [e for e in ops if e["name"] == "my_block"]
+        self.assertEqual(len(blocks), 1, [e["name"] for e in ops])
+        self.assertEqual(blocks[0]["type"], "record_function")
+        inside = [e for e in ops if "aten::mm" in e["name"] and
+                  blocks[0]["begin"] <= e["begin"] and e["end"] <= blocks[0]["end"]]
+        self.assertEqual(len(inside), 1, ops)
+        self.assertTrue(any(e["name"].startswith("Optimizer.step#SGD.step") for e in ops),
+                        [e["name"] for e in ops])
+        self.assertFalse([e for e in ops if "profiler::" in e["name"]])
+
     def test_one_queue_per_loader_across_epochs(self):
         # 300 epochs of one loader (more than the library's 256 queues): one prefetch queue,
         # registered once and sampled in every epoch; a second loader gets its own.
