@@ -486,7 +486,8 @@ size_t analysis_cpu_children(const analysis *a, cpu_child **rows)
         r[i] = (cpu_child){
             .pid = t->id,
             .ppid = t->ppid,
-            .name = t->name,
+            /* A name the program gave it (termsight_process_name), else its command name. */
+            .name = analysis_thread_name(a, t->id) ? analysis_thread_name(a, t->id) : t->name,
             .samples = t->samples,
             .avg_user = percent_of(t->user_ns, t->dur_ns),
             .avg_system = percent_of(t->system_ns, t->dur_ns),

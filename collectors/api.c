@@ -458,6 +458,15 @@ void termsight_thread_name(const char *name)
     api_thread_name_tid((uint32_t)gettid(), termsight_name(name));
 }
 
+/* A process's pid is its main thread's id: named in the same table, which the analysis reads for
+ * threads and child processes alike. */
+void termsight_process_name(uint32_t pid, const char *name)
+{
+    if (!name || !pid || !session_current())
+        return;
+    api_thread_name_tid(pid, termsight_name(name));
+}
+
 uint32_t api_tid(void)
 {
     thread_block *b = hot.block;

@@ -181,6 +181,9 @@ TERMSIGHT_API void termsight_memory_free(uint64_t address, uint64_t bytes, int d
 
 /* Names the calling thread in every view. */
 TERMSIGHT_API void termsight_thread_name(const char *name);
+/* Names another process of this one's (a worker it started: "DataLoader worker 0") as the CPU
+ * views and reports show it, instead of its command name. */
+TERMSIGHT_API void termsight_process_name(uint32_t pid, const char *name);
 
 /* ---- Inline fast path ------------------------------------------------------------------ */
 

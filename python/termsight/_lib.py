@@ -92,6 +92,7 @@ _PROTOTYPES = {
     "termsight_memory_alloc": (None, [_S, _U64, _U64, ctypes.c_int]),
     "termsight_memory_free": (None, [_U64, _U64, ctypes.c_int]),
     "termsight_thread_name": (None, [_S]),
+    "termsight_process_name": (None, [_U32, _S]),
 }
 
 _lock = threading.Lock()

@@ -485,6 +485,17 @@ def _loader_queue(lib, loader, capacity):
     return q
 
 
+def _name_workers(lib, it):
+    """Names the DataLoader's worker processes ("DataLoader worker 0", ...) for the CPU views
+    and reports, where the iterator has them (a multi-worker DataLoader's _workers)."""
+    if not lib.termsight_session_current():
+        return
+    for i, w in enumerate(getattr(it, "_workers", None) or ()):
+        pid = getattr(w, "pid", None)
+        if isinstance(pid, int) and pid > 0:
+            lib.termsight_process_name(pid, b"DataLoader worker %d" % i)
+
+
 def _depth_sampler(lib, loader, it, queue_ms):
     """A started _DepthSampler for it, or None where the depth cannot be read or no session
     records it."""
@@ -528,6 +539,7 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
         begin_first_early = False
 
     it = iter(loader)
+    _name_workers(lib, it)
     sampler = _depth_sampler(lib, loader, it, queue_ms)
     first = True
     try:

@@ -155,6 +155,36 @@ class Helpers(Base):
         self.assertEqual(s["steps"]["count"], 3)
         self.assertNotEqual(s["steps"]["source"], "none", s["steps"])
 
+    def test_dataloader_workers_by_role(self):
+        # The CPU report names the DataLoader's worker processes by their role.
+        r, ev = self.events("""
+            import time, torch
+            from torch.utils.data import DataLoader, Dataset
+            class Slow(Dataset):
+                def __len__(self):
+                    return 16
+                def __getitem__(self, i):
+                    t = time.monotonic() + 0.03
+                    while time.monotonic() < t:
+                        pass
+                    return torch.tensor([float(i)])
+            p = termsight.Profiler(output_path=out, sample_ms=10)
+            for b in termsight.torch.steps(DataLoader(Slow(), batch_size=2, num_workers=2),
+                                           ops=False):
+                pass
+            p.stop()
+            report = p.analyse()
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "report": report})
+            """)
+        import csv
+        with open(os.path.join(r["report"], "cpu_processes.csv")) as f:
+            rows = list(csv.DictReader(f))
+        names = sorted({row["process"] for row in rows})
+        self.assertIn("DataLoader worker 0", names, rows)
+        self.assertIn("DataLoader worker 1", names, rows)
+
     def test_record_function_ranges(self):
         # torch.profiler.record_function blocks are ranges of their name around what they hold;
         # the optimizer's own labels too; profiler:: operators are not operators.
