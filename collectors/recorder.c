@@ -302,11 +302,17 @@ static void *recorder_main(void *arg)
 
         uint64_t now = tsclock_now(&ts_clock);
         atomic_store_explicit(&h->heartbeat_ns, now, memory_order_relaxed);
-        if (now >= next_reap && atomic_load_explicit(&ts_forked, memory_order_relaxed)) {
+        if (atomic_load_explicit(&ts_forked, memory_order_relaxed)) {
             /* Forked children that ended with _exit (a DataLoader worker does) left their
-             * segments: their last events into their recordings, the segments removed. */
-            session_reap_children(s);
-            next_reap = now + REAP_GAP_NS;
+             * segments: their last events into their recordings, the segments removed. First
+             * a gap after the first fork: forks come in bursts (a loader's workers), and a look
+             * allocates, which a sanitizer's allocator may not survive beside a fork. */
+            if (!next_reap)
+                next_reap = now + REAP_GAP_NS;
+            else if (now >= next_reap) {
+                session_reap_children(s);
+                next_reap = now + REAP_GAP_NS;
+            }
         }
         if (now >= next_refine) {
             /* Longer windows give a better rate: 1 s, 4 s, 16 s ... then every 17 minutes. */
