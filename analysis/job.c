@@ -128,6 +128,7 @@ typedef struct rank_in {
     char job[64], host[64], process[64];
     long rank, local_rank, world_size;
     long pid, parent_pid;  /* parent_pid: a forked child's session (a worker), else 0 */
+    int worker;            /* such a child's session: counted with its rank, never merged */
     uint32_t workers;      /* forked children of this rank with sessions of their own */
     double origin_wall_us; /* the rank's time origin on the wall clock, microseconds */
     double lost, bytes_skipped, chunks_skipped;
@@ -299,7 +300,7 @@ static size_t csv_split(char *line, char **field, size_t max)
     return n;
 }
 
-/* text as one CSV field, quoted, its quotes doubled, made clean text first. */
+/* text as one CSV field, made clean text first. */
 static void csv_text(FILE *f, const char *text)
 {
     size_t len = strnlen(text, 4096);
@@ -307,13 +308,7 @@ static void csv_text(FILE *f, const char *text)
     if (!c)
         return;
     report_clean(text, len, c);
-    putc('"', f);
-    for (const char *p = c; *p; p++) {
-        if (*p == '"')
-            putc('"', f);
-        putc(*p, f);
-    }
-    putc('"', f);
+    report_csv_field(f, c);
     free(c);
 }
 
@@ -475,7 +470,7 @@ static void choose_ranks(job_report *j)
     for (size_t i = 0; i < j->n; i++) {
         if (j->r[i].use && j->r[i].parent_pid > 0) {
             j->r[i].use = 0;
-            j->r[i].parent_pid = -j->r[i].parent_pid; /* a worker, counted below */
+            j->r[i].worker = 1; /* counted below */
         }
     }
     const char *job = majority_job(j);
@@ -514,10 +509,10 @@ static void choose_ranks(job_report *j)
         if (j->r[i].world_size > j->world_size)
             j->world_size = j->r[i].world_size;
     for (size_t w = 0; w < j->n; w++) {
-        if (j->r[w].parent_pid >= 0)
+        if (!j->r[w].worker)
             continue;
         for (size_t i = 0; i < j->n && j->r[i].use; i++)
-            if (j->r[i].pid == -j->r[w].parent_pid)
+            if (j->r[i].pid == j->r[w].parent_pid)
                 j->r[i].workers++, j->workers++;
     }
     /* Ranks the world size promises that no folder holds. */

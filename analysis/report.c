@@ -408,21 +408,26 @@ static void csv_sep(csv *c)
         putc_unlocked(',', c->f);
 }
 
+void report_csv_field(FILE *f, const char *s)
+{
+    if (!s[strcspn(s, ",\"\r\n")]) {
+        fputs(s, f);
+        return;
+    }
+    putc_unlocked('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            putc_unlocked('"', f);
+        putc_unlocked(*s, f);
+    }
+    putc_unlocked('"', f);
+}
+
 /* A field of text already cleaned: quoted when it holds a comma, a quote, CR or LF. */
 static void csv_put(csv *c, const char *s)
 {
     csv_sep(c);
-    if (!s[strcspn(s, ",\"\r\n")]) {
-        fputs(s, c->f);
-        return;
-    }
-    putc_unlocked('"', c->f);
-    for (; *s; s++) {
-        if (*s == '"')
-            putc_unlocked('"', c->f);
-        putc_unlocked(*s, c->f);
-    }
-    putc_unlocked('"', c->f);
+    report_csv_field(c->f, s);
 }
 
 static void csv_name(csv *c, const analysis *a, uint32_t id)

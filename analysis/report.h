@@ -94,6 +94,10 @@ char *report_run_folder(const char *path);
  * unambiguously. out needs 4 * len + 1 bytes; it is NUL-terminated. Returns its length. */
 size_t report_clean(const char *bytes, size_t len, char *out);
 
+/* Writes s (text already cleaned, report_clean) as one CSV field: quoted, with quotes doubled,
+ * when it holds a comma, a quote, CR or LF. No separator. */
+void report_csv_field(FILE *f, const char *s);
+
 /* Adds key: v to a cJSON object (a cJSON *) as an exact integer: a cJSON number below 10^15
  * (which cJSON prints exactly), the decimal digits themselves at and above (a wall-clock time in
  * nanoseconds is about 1.8e18; doubles hold integers exactly only up to 2^53). Returns 0, or -1
