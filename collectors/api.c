@@ -210,7 +210,7 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
 {
     if (UNLIKELY(!collecting()))
         return;
-    if (UNLIKELY(ts_child_pending))
+    if (UNLIKELY(atomic_load_explicit(&ts_child_pending, memory_order_relaxed)))
         session_current(); /* a forked child's session first: its window is the range's */
     same_window(1);
     uint32_t d = hot.depth++;

@@ -173,7 +173,7 @@ extern termsight_session *_Atomic ts_session;
 
 /* A forked child of a collecting process (README: Child processes): 1 until its first event
  * makes it a session of its own (session_adopt_child), or that fails. */
-extern int ts_child_pending;
+extern _Atomic int ts_child_pending;
 
 /* This process has forked since it loaded the library (its children may have sessions). */
 extern _Atomic int ts_forked;
@@ -188,7 +188,7 @@ termsight_session *session_adopt_child(void);
 static inline termsight_session *session_current(void)
 {
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
-    if (__builtin_expect(!s && ts_child_pending, 0))
+    if (__builtin_expect(!s && atomic_load_explicit(&ts_child_pending, memory_order_relaxed), 0))
         s = session_adopt_child();
     return s;
 }

@@ -211,7 +211,7 @@ static void exit_handler(void)
 static int session_create(const termsight_options *opts, const termsight_session *parent,
                           termsight_session **out);
 
-int ts_child_pending;
+_Atomic int ts_child_pending;
 _Atomic int ts_forked;
 static const termsight_session *fork_parent; /* the parent's session as the fork copied it */
 static int32_t fork_parent_pid;
@@ -241,7 +241,7 @@ static void fork_child(void)
     atomic_fetch_add(&ts_generation, 1);
     fork_parent = follow ? p : NULL;
     fork_parent_pid = follow ? (int32_t)getppid() : 0;
-    ts_child_pending = follow;
+    atomic_store(&ts_child_pending, follow);
     atomic_store(&ts_forked, 0); /* this process's own children, from now */
     if (!follow)
         collecting_set(0); /* else kept: the next call comes into the library and adopts */
@@ -272,7 +272,7 @@ termsight_session *session_adopt_child(void)
 {
     pthread_mutex_lock(&adopt_lock);
     termsight_session *s = atomic_load(&ts_session);
-    if (!s && ts_child_pending) {
+    if (!s && atomic_load(&ts_child_pending)) {
         const termsight_session *p = fork_parent;
         termsight_options o = p->opts; /* its strings are the parent's copies, here too */
         o.start_collecting = 0;        /* started once it has inherited */
@@ -293,7 +293,7 @@ termsight_session *session_adopt_child(void)
             s = NULL;
             collecting_set(0);
         }
-        ts_child_pending = 0;
+        atomic_store(&ts_child_pending, 0);
     }
     pthread_mutex_unlock(&adopt_lock);
     return s;
