@@ -300,10 +300,10 @@ static size_t csv_split(char *line, char **field, size_t max)
     return n;
 }
 
-/* text as one CSV field, made clean text first. */
-static void csv_text(FILE *f, const char *text)
+/* text (at most cap bytes, NUL-terminated or not) as one CSV field, made clean text first. */
+static void csv_text(FILE *f, const char *text, size_t cap)
 {
-    size_t len = strnlen(text, 4096);
+    size_t len = strnlen(text, cap);
     char *c = malloc(4 * len + 1);
     if (!c)
         return;
@@ -761,14 +761,14 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
             if (j->strag[k].idx == i)
                 cause = j->strag[k].cause;
         fprintf(f, "%ld,%ld,", r->rank, r->local_rank);
-        csv_text(f, r->host);
+        csv_text(f, r->host, sizeof r->host);
         fprintf(f, ",%ld,%" PRIu64 ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,", r->pid,
                 r->steps, avg(r->sum_total, r->steps), avg(r->sum_interval, r->steps),
                 avg(r->sum_fpbp, r->steps), avg(r->sum_compute, r->steps),
                 avg(r->sum_wait, r->steps), avg(r->sum_tail, r->steps), busy_of(r), r->lost,
                 r->bytes_skipped, cause);
         fprintf(f, "%u,", r->workers);
-        csv_text(f, base_name(r->folder));
+        csv_text(f, base_name(r->folder), 4096);
         putc('\n', f);
     }
     report_dir_close_file(d, f, "ranks.csv");
