@@ -31,9 +31,10 @@ static void gauge(canvas *c, rect r, int y, const char *label, const part *parts
     double acc = 0;
     int filled = 0;
     for (int i = 0; i < nparts; i++) {
-        acc += parts[i].pct > 0 ? parts[i].pct : 0;
-        int upto = (int)(acc / 100 * bw + 0.5);
-        upto = upto > bw ? bw : upto;
+        acc += parts[i].pct > 0 ? parts[i].pct : 0; /* a NaN adds nothing either */
+        /* Clamped before the conversion: a damaged segment's share can be any double. */
+        double want = acc / 100 * bw + 0.5;
+        int upto = want >= bw ? bw : (int)want;
         for (; filled < upto; filled++)
             canvas_put(c, r, y, x + filled, parts[i].glyph, parts[i].role);
     }
