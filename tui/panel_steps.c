@@ -19,10 +19,12 @@ static int is_slowest(const step_summary *ss, uint64_t step)
 
 static int cells_of(double v, double max, int h)
 {
-    if (max <= 0 || v <= 0)
+    if (!(max > 0) || !(v > 0))
         return 0;
-    int n = (int)lround(v / max * h);
-    return n > h ? h : n;
+    double f = v / max;
+    if (!(f < 1)) /* the tallest, or times from a damaged segment: clamped before lround */
+        return h;
+    return (int)lround(f * h);
 }
 
 /* The n steps of rows as bars in area, one colw-wide column each from the left, under a row
