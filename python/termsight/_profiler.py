@@ -6,7 +6,9 @@ import functools
 import os
 import warnings
 import re
+import signal
 import subprocess
+import threading
 import weakref
 
 from . import _lib
@@ -89,6 +91,57 @@ def _close_at_exit():
 
 
 atexit.register(_close_at_exit)
+
+
+# SIGTERM and SIGHUP (a closed SSH session) end a Python program at once where it leaves them
+# at their default, with no atexit: the first Profiler made in the main thread puts a handler
+# there that closes the open Profilers (flush, recording finished, segment removed) and then
+# dies by the same signal with the default action, so the program ends exactly as it would have
+# (status -15). Where the program has a handler of its own (or ignores the signal) nothing is
+# installed, and a handler it installs later replaces this one. Forked children (DataLoader
+# workers) get the default back: their Profilers are their parent's.
+_CLOSE_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+_signal_state = {"pid": None, "signals": ()}
+
+
+def _close_and_die(signum, _frame):
+    """Closes the open Profilers, then ends the process by signum's default action."""
+    if os.getpid() == _signal_state["pid"]:
+        _close_at_exit()
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+    except (ValueError, OSError):  # pragma: no cover (not the main thread: cannot happen)
+        pass
+    os.kill(os.getpid(), signum)
+
+
+def _default_in_child():
+    for sig in _signal_state["signals"]:
+        try:
+            if signal.getsignal(sig) is _close_and_die:
+                signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+
+
+def _close_on_signals():
+    if _signal_state["pid"] == os.getpid():
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works only there; a later Profiler made there installs it
+    installed = []
+    for sig in _CLOSE_SIGNALS:
+        try:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _close_and_die)
+                installed.append(sig)
+        except (ValueError, OSError):
+            continue
+    first = _signal_state["pid"] is None
+    _signal_state["pid"] = os.getpid()
+    _signal_state["signals"] = tuple(installed)
+    if first and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_default_in_child)
 
 
 def _raise(code, what):
@@ -471,6 +524,7 @@ class Profiler:
         self._session = handle.value
         self._pid = os.getpid()
         _open_profilers.add(self)
+        _close_on_signals()
         self._remember_folder()
 
     # -- state --

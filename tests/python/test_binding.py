@@ -298,12 +298,51 @@ class Session(Base):
         self.assertEqual(p.returncode, -signal.SIGINT, p.stderr)
         self.assertIn(b"KeyboardInterrupt", p.stderr)
         folder = p.stdout.decode().strip()
-        pid = int(folder.rsplit("-", 3)[-3])
+        pid = int(folder.rsplit("-", 4)[-4])
         self.assertFalse([f for f in os.listdir("/dev/shm")
                           if f.startswith("termsight-%d-" % pid)])
         kinds = [e["kind"] for e in dump(folder)]
         self.assertIn("mark", kinds)
         self.assertEqual(kinds.count("collect_start"), kinds.count("collect_stop"))
+
+    def test_sigterm_without_with(self):
+        # The same ended by SIGTERM (and SIGHUP, a closed SSH session), which Python leaves at
+        # their default: the process still dies by the signal, with the recording closed and the
+        # segment removed; a forked child has the default; a program's own handler is kept.
+        code = textwrap.dedent("""\
+            import os, signal, sys, time
+            import termsight
+            sig = getattr(signal, sys.argv[2])
+            mine = lambda *a: None
+            signal.signal(signal.SIGUSR1, mine)
+            p = termsight.Profiler(output_path=sys.argv[1])
+            assert signal.getsignal(signal.SIGUSR1) is mine
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if signal.getsignal(sig) is signal.SIG_DFL else 3)
+            _, status = os.waitpid(pid, 0)
+            assert status == 0, "the child's handler is not the default"
+            with p.step():
+                p.mark("before the signal")
+            print(p.run_folder, flush=True)
+            os.kill(os.getpid(), sig)
+            time.sleep(30)
+            """)
+        e = dict(os.environ)
+        e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        e.pop("TERMSIGHT_AUTOSTART", None)
+        for name in ("SIGTERM", "SIGHUP"):
+            sig = getattr(signal, name)
+            p = subprocess.run([sys.executable, "-c", code, os.path.join(self.tmp, "data"), name],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, timeout=60)
+            self.assertEqual(p.returncode, -sig, p.stderr)
+            folder = p.stdout.decode().strip()
+            pid = int(folder.rsplit("-", 4)[-4])
+            self.assertFalse([f for f in os.listdir("/dev/shm")
+                              if f.startswith("termsight-%d-" % pid)], name)
+            kinds = [e["kind"] for e in dump(folder)]
+            self.assertIn("mark", kinds)
+            self.assertEqual(kinds.count("collect_start"), kinds.count("collect_stop"), name)
 
     def test_start_stop_errors(self):
         r = self.child("""
