@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """What termsight.torch costs a PyTorch training step (examples/torch_cnn.py's CNN, CPU).
 
-Four modes take turns, in rounds, inside one process so they share the machine's state:
+Modes take turns, in rounds, inside one process so they share the machine's state:
   plain     the training loop alone
   steps     termsight.torch.steps(loader, ops=False): steps, the DataLoader wait, the queue
-  ops       steps(loader, model=net): the same plus every aten operator as a range
+  ops       steps(loader, model=net): the same plus every operator as a range, through the
+            native hook (libtermsight-torch.so) where it was built, else the Python fallback
   idle-ops  steps with ops while the session exists but does not collect
+  ops-py    ops through the Python fallback (a TorchDispatchMode; only where the native hook
+            exists, which then still gets the module hooks' calls)
   bare-mode a TorchDispatchMode that only forwards each operator: what any dispatch mode costs,
-            the floor under "ops"
+            the floor under "ops-py"
+  torch-prof torch.profiler.profile(activities=[CPU]) around the loop: its cost while it
+            records (its processing at the end of the block is not in the step times)
 Each round trains ROUND_STEPS steps per mode over the same in-memory batches (no workers, so
 the loader costs nothing and only the instrumentation differs); the figure per mode is the
 median over rounds of the mean step time. Prints one line per mode and the ratios to plain.
@@ -74,18 +79,35 @@ def main():
         with Forward():
             return train(batches)
 
+    def python_ops():
+        real = termsight._lib.load_torch_hook
+        termsight._lib.load_torch_hook = lambda: None
+        try:
+            return train(termsight.torch.steps(batches, model=net))
+        finally:
+            termsight._lib.load_torch_hook = real
+
+    def torch_profiler():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            return train(batches)
+
+    native = termsight._lib.load_torch_hook() is not None
+
     modes = {
         "plain": lambda: train(batches),
         "steps": lambda: train(termsight.torch.steps(batches, ops=False)),
         "ops": lambda: train(termsight.torch.steps(batches, model=net)),
         "idle-ops": lambda: train(termsight.torch.steps(batches, model=net)),
         "bare-mode": bare_mode,
+        "torch-prof": torch_profiler,
     }
+    if native:
+        modes["ops-py"] = python_ops
     times = {m: [] for m in modes}
     train(batches)  # warm-up
     for _ in range(a.rounds):
         for m, run in modes.items():
-            collecting = m in ("steps", "ops")
+            collecting = m in ("steps", "ops", "ops-py")
             if collecting:
                 prof.start()
             times[m].append(run())
@@ -94,11 +116,12 @@ def main():
     dropped = prof.events_dropped
     prof.close()
     base = statistics.median(times["plain"])
-    print("torch %s, %d threads, batch %d, %d rounds x %d steps per mode; events dropped: %d"
-          % (torch.__version__, a.threads, a.batch, a.rounds, a.steps, dropped))
+    print("torch %s, %d threads, batch %d, %d rounds x %d steps per mode; events dropped: %d; "
+          "operators through %s" % (torch.__version__, a.threads, a.batch, a.rounds, a.steps,
+                                    dropped, "the native hook" if native else "Python"))
     for m, t in times.items():
         med = statistics.median(t)
-        print("%-9s median step %8.3f ms  (min %.3f, max %.3f)  ratio %.3f"
+        print("%-10s median step %8.3f ms  (min %.3f, max %.3f)  ratio %.3f"
               % (m, med * 1e3, min(t) * 1e3, max(t) * 1e3, med / base))
 
 

@@ -20,7 +20,7 @@ optional=(tmux sysstat clang clang-format)
 # real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB), and
 # Dask distributed for termsight.cluster's.
 if [ "${TERMSIGHT_SETUP_TESTS:-0}" = 1 ]; then
-    required+=(python3-torch python3-distributed)
+    required+=(python3-torch libtorch-dev python3-distributed)
 fi
 
 log() { printf 'setup: %s\n' "$*"; }

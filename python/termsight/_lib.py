@@ -12,6 +12,7 @@ import shutil
 import threading
 
 LIB_NAME = "libtermsight.so"
+TORCH_HOOK_NAME = "libtermsight-torch.so"
 BIN_NAME = "termsight"
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -101,19 +102,22 @@ _lib_path = None
 
 
 def _candidates():
-    """(description, path or name) in the order they are tried."""
+    """(description, path or name) in the order they are tried, made as they are tried: the
+    last, ctypes.util.find_library, runs programs (ldconfig, gcc), which only a library found
+    nowhere else is worth (under `termsight run` each would be profiled too)."""
     env = os.environ.get("TERMSIGHT_LIB")
     if env:
         # An explicit choice is the only one tried: a wrong TERMSIGHT_LIB is an error, not a
         # reason to load some other build.
-        return [("TERMSIGHT_LIB", env)]
-    out = [
+        yield ("TERMSIGHT_LIB", env)
+        return
+    out = []
+    out += [
         ("next to the package", os.path.join(_PACKAGE_DIR, LIB_NAME)),
         ("the build tree", os.path.join(_REPO_DIR, "build", "collectors", LIB_NAME)),
     ]
-    found = ctypes.util.find_library("termsight")
-    out.append(("ctypes.util.find_library('termsight')", found))
-    return out
+    yield from out
+    yield ("ctypes.util.find_library('termsight')", ctypes.util.find_library("termsight"))
 
 
 def load():
@@ -149,6 +153,66 @@ def load():
             "termsight: cannot load %s; looked at: %s. Build it (cmake --build build) or set "
             "TERMSIGHT_LIB to its path." % (LIB_NAME, "; ".join(tried))
         )
+
+
+_TORCH_HOOK_PROTOTYPES = {
+    "termsight_torch_install": (ctypes.c_int, []),
+    "termsight_torch_enable": (ctypes.c_int, [ctypes.c_int]),
+    "termsight_torch_scope": (_U32, [_S, ctypes.c_size_t]),
+    "termsight_torch_scope_push": (None, [_U32]),
+    "termsight_torch_scope_pop": (None, []),
+    "termsight_torch_recorded": (_U64, []),
+}
+_torch_hook = None
+_torch_hook_tried = []  # why it was not loaded, once looked for
+
+
+def load_torch_hook():
+    """libtermsight-torch.so (PyTorch's RecordFunction callbacks, built where libtorch-dev is
+    installed) loaded and installed, or None where it is off (TERMSIGHT_TORCH_HOOK=0), absent
+    or refused; torch must be imported first. TERMSIGHT_TORCH_HOOK=<path> names the only one
+    tried. Looked for beside the loaded libtermsight.so, beside the package, in the build tree."""
+    global _torch_hook
+    load()  # first: the hook's libtermsight.so.0 is then this instance, not another copy
+    with _lock:
+        if _torch_hook is not None or _torch_hook_tried:
+            return _torch_hook
+        env = os.environ.get("TERMSIGHT_TORCH_HOOK", "")
+        if env == "0":
+            _torch_hook_tried.append("TERMSIGHT_TORCH_HOOK=0")
+            return None
+        if env and env != "1":
+            places = [env]
+        else:
+            places = [os.path.join(_PACKAGE_DIR, TORCH_HOOK_NAME),
+                      os.path.join(_REPO_DIR, "build", "collectors", TORCH_HOOK_NAME)]
+            if _lib_path and os.sep in _lib_path:
+                places.insert(0, os.path.join(os.path.dirname(os.path.realpath(_lib_path)),
+                                              TORCH_HOOK_NAME))
+        for path in places:
+            if not os.path.exists(path):
+                _torch_hook_tried.append("%s does not exist" % path)
+                continue
+            try:
+                hook = ctypes.CDLL(path)
+                for name, (res, args) in _TORCH_HOOK_PROTOTYPES.items():
+                    fn = getattr(hook, name)
+                    fn.restype = res
+                    fn.argtypes = args
+            except (OSError, AttributeError) as e:
+                _torch_hook_tried.append("%s: %s" % (path, e))
+                continue
+            if hook.termsight_torch_install() != 0:
+                _torch_hook_tried.append("%s: PyTorch refused its callbacks" % path)
+                continue
+            _torch_hook = hook
+            return hook
+        return None
+
+
+def torch_hook_missing():
+    """Why load_torch_hook() found none ("" when it did or was not asked yet)."""
+    return "; ".join(_torch_hook_tried)
 
 
 def collecting_flag():

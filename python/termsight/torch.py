@@ -116,20 +116,57 @@ _module_names = {}  # id(module) -> its qualified name, from the models given to
 
 def _install_module_hooks(torch):
     """Global forward hooks that keep the calling thread's module path (from the root module's
-    children down: "features.0"), so that an operator is named after the layer it runs in."""
+    children down: "features.0"), so that an operator is named after the layer it runs in; with
+    the native hook, they tell it the module too (its operators are named there)."""
     with _hooks_lock:
         if _hooks:
             return
+        native = _lib.load_torch_hook()
+        scope_ids = {}  # id(module) -> (its name, the native hook's scope index)
 
-        def pre(module, _inputs):
+        def name_of(module):
             n = _module_names.get(id(module))
-            if n is None:
-                n = type(module).__name__
-            _scopes.stack.append(n)
+            return n if n is not None else type(module).__name__
 
-        def post(module, _inputs, _output):
-            if _scopes.stack:
-                _scopes.stack.pop()
+        def root(module):
+            # The first call of a module outside every other names its children by their
+            # paths ("features.0"), as model= does: operators then carry their layer without it.
+            if id(module) not in _module_names:
+                _name_modules(module)
+
+        if native is None:
+            def pre(module, _inputs):
+                stack = _scopes.stack
+                if not stack:
+                    root(module)
+                stack.append(name_of(module))
+
+            def post(module, _inputs, _output):
+                if _scopes.stack:
+                    _scopes.stack.pop()
+        else:
+            push, pop, intern = (native.termsight_torch_scope_push,
+                                 native.termsight_torch_scope_pop, native.termsight_torch_scope)
+
+            def pre(module, _inputs):
+                stack = _scopes.stack
+                if not stack:
+                    root(module)
+                key = id(module)
+                known = scope_ids.get(key)
+                if known is None:
+                    n = name_of(module)
+                    b = n.encode("utf-8", "surrogateescape")
+                    known = scope_ids[key] = (n, intern(b, len(b)))
+                # The root module (outermost) names nothing: its children are the scopes. The
+                # names stay on the Python stack too, for the dispatch mode where it is used.
+                push(known[1] if stack else 0)
+                stack.append(known[0])
+
+            def post(module, _inputs, _output):
+                if _scopes.stack:
+                    _scopes.stack.pop()
+                    pop()
 
         reg = torch.nn.modules.module
         _hooks.append(reg.register_module_forward_pre_hook(pre))
@@ -146,8 +183,8 @@ def _install_record_function(torch, lib):
     name, type "record_function", around the operators they hold, while collecting. The class's
     own enter and exit still run (torch.profiler sees them as before). Installed once."""
     with _hooks_lock:
-        if _rf_patched:
-            return
+        if _rf_patched or _lib.load_torch_hook() is not None:
+            return  # the native hook records record_function blocks itself
         cls = torch.autograd.profiler.record_function
         enter, leave = cls.__enter__, cls.__exit__
         collecting = _lib.collecting_flag()
@@ -209,6 +246,34 @@ class _OpNames:
                    self._lib.termsight_name_n(tb, len(tb)))
             self._ids[key] = ids
         return ids
+
+
+class _NativeRanges:
+    """Operator recording through libtermsight-torch.so, with the dispatch mode's interface:
+    on while entered (nesting restores what was), and used tells whether an operator was
+    recorded since it was last cleared."""
+
+    def __init__(self, hook):
+        self._hook = hook
+        self._was = []
+        self._mark = 0
+
+    @property
+    def used(self):
+        return self._hook.termsight_torch_recorded() != self._mark
+
+    @used.setter
+    def used(self, value):
+        if not value:
+            self._mark = self._hook.termsight_torch_recorded()
+
+    def __enter__(self):
+        self._was.append(self._hook.termsight_torch_enable(1))
+        return self
+
+    def __exit__(self, *exc):
+        self._hook.termsight_torch_enable(self._was.pop() if self._was else 0)
+        return False
 
 
 _mode_class = []
@@ -388,7 +453,9 @@ class ops:
         self._torch = _import_torch()
         self._lib = _lib.load()
         self._model = model
-        self._cuda = self._torch.cuda.is_available() if cuda is None else bool(cuda)
+        self._native = _lib.load_torch_hook() if cuda is not True else None
+        self._cuda = (self._native is None and self._torch.cuda.is_available() if cuda is None
+                      else bool(cuda))
         self._ctx = None
         self._mode = None
         _install_module_hooks(self._torch)
@@ -411,7 +478,8 @@ class ops:
         else:
             # One mode per ops(): its interned names serve every step that re-enters it.
             if self._mode is None:
-                self._mode = _dispatch_mode_class(torch)(self._lib)
+                self._mode = (_NativeRanges(self._native) if self._native is not None
+                              else _dispatch_mode_class(torch)(self._lib))
             self._ctx = self._mode
         self._ctx.__enter__()
         ops._active.on = True
@@ -423,6 +491,17 @@ class ops:
         ctx, self._ctx = self._ctx, None
         ops._active.on = False
         return bool(ctx.__exit__(*exc))
+
+    @property
+    def used(self):
+        """Whether an operator was recorded since used was last set False; True where that
+        cannot be told (emit_nvtx, or before the first block)."""
+        return True if self._mode is None or self._cuda else self._mode.used
+
+    @used.setter
+    def used(self, value):
+        if self._mode is not None and not self._cuda:
+            self._mode.used = value
 
 
 # ---- steps ----------------------------------------------------------------------------------
@@ -566,8 +645,8 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             # through Python even when nothing is recorded.
             traced = mode is not None and collecting.value
             if traced:
-                mode.used = False
                 mode.__enter__()
+                mode.used = False
             ran = True
             try:
                 yield batch
@@ -591,3 +670,4 @@ def _make_ops(enabled, model, cuda):
     if not enabled:
         return None
     return ops(model=model, cuda=cuda)
+

@@ -27,6 +27,9 @@ if not HAVE_TORCH and os.environ.get("CI"):
     raise RuntimeError("CI must test termsight.torch, but " + WHY)
 
 EXAMPLE = os.path.join(REPO, "examples", "torch_cnn.py")
+# Set by CMake where it built libtermsight-torch.so (libtorch-dev installed, as in CI): the
+# native hook must then be the one termsight.torch uses, not silently the Python fallback.
+NATIVE_BUILT = os.environ.get("TERMSIGHT_TEST_TORCH_HOOK") == "1"
 TRAINED = re.compile(r"trained (\d+) steps in [0-9.]+ s: loss ([0-9.]+) -> ([0-9.]+), "
                      r"held-out accuracy ([0-9.]+)%")
 
@@ -61,18 +64,26 @@ class Example(Base):
         self.assertEqual(s["steps"]["count"], 40, "one step per batch trained")
         self.assertEqual(s["steps"]["source"], "auto")
         self.assertGreater(s["steps"]["avg_interval_us"], 0, "the DataLoader wait is the interval")
-        types = {t["type"] for t in s["ops"]["top_types"]}
+        import csv
+        with open(os.path.join(run, "report", "op_type_statistics.csv")) as f:
+            types = {row["type"] for row in csv.DictReader(f)}
         for want in ("DataLoader", "aten::convolution", "aten::convolution_backward",
                      "aten::max_pool2d_with_indices", "aten::addmm"):
             self.assertIn(want, types)
         events = dump(run)
         ops = [e for e in events if e["kind"] == "op"]
         names = {e["name"] for e in ops}
-        # Forward operators carry the layer they ran in; backward ones run outside every module.
+        # Forward operators carry the layer they ran in; with the native hook backward ones
+        # carry their forward's (the Python fallback runs them outside every module).
         self.assertIn("features.0/aten::convolution", names)
         self.assertIn("features.3/aten::convolution", names)
         self.assertIn("classifier/aten::addmm", names)
-        self.assertIn("aten::convolution_backward", names)
+        if NATIVE_BUILT:
+            self.assertIn("features.0/aten::convolution_backward", names)
+            self.assertIn("features.3/ConvolutionBackward0", names)
+            self.assertIn("classifier/AddmmBackward0", names)
+        else:
+            self.assertIn("aten::convolution_backward", names)
         waits = [e for e in ops if e["name"] == "DataLoader.__next__"]
         self.assertEqual(len(waits), 40)
         self.assertTrue(all(e["type"] == "DataLoader" for e in waits))
@@ -104,11 +115,28 @@ class Example(Base):
 
 @unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
 class Helpers(Base):
-    """steps() and ops() one at a time, each in a fresh interpreter with its own session."""
+    """steps() and ops() one at a time, each in a fresh interpreter with its own session, with
+    the native hook where it was built (HelpersPython below: the Python fallback)."""
+
+    native = NATIVE_BUILT
+    hook_env = {}
+
+    def child(self, code, env=None, expect_rc=0):
+        e = dict(self.hook_env)
+        e.update(env or {})
+        return super().child(code, env=e, expect_rc=expect_rc)
 
     def events(self, code):
         r = self.child("import termsight.torch\n" + textwrap.dedent(code))
         return r, dump(r["folder"])
+
+    def test_the_native_hook_is_used_where_built(self):
+        r = self.child("""
+            import torch, termsight.torch
+            from termsight import _lib
+            emit({"hook": _lib.load_torch_hook() is not None, "why": _lib.torch_hook_missing()})
+            """)
+        self.assertEqual(r["hook"], self.native, r["why"])
 
     def test_break_ends_the_step_and_lists_work(self):
         r, ev = self.events("""
@@ -154,6 +182,21 @@ class Helpers(Base):
         s = summary(r["folder"])
         self.assertEqual(s["steps"]["count"], 3)
         self.assertNotEqual(s["steps"]["source"], "none", s["steps"])
+
+    def test_break_at_the_bottom_counts_the_step_it_trained(self):
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            w = torch.ones(4, 4)
+            for i, b in enumerate(termsight.torch.steps([torch.ones(4, 4)] * 6)):
+                (b @ w).relu().sum()
+                if i == 2:
+                    break
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder})
+            """)
+        self.assertEqual(sum(1 for e in ev if e["kind"] == "step_end"), 3)
 
     def test_dataloader_workers_by_role(self):
         # The CPU report names the DataLoader's worker processes by their role.
@@ -255,26 +298,118 @@ class Helpers(Base):
         names = [e["name"] for e in ops]
         self.assertIn("0/aten::addmm", names)
         self.assertIn("1/aten::relu", names)
-        self.assertIn("aten::threshold_backward", names)
         self.assertEqual(names.count("0/aten::addmm"), 1, "the second forward ran outside ops()")
+        if self.native:
+            # Backward nodes and what they run carry the module of the forward that made them.
+            self.assertIn("1/aten::threshold_backward", names)
+            self.assertIn("1/ReluBackward0", names)
+            self.assertIn("0/AddmmBackward0", names)
+        else:
+            self.assertIn("aten::threshold_backward", names)
         for e in ops:
-            self.assertEqual(e["type"], e["name"].rsplit("/", 1)[-1], e)
+            want = e["name"].rsplit("/", 1)[-1]
+            if want.startswith("autograd::engine::evaluate_function: "):
+                want = "autograd::engine::evaluate_function"
+            self.assertEqual(e["type"], want, e)
 
-    def test_dispatch_mode_only_while_collecting(self):
+    def test_nested_operators_and_self_time(self):
+        # aten::conv2d runs aten::convolution, which runs ... aten::mkldnn_convolution: the inner
+        # operators are recorded inside the outer, and the outer's self time is what the inner
+        # leave (the Python fallback sees only the outermost).
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            conv = torch.nn.Conv2d(3, 16, 3)
+            x = torch.randn(8, 3, 64, 64)
+            for _ in termsight.torch.steps(range(3), model=conv):
+                conv(x).sum().backward()
+            p.stop()
+            report = p.analyse()
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "report": report})
+            """)
+        import csv
+        with open(os.path.join(r["report"], "op_type_statistics.csv")) as f:
+            rows = {row["type"]: row for row in csv.DictReader(f)}
+        if not self.native:
+            self.assertNotIn("aten::mkldnn_convolution", rows)
+            return
+        conv, inner = rows["aten::convolution"], rows["aten::mkldnn_convolution"]
+        self.assertEqual(int(conv["count"]), 3)
+        self.assertEqual(int(inner["count"]), 3)
+        self.assertLess(float(conv["self_us"]), 0.5 * float(conv["total_us"]), conv)
+        self.assertGreater(float(inner["self_us"]), 0.5 * float(conv["total_us"]), inner)
+        ops = [e for e in ev if e["kind"] == "op"]
+        outer = [e for e in ops if e["type"] == "aten::convolution"]
+        nested = [e for e in ops if e["type"] == "aten::mkldnn_convolution"]
+        for o, n in zip(outer, nested):
+            self.assertTrue(o["begin"] <= n["begin"] and n["end"] <= o["end"], (o, n))
+
+    def test_counts_agree_with_torch_profiler(self):
+        # The same training step under torch.profiler and under termsight: every aten operator
+        # is counted as often by both (termsight's own hooks run no operator of the user's).
+        r, ev = self.events("""
+            import collections, torch
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(),
+                                        torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            x, y = torch.randn(4, 1, 8, 8), torch.randint(0, 3, (4,))
+            def step():
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            step()  # warm: lazily made state (the optimizer's) is made outside both
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                step()
+            theirs = {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")}
+            p = termsight.Profiler(output_path=out)
+            for _ in termsight.torch.steps(range(1), model=model):
+                step()
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "theirs": theirs})
+            """)
+        ours = {}
+        for e in ev:
+            if e["kind"] == "op" and e["type"].startswith("aten::"):
+                ours[e["type"]] = ours.get(e["type"], 0) + 1
+        theirs = r["theirs"]
+        self.assertIn("aten::convolution_backward", theirs)
+        if self.native:
+            self.assertEqual(ours, theirs)
+        else:
+            # The dispatch mode sees only the outermost operators, each no more often, but for
+            # the detaches that a Python dispatch mode makes PyTorch run (the reason the native
+            # hook is preferred).
+            for op, n in ours.items():
+                if op != "aten::detach":
+                    self.assertLessEqual(n, theirs.get(op, 0), op)
+
+    def test_operators_only_while_collecting(self):
         r = self.child("""
             import termsight.torch
+            from termsight import _lib
             from torch.utils._python_dispatch import _get_current_dispatch_mode as current
+            hook = _lib.load_torch_hook()
+            def on():
+                if hook is None:
+                    return current() is not None
+                was = hook.termsight_torch_enable(0)
+                hook.termsight_torch_enable(was)
+                return bool(was)
             p = termsight.Profiler(output_path=out, start_profile=False)
-            idle = [current() is not None for _ in termsight.torch.steps([1, 2])]
+            idle = [on() for _ in termsight.torch.steps([1, 2])]
             p.start()
-            on = [current() is not None for _ in termsight.torch.steps([1, 2])]
-            after = current() is not None
+            running = [on() for _ in termsight.torch.steps([1, 2])]
+            after = on()
             p.close()
-            emit({"idle": idle, "on": on, "after": after})
+            emit({"idle": idle, "on": running, "after": after})
             """)
         self.assertEqual(r["idle"], [False, False])
         self.assertEqual(r["on"], [True, True])
-        self.assertFalse(r["after"], "the mode ends with the loop")
+        self.assertFalse(r["after"], "operator recording ends with the loop")
 
     def test_without_profiler_and_errors(self):
         r = self.child("""
@@ -301,3 +436,10 @@ class Helpers(Base):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HelpersPython(Helpers):
+    """The same with the Python fallback (a TorchDispatchMode), as where libtorch-dev is absent."""
+
+    native = False
+    hook_env = {"TERMSIGHT_TORCH_HOOK": "0"}
