@@ -26,6 +26,9 @@ extern const cli_command cli_cmd_demo;
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The folder of the running termsight binary (from /proc/self/exe) in out: 0, or -1 with errno. */
+int cli_exe_dir(char *out, size_t cap);
+
 /* A file the command needs beside itself (the library, the demo trainer): the path in the
  * environment variable env when set, else the first of rel (paths relative to the directory of
  * the termsight binary) that exists with access mode. 0 and the absolute path in out, or -1 with

@@ -24,6 +24,18 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int cli_exe_dir(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0)
+        return -1;
+    out[n] = 0;
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = 0;
+    return 0;
+}
+
 int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
                     const char *hint, char *out, size_t cap)
 {
@@ -38,15 +50,10 @@ int cli_find_beside(const char *cmd, const char *env, const char *const *rel, si
         return 0;
     }
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
+    if (cli_exe_dir(exe, sizeof exe) != 0) {
         cli_error("%s: cannot read /proc/self/exe: %s", cmd, strerror(errno));
         return -1;
     }
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
     for (size_t i = 0; i < nrel; i++) {
         char cand[PATH_MAX + 64];
         snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
