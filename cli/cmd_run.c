@@ -48,8 +48,57 @@ static void run_usage(FILE *out)
           "                     expression are steps (default '^(step|ProfilerStep#[0-9]+)')\n"
           "  --steps A-B        collect from step A through step B (steps from the API or NVTX)\n"
           "  --delay S          start collecting after S seconds\n"
-          "  --duration S       stop collecting S seconds after the start\n",
+          "  --duration S       stop collecting S seconds after the start\n"
+          "  --no-python        do not profile Python programs' PyTorch loops\n"
+          "\n"
+          "A Python program that imports torch is profiled as termsight.torch.auto() does:\n"
+          "each DataLoader batch trained with gradients a step, the wait for it, the loader's\n"
+          "prefetch queue and workers, and every operator with its module (the termsight\n"
+          "package's sitecustomize goes first on PYTHONPATH; TERMSIGHT_PYTHON_BOOT names its\n"
+          "folder).\n",
           out);
+}
+
+/* The folder of the termsight package's sitecustomize (python/termsight/_boot): 0 and its path
+ * in out, or -1 where there is none (a build without the Python package: Python programs run
+ * without it, as with --no-python). */
+static int find_python_boot(char out[static PATH_MAX])
+{
+    const char *env = getenv("TERMSIGHT_PYTHON_BOOT");
+    if (env && *env)
+        return realpath(env, out) ? 0 : -1;
+    static const char *const rel[] = {"../../python/termsight/_boot",
+                                      "../lib/python3/dist-packages/termsight/_boot"};
+    char exe[PATH_MAX];
+    if (cli_exe_dir(exe, sizeof exe) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[PATH_MAX + 64], site[PATH_MAX + 96];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        snprintf(site, sizeof site, "%s/sitecustomize.py", cand);
+        if (access(site, R_OK) == 0 && realpath(cand, out))
+            return 0;
+    }
+    return -1;
+}
+
+/* PYTHONPATH for CMD: the sitecustomize's folder, then the folder holding the termsight package
+ * (two levels up), then what was there. */
+static void set_python_path(const char *boot)
+{
+    char pkg[PATH_MAX];
+    snprintf(pkg, sizeof pkg, "%s", boot);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(pkg, '/');
+        if (slash && slash != pkg)
+            *slash = 0;
+    }
+    const char *old = getenv("PYTHONPATH");
+    char *v = NULL;
+    if (asprintf(&v, "%s:%s%s%s", boot, pkg, old && *old ? ":" : "", old && *old ? old : "") < 0)
+        return;
+    setenv("PYTHONPATH", v, 1);
+    free(v);
 }
 
 /* The library to preload: 0 and its absolute path in out, or -1. */
@@ -171,7 +220,7 @@ static int run_run(int argc, char **argv, int check)
 {
     const char *output = DEFAULT_OUTPUT, *sample = NULL, *pattern = NULL, *steps = NULL;
     const char *delay = NULL, *duration = NULL;
-    int no_start = 0, i;
+    int no_start = 0, no_python = 0, i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--"))
@@ -197,6 +246,8 @@ static int run_run(int argc, char **argv, int check)
             duration = argv[++i];
         else if (!strcmp(a, "--no-start"))
             no_start = 1;
+        else if (!strcmp(a, "--no-python"))
+            no_python = 1;
         else {
             cli_error("run: unknown argument '%s' (the command follows '--')", a);
             run_usage(stderr);
@@ -241,9 +292,10 @@ static int run_run(int argc, char **argv, int check)
     if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
         return 0;
 
-    char lib[PATH_MAX];
+    char lib[PATH_MAX], boot[PATH_MAX];
     if (find_library(lib) != 0)
         return 1;
+    int have_boot = !no_python && find_python_boot(boot) == 0;
     if (mkdir(output, 0755) != 0 && errno != EEXIST) {
         cli_error("run: cannot create %s: %s", output, strerror(errno));
         return 1;
@@ -292,6 +344,8 @@ static int run_run(int argc, char **argv, int check)
         setenv("TERMSIGHT_AUTOSTART", "1", 1);
         setenv("TERMSIGHT_OUTPUT", out_abs, 1);
         setenv("TERMSIGHT_START", no_start ? "0" : "1", 1);
+        if (have_boot)
+            set_python_path(boot);
         const struct {
             const char *name, *value;
         } opt[] = {{"TERMSIGHT_SAMPLE_MS", sample},

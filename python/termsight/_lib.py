@@ -112,6 +112,12 @@ def _candidates():
         yield ("TERMSIGHT_LIB", env)
         return
     out = []
+    # Under `termsight run` the library is already in the process (LD_PRELOAD): that copy, whose
+    # session autostart made, is the one to talk to.
+    if os.environ.get("TERMSIGHT_AUTOSTART") == "1":
+        for entry in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":"):
+            if os.path.basename(entry).startswith(LIB_NAME) and os.sep in entry:
+                out.append(("preloaded by termsight run", entry))
     out += [
         ("next to the package", os.path.join(_PACKAGE_DIR, LIB_NAME)),
         ("the build tree", os.path.join(_REPO_DIR, "build", "collectors", LIB_NAME)),

@@ -522,7 +522,10 @@ class _DepthSampler(threading.Thread):
     def run(self):
         lib, q, it = self._lib, self._q, self._it
         while True:
-            depth = prefetch_depth(it)
+            try:
+                depth = prefetch_depth(it)
+            except ReferenceError:  # auto(): the loop dropped its iterator
+                return
             if depth is None:
                 return
             lib.termsight_queue_size(q, depth)
@@ -671,3 +674,133 @@ def _make_ops(enabled, model, cuda):
         return None
     return ops(model=model, cuda=cuda)
 
+
+# ---- zero code: an unmodified script under `termsight run` ---------------------------------
+
+
+class _AutoSteps:
+    """The state of auto(): the iterator whose batches are the steps, and the open step."""
+
+    def __init__(self, lib, hook, queue_ms):
+        self.lib = lib
+        self.hook = hook
+        self.queue_ms = queue_ms
+        self.owner = None  # weakref to the iterator that makes the steps
+        self.open = False  # a step is open (begun, not ended)
+        self.mark = 0  # the hook's count of operators when the step began
+        self.traced = False  # operators are being recorded in the open step
+        self.collecting = _lib.collecting_flag()
+        self.wait_ids = None
+
+    def end_step(self):
+        """Ends the open step: counted when operators ran in it (or where that cannot be told);
+        a step in which nothing ran (a loop that stopped at its top) is left unended, so it is
+        not counted."""
+        if not self.open:
+            return
+        self.open = False
+        ran = True
+        if self.traced:
+            ran = self.hook.termsight_torch_recorded() != self.mark
+            self.hook.termsight_torch_enable(0)
+            self.traced = False
+        if ran:
+            self.lib.termsight_step_end()
+
+    def begin_step(self):
+        lib = self.lib
+        lib.termsight_step_begin()
+        self.open = True
+        if self.hook is not None and self.collecting.value:
+            self.mark = self.hook.termsight_torch_recorded()
+            self.hook.termsight_torch_enable(1)
+            self.traced = True
+
+    def dropped(self, ref):
+        # The loop let go of its iterator (a break, or the loop's frame ended): its step ends now.
+        if self.owner is ref:
+            self.end_step()
+            self.owner = None
+
+    def wait(self, t0, t1):
+        lib = self.lib
+        w, t = DATA_WAIT_NAME.encode(), DATA_WAIT_TYPE.encode()
+        lib.termsight_range_complete(lib.termsight_name_n(w, len(w)),
+                                     lib.termsight_name_n(t, len(t)), t0, t1, 0)
+
+
+_auto = []
+
+
+def auto(queue_ms=10):
+    """Profiles an unmodified PyTorch script: what steps() records, for every DataLoader loop,
+    without one line in the script. `termsight run -- python3 train.py` calls it when the script
+    imports torch (through the sitecustomize it puts on PYTHONPATH); a script may call it too.
+
+    Each batch taken from a DataLoader iterator with gradients enabled begins a step, which ends
+    when the loop asks for the next batch, when the loader is exhausted or when the loop lets go
+    of its iterator (a break). The first iterator to make a step makes them until it is done;
+    batches of other loaders meanwhile (a validation loader under torch.no_grad(), a second
+    loader zipped in) are data waits inside the step, not steps. The wait for each batch, the
+    loader's prefetch queue and its worker processes' names are recorded as steps() records
+    them; operators (with their modules, backward too) through the native hook
+    (libtermsight-torch.so) while a step is open and the session collects: where the hook is
+    missing, steps and waits only, with one warning. Returns True when installed (once), False
+    without a session."""
+    if _auto:
+        return True
+    lib = _lib.load()
+    if not lib.termsight_session_current():
+        return False
+    torch = _import_torch()
+    hook = _lib.load_torch_hook()
+    if hook is None:
+        warnings.warn("termsight: PyTorch operators are not recorded without libtermsight-torch.so "
+                      "(%s); steps and data waits are" % (_lib.torch_hook_missing() or "not found"),
+                      RuntimeWarning, stacklevel=2)
+    else:
+        _install_module_hooks(torch)
+    from torch.utils.data import dataloader as dl
+
+    st = _AutoSteps(lib, hook, queue_ms)
+    loader_iter, base_next = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
+    samplers = weakref.WeakKeyDictionary()  # iterator -> its depth sampler
+
+    def __iter__(self):
+        it = loader_iter(self)
+        try:
+            _name_workers(lib, it)
+            if isinstance(it, dl._BaseDataLoaderIter) and it not in samplers:
+                sampler = _depth_sampler(lib, self, weakref.proxy(it), st.queue_ms)
+                if sampler is not None:
+                    samplers[it] = sampler
+        except Exception:  # noqa: BLE001 -- the profiler never stops the training
+            pass
+        return it
+
+    def __next__(self):
+        owner = st.owner() if st.owner is not None else None
+        steps = owner is None or owner is self
+        if steps and st.open:
+            st.end_step()  # the loop asks for the next batch: the step it trained ends
+        t0 = lib.termsight_now_ns()
+        try:
+            batch = base_next(self)
+        except StopIteration:
+            if steps:
+                st.owner = None
+            sampler = samplers.pop(self, None)
+            if sampler is not None:
+                sampler.stop()
+            raise
+        st.wait(t0, lib.termsight_now_ns())
+        if steps and torch.is_grad_enabled():
+            if owner is None:
+                st.owner = weakref.ref(self, st.dropped)
+            st.begin_step()
+        return batch
+
+    dl.DataLoader.__iter__ = __iter__
+    dl._BaseDataLoaderIter.__next__ = __next__
+    _auto.append(st)
+    return True

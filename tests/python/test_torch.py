@@ -13,7 +13,7 @@ import sys
 import textwrap
 import unittest
 
-from test_binding import REPO, Base, dump
+from test_binding import REPO, Base, cli, dump
 
 try:
     import torch  # noqa: F401
@@ -436,6 +436,110 @@ class Helpers(Base):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# An unmodified training script: nothing of termsight in it. Two epochs of a training loop over
+# a two-worker DataLoader (7 batches each), each followed by a validation loop under no_grad;
+# "break" as argv[1] leaves the second epoch at the top of its fourth batch.
+PLAIN_SCRIPT = textwrap.dedent("""\
+    import sys
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    x = torch.randn(288, 1, 12, 12)
+    y = (x.mean(dim=(1, 2, 3)) > 0).long()
+    train = DataLoader(TensorDataset(x[:224], y[:224]), batch_size=32, num_workers=2)
+    val = DataLoader(TensorDataset(x[224:], y[224:]), batch_size=32)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(400, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for epoch in range(2):
+        for i, (xb, yb) in enumerate(train):
+            if epoch == 1 and i == 3 and sys.argv[1:] == ["break"]:
+                break
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            correct = sum((model(xb).argmax(1) == yb).sum().item() for xb, yb in val)
+    print("trained")
+    """)
+
+
+@unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
+class ZeroCode(Base):
+    """`termsight run -- python3 train.py` with a script that never heard of termsight."""
+
+    def run_plain(self, *args, run_args=()):
+        script = os.path.join(self.tmp, "train.py")
+        with open(script, "w") as f:
+            f.write(PLAIN_SCRIPT)
+        out = os.path.join(self.tmp, "data")
+        e = dict(os.environ)
+        e.pop("PYTHONPATH", None)  # the script imports nothing of ours: run must provide it
+        e.pop("TERMSIGHT_LIB", None)
+        p = subprocess.run([cli(), "run", "-o", out] + list(run_args) +
+                           ["--", sys.executable, script] + list(args),
+                           cwd=self.tmp, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=300)
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, err)
+        self.assertIn(b"trained", p.stdout)
+        folders = os.listdir(out)
+        # One process profiled: nothing the profiler itself ran (ldconfig, gcc) got a folder.
+        self.assertEqual(len(folders), 1, folders)
+        folder = os.path.join(out, folders[0])
+        rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(rc.returncode, 0, rc.stderr)
+        return folder, summary(folder), dump(folder), err
+
+    def test_steps_waits_queue_workers_and_operators(self):
+        folder, s, ev, err = self.run_plain(run_args=["--sample-ms", "10"])
+        self.assertEqual(s["steps"]["count"], 14, "7 training batches in each of 2 epochs")
+        waits = [e for e in ev if e["kind"] == "op" and e["name"] == "DataLoader.__next__"]
+        self.assertEqual(len(waits), 14 + 2 * 2, "validation batches are waits, not steps")
+        names = {e["name"] for e in ev if e["kind"] == "op"}
+        self.assertIn("0/aten::conv2d", names)
+        self.assertIn("3/aten::addmm", names)
+        if NATIVE_BUILT:
+            self.assertIn("0/aten::convolution_backward", names)
+            self.assertIn("0/aten::mkldnn_convolution", names)
+            self.assertTrue(any(n.startswith("Optimizer.step#SGD.step") for n in names))
+        q = [x for x in s["queues"] if x["queue"] == "DataLoader prefetch"]
+        self.assertEqual(len(q), 1, s["queues"])
+        import csv
+        with open(os.path.join(folder, "report", "cpu_processes.csv")) as f:
+            procs = {row["process"] for row in csv.DictReader(f)}
+        self.assertIn("DataLoader worker 0", procs)
+        self.assertNotIn("Traceback", err)
+
+    def test_a_loop_left_at_its_top(self):
+        # The second epoch stops at the top of its fourth batch: 7 + 3 steps trained.
+        _, s, ev, _ = self.run_plain("break")
+        self.assertEqual(s["steps"]["count"], 10)
+
+    def test_no_python(self):
+        _, s, ev, _ = self.run_plain(run_args=["--no-python"])
+        self.assertEqual(s["steps"]["count"], 0)
+        self.assertFalse([e for e in ev if e["kind"] == "op"])
+
+    def test_the_programs_own_sitecustomize_still_runs(self):
+        site = os.path.join(self.tmp, "site")
+        os.makedirs(site)
+        with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+            f.write("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+        script = os.path.join(self.tmp, "check.py")
+        with open(script, "w") as f:
+            f.write("import os, sys\nsys.exit(0 if os.environ.get('SITE_RAN') == 'yes' else 5)\n")
+        e = dict(os.environ)
+        e["PYTHONPATH"] = site
+        p = subprocess.run([cli(), "run", "-o", os.path.join(self.tmp, "data"), "--",
+                            sys.executable, script], env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
 
 class HelpersPython(Helpers):
