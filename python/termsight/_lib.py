@@ -96,6 +96,10 @@ _PROTOTYPES = {
     "termsight_process_name": (None, [_U32, _S]),
 }
 
+# Set once the program marks steps itself (termsight.step(), Profiler.step(),
+# termsight.torch.steps()): termsight.torch.auto() then leaves the steps to it.
+explicit_steps = False
+
 _lock = threading.Lock()
 _lib = None
 _lib_path = None

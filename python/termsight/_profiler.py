@@ -195,6 +195,7 @@ class _Step:
     def __init__(self, lib):
         self._lib = lib
         self.number = None
+        _lib.explicit_steps = True  # the program marks its steps: torch.auto() stands back
 
     def __enter__(self):
         self.number = self._lib.termsight_step_begin()

@@ -603,6 +603,9 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     if isinstance(queue_ms, bool) or not isinstance(queue_ms, (int, float)) or queue_ms < 0:
         raise ValueError("queue_ms must be a number of milliseconds >= 0, not %r" % (queue_ms,))
     lib = _lib.load()
+    _lib.explicit_steps = True
+    for st in _auto:
+        st.stand_back()
     collecting = _lib.collecting_flag()
     mode = _make_ops(ops, model, cuda)
     _install_record_function(_import_torch(), lib)
@@ -716,6 +719,11 @@ class _AutoSteps:
             self.hook.termsight_torch_enable(1)
             self.traced = True
 
+    def stand_back(self):
+        """The program marks its own steps from now on: the open step ends, none begins."""
+        self.end_step()
+        self.owner = None
+
     def dropped(self, ref):
         # The loop let go of its iterator (a break, or the loop's frame ended): its step ends now.
         if self.owner is ref:
@@ -741,7 +749,9 @@ def auto(queue_ms=10):
     when the loop asks for the next batch, when the loader is exhausted or when the loop lets go
     of its iterator (a break). The first iterator to make a step makes them until it is done;
     batches of other loaders meanwhile (a validation loader under torch.no_grad(), a second
-    loader zipped in) are data waits inside the step, not steps. The wait for each batch, the
+    loader zipped in) are data waits inside the step, not steps. A program that marks its steps
+    itself (termsight.torch.steps(), termsight.step(), Profiler.step()) is left to do so: from
+    its first such call, auto() makes no step and no wait. The wait for each batch, the
     loader's prefetch queue and its worker processes' names are recorded as steps() records
     them; operators (with their modules, backward too) through the native hook
     (libtermsight-torch.so) while a step is open and the session collects: where the hook is
@@ -779,6 +789,10 @@ def auto(queue_ms=10):
         return it
 
     def __next__(self):
+        if _lib.explicit_steps:
+            if st.open:
+                st.stand_back()
+            return base_next(self)
         owner = st.owner() if st.owner is not None else None
         steps = owner is None or owner is self
         if steps and st.open:

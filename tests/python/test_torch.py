@@ -521,6 +521,22 @@ class ZeroCode(Base):
         _, s, ev, _ = self.run_plain("break")
         self.assertEqual(s["steps"]["count"], 10)
 
+    def test_a_script_that_marks_its_own_steps(self):
+        # examples/torch_cnn.py uses termsight.torch.steps(): under run, its 12 steps stay 12.
+        out = os.path.join(self.tmp, "data")
+        e = dict(os.environ)
+        e.pop("TERMSIGHT_LIB", None)
+        p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, EXAMPLE, "--steps",
+                            "12", "--workers", "2"], cwd=self.tmp, env=e,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        folders = os.listdir(out)
+        self.assertEqual(len(folders), 1, folders)
+        ev = dump(os.path.join(out, folders[0]))
+        self.assertEqual(sum(1 for x in ev if x["kind"] == "step_end"), 12)
+        waits = [x for x in ev if x["kind"] == "op" and x["name"] == "DataLoader.__next__"]
+        self.assertEqual(len(waits), 12)
+
     def test_no_python(self):
         _, s, ev, _ = self.run_plain(run_args=["--no-python"])
         self.assertEqual(s["steps"]["count"], 0)
