@@ -203,6 +203,10 @@ def load_torch_hook():
             if not os.path.exists(path):
                 _torch_hook_tried.append("%s does not exist" % path)
                 continue
+            other = _other_libtorch(path, explicit=bool(places == [env]))
+            if other:
+                _torch_hook_tried.append(other)
+                continue
             try:
                 hook = ctypes.CDLL(path)
                 for name, (res, args) in _TORCH_HOOK_PROTOTYPES.items():
@@ -218,6 +222,29 @@ def load_torch_hook():
             _torch_hook = hook
             return hook
         return None
+
+
+def _other_libtorch(path, explicit):
+    """Why the hook at path must not be loaded into this process ("" when it may): it was built
+    against one libtorch (named in path + ".libtorch" by the build), and loading it beside
+    another (a pip wheel's) would bring a second PyTorch into the process. A hook named
+    explicitly without that file is trusted."""
+    try:
+        with open(path + ".libtorch") as f:
+            want = f.read().strip()
+    except OSError:
+        return "" if explicit else "%s.libtorch is missing: cannot tell its libtorch" % path
+    try:
+        with open("/proc/self/maps") as f:
+            mapped = {line.split(None, 5)[-1].strip() for line in f
+                      if "libtorch_cpu" in line and len(line.split(None, 5)) == 6}
+    except OSError as e:
+        return "cannot read /proc/self/maps: %s" % e
+    mapped = {os.path.realpath(m) for m in mapped}
+    if want in mapped:
+        return ""
+    return ("%s was built against %s, and this process runs %s" %
+            (path, want, ", ".join(sorted(mapped)) or "no libtorch_cpu"))
 
 
 def torch_hook_missing():

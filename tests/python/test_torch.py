@@ -138,6 +138,23 @@ class Helpers(Base):
             """)
         self.assertEqual(r["hook"], self.native, r["why"])
 
+    def test_the_hook_never_brings_a_second_libtorch(self):
+        # A process whose libtorch is not the one the hook was built against (here: none yet, as
+        # in a process running a pip wheel's) does not get the hook, nor that libtorch.
+        if not self.native:
+            self.skipTest("the native hook is not built here" if not NATIVE_BUILT else
+                          "the Python fallback is asked for")
+        r = self.child("""
+            from termsight import _lib
+            hook = _lib.load_torch_hook()
+            maps = open("/proc/self/maps").read()
+            emit({"hook": hook is not None, "why": _lib.torch_hook_missing(),
+                  "libtorch": "libtorch_cpu" in maps})
+            """)
+        self.assertFalse(r["hook"])
+        self.assertFalse(r["libtorch"], "no libtorch was loaded")
+        self.assertIn("was built against", r["why"])
+
     def test_break_ends_the_step_and_lists_work(self):
         r, ev = self.events("""
             p = termsight.Profiler(output_path=out)
