@@ -1,6 +1,6 @@
 /* api: the event calls of include/termsight/termsight.h, the hot path.
  *
- * Every call first loads ts_collecting and returns when it is 0. While collecting, an event is
+ * Every call first loads termsight_collecting_ and returns when it is 0. While collecting, an event is
  * built on the stack and pushed into the calling thread's lane: no lock, no allocation, no system
  * call, except on a thread's first event of a session (gettid, claiming a lane, one malloc).
  *

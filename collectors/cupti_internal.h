@@ -8,7 +8,7 @@
 
 #include "collectors.h"
 
-/* The room's entry points (also declared in collectors.h for api.c, nvtx.c and session.c). */
+/* The room's entry points (also declared in collectors.h for api.c and session.c). */
 extern volatile int ts_cupti_ranges;
 int cupti_start(termsight_session *s);
 void cupti_flush(termsight_session *s, int forced);
