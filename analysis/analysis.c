@@ -4,6 +4,7 @@
  * only where it is used. The core keeps what every module shares: totals, thread names, the
  * recorded options and the table of names the analysis derives. */
 #include "analysis_internal.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,20 +74,11 @@ void index_map_free(index_map *m)
     memset(m, 0, sizeof *m);
 }
 
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    return k ^ (k >> 33);
-}
-
 uint32_t index_map_find(const index_map *m, uint64_t key)
 {
     if (!m->keys)
         return UINT32_MAX;
-    for (uint64_t i = mix(key) & m->mask;; i = (i + 1) & m->mask) {
+    for (uint64_t i = hash_mix(key) & m->mask;; i = (i + 1) & m->mask) {
         if (m->values[i] == UINT32_MAX)
             return UINT32_MAX;
         if (m->keys[i] == key)
@@ -102,7 +94,7 @@ static int index_map_grow(index_map *m)
     for (uint32_t i = 0; i <= m->mask; i++) {
         if (m->values[i] == UINT32_MAX)
             continue;
-        uint64_t j = mix(m->keys[i]) & bigger.mask;
+        uint64_t j = hash_mix(m->keys[i]) & bigger.mask;
         while (bigger.values[j] != UINT32_MAX)
             j = (j + 1) & bigger.mask;
         bigger.keys[j] = m->keys[i];
@@ -122,7 +114,7 @@ uint32_t index_map_get(index_map *m, uint64_t key, uint32_t next_index, int *ins
         return UINT32_MAX;
     if ((m->count + 1) * 4 > (m->mask + 1) * 3 && index_map_grow(m) != 0)
         return UINT32_MAX;
-    for (uint64_t i = mix(key) & m->mask;; i = (i + 1) & m->mask) {
+    for (uint64_t i = hash_mix(key) & m->mask;; i = (i + 1) & m->mask) {
         if (m->values[i] == UINT32_MAX) {
             m->keys[i] = key;
             m->values[i] = next_index;
@@ -146,16 +138,6 @@ const char *analysis_names_recording(void *reader, uint32_t id, uint32_t *len)
 const char *analysis_names_segment(void *seg, uint32_t id, uint32_t *len)
 {
     return strtab_get(seg, id, len);
-}
-
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
 }
 
 const char *analysis_raw_name(const analysis *a, uint32_t id, uint32_t *len)

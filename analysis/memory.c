@@ -19,6 +19,7 @@
  * allocations gives at most three rows a millisecond and never hides a peak. Host RSS rows go
  * out as each sample arrives. */
 #include "analysis_internal.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,18 +104,9 @@ static void memory_destroy(void *state)
 
 /* ---- Live addresses: open addressing with backward-shift deletion ----------------------- */
 
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    return k ^ (k >> 33);
-}
-
 static uint64_t live_hash(uint64_t addr, uint32_t device)
 {
-    return mix(addr ^ ((uint64_t)device << 40) ^ device);
+    return hash_mix(addr ^ ((uint64_t)device << 40) ^ device);
 }
 
 static live_slot *live_find(const memory_state *s, uint64_t addr, uint32_t device)

@@ -6,6 +6,7 @@
  * the arena (what it reads, since any process of the user can write into the segment) and an
  * open-addressing hash of (hash, id) words, read lock-free; inserts (a name's first use) take a
  * mutex. */
+#include "hash.h"
 #include "model.h"
 
 #include <pthread.h>
@@ -31,16 +32,6 @@ struct strtab {
     uint64_t mask;
     pthread_mutex_t lock;
 };
-
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a: short names, no setup cost */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 static uint32_t hash32(uint64_t h)
 {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "hash.h"
 #include "termsight/termsight.h"
 
 #define TS_EXPORT extern "C" __attribute__((visibility("default")))
@@ -162,14 +163,6 @@ bool installed;
 at::CallbackHandle handle;
 termsight_session *last_session;
 
-uint64_t fnv(const char *s, size_t n, uint32_t scope)
-{
-    uint64_t h = 1469598103934665603ull ^ scope;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 bool starts(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -205,7 +198,7 @@ void lookup(thread_state *t, const at::RecordFunction &fn, const char *name, uin
         t->generation = gen;
     }
     size_t len = strlen(name);
-    uint64_t h = fnv(name, len, scope);
+    uint64_t h = hash_bytes_seeded(name, len, scope);
     uint32_t i = (uint32_t)h & (kNames - 1);
     for (uint32_t probe = 0; probe < kNames; probe++, i = (i + 1) & (kNames - 1)) {
         name_entry &e = t->names[i];
