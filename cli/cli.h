@@ -2,6 +2,7 @@
 #ifndef TERMSIGHT_CLI_H
 #define TERMSIGHT_CLI_H
 
+#include <getopt.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -25,6 +26,17 @@ extern const cli_command cli_cmd_demo;
 
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Every command's option parser: getopt_long over argv (argv[0] the command's name), so that
+ * every command takes "--name value", "--name=value", "-n value" and ends its options at "--".
+ * shorts is getopt's short-option string without any leading '+' or ':'; stop_at_operand ends
+ * the options at the first operand (run: the command to run follows) instead of taking options
+ * from anywhere. Call with *first set on the first call (it resets getopt's state). Returns the
+ * option's val, -1 at the end (the operands are argv[optind..argc-1]), or 2 after printing
+ * "cmd: unknown option 'X'", "cmd: X needs a value" or "cmd: X takes no value" (the caller shows
+ * its usage and returns 2); no option may use 2 as its val. */
+int cli_getopt(const char *cmd, int argc, char **argv, const char *shorts,
+               const struct option *longs, int stop_at_operand, int *first);
 
 /* The folder of the running termsight binary (from /proc/self/exe) in out: 0, or -1 with errno. */
 int cli_exe_dir(char *out, size_t cap);

@@ -70,36 +70,30 @@ static int analyse_bad_usage(void)
     return 2;
 }
 
-enum { OPT_OUT = 1, OPT_OP, OPT_PRETTY, OPT_LIMIT, OPT_PEAK, OPT_FP, OPT_BP, OPT_JOBS, OPT_MERGE };
-
-static const struct {
-    const char *lng, *shrt;
-    int id, value;
-} analyse_options[] = {
-    {"--output", "-o", OPT_OUT, 1},       {"--op", NULL, OPT_OP, 1},
-    {"--pretty", NULL, OPT_PRETTY, 0},    {"--timeline-limit", NULL, OPT_LIMIT, 1},
-    {"--peak-tflops", NULL, OPT_PEAK, 1}, {"--fp-start", NULL, OPT_FP, 1},
-    {"--bp-end", NULL, OPT_BP, 1},        {"--jobs", "-j", OPT_JOBS, 1},
-    {"--merge-only", NULL, OPT_MERGE, 0},
+enum {
+    OPT_OUT = 'o',
+    OPT_JOBS = 'j',
+    OPT_OP = 256,
+    OPT_PRETTY,
+    OPT_LIMIT,
+    OPT_PEAK,
+    OPT_FP,
+    OPT_BP,
+    OPT_MERGE
 };
 
-/* Which option arg is, or 0; *value is what follows '=' in "--op=MatMul", else NULL. */
-static int analyse_option(const char *arg, const char **value, int *takes)
-{
-    *value = NULL;
-    for (size_t i = 0; i < sizeof analyse_options / sizeof analyse_options[0]; i++) {
-        size_t n = strlen(analyse_options[i].lng);
-        *takes = analyse_options[i].value;
-        if (!strcmp(arg, analyse_options[i].lng) ||
-            (analyse_options[i].shrt && !strcmp(arg, analyse_options[i].shrt)))
-            return analyse_options[i].id;
-        if (!strncmp(arg, analyse_options[i].lng, n) && arg[n] == '=') {
-            *value = arg + n + 1;
-            return analyse_options[i].id;
-        }
-    }
-    return 0;
-}
+static const struct option analyse_longs[] = {
+    {"output", required_argument, NULL, OPT_OUT},
+    {"op", required_argument, NULL, OPT_OP},
+    {"pretty", no_argument, NULL, OPT_PRETTY},
+    {"timeline-limit", required_argument, NULL, OPT_LIMIT},
+    {"peak-tflops", required_argument, NULL, OPT_PEAK},
+    {"fp-start", required_argument, NULL, OPT_FP},
+    {"bp-end", required_argument, NULL, OPT_BP},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"merge-only", no_argument, NULL, OPT_MERGE},
+    {NULL, 0, NULL, 0},
+};
 
 /* A non-negative finite number, or -1. */
 static double parse_number(const char *v)
@@ -299,87 +293,65 @@ static int analyse_run(int argc, char **argv, int check)
     report_options o;
     report_options_init(&o);
     const char *path = NULL, *op = NULL;
-    int options = 1, threads = 0, merge_only = 0, rank_only = 0;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int takes;
-        if (options && !strcmp(a, "--")) {
-            options = 0;
-            continue;
-        }
-        if (options && a[0] == '-' && a[1]) {
-            int id = analyse_option(a, &v, &takes);
-            if (!id) {
-                cli_error("analyse: unknown option '%s'", a);
+    int threads = 0, merge_only = 0, rank_only = 0, c, first = 1;
+    while ((c = cli_getopt("analyse", argc, argv, "o:j:", analyse_longs, 0, &first)) != -1) {
+        double d;
+        const char *v = optarg;
+        switch (c) {
+        case OPT_OUT:
+            if (!*v) {
+                cli_error("analyse: -o needs a folder");
                 return analyse_bad_usage();
             }
-            if (!takes && v) {
-                cli_error("analyse: %.*s takes no value", (int)(strchr(a, '=') - a), a);
+            o.out_dir = v;
+            break;
+        case OPT_OP:
+            op = v;
+            break;
+        case OPT_PRETTY:
+            o.pretty = 1;
+            break;
+        case OPT_LIMIT:
+            if ((d = parse_number(v)) < 0) {
+                cli_error("analyse: --timeline-limit needs a size in MiB, not '%s'", v);
                 return analyse_bad_usage();
             }
-            if (takes && !v) {
-                if (i + 1 >= argc) {
-                    cli_error("analyse: %s needs a value", a);
-                    return analyse_bad_usage();
-                }
-                v = argv[++i];
+            o.timeline_limit_mb = d;
+            break;
+        case OPT_PEAK:
+            if ((d = parse_number(v)) <= 0) {
+                cli_error("analyse: --peak-tflops needs a positive number, not '%s'", v);
+                return analyse_bad_usage();
             }
-            double d;
-            switch (id) {
-            case OPT_OUT:
-                if (!*v) {
-                    cli_error("analyse: -o needs a folder");
-                    return analyse_bad_usage();
-                }
-                o.out_dir = v;
-                break;
-            case OPT_OP:
-                op = v;
-                break;
-            case OPT_PRETTY:
-                o.pretty = 1;
-                break;
-            case OPT_LIMIT:
-                if ((d = parse_number(v)) < 0) {
-                    cli_error("analyse: --timeline-limit needs a size in MiB, not '%s'", v);
-                    return analyse_bad_usage();
-                }
-                o.timeline_limit_mb = d;
-                break;
-            case OPT_PEAK:
-                if ((d = parse_number(v)) <= 0) {
-                    cli_error("analyse: --peak-tflops needs a positive number, not '%s'", v);
-                    return analyse_bad_usage();
-                }
-                o.peak_flops = d * 1e12;
-                break;
-            case OPT_FP:
-                o.fp_start_op = v;
-                rank_only = 1;
-                break;
-            case OPT_JOBS:
-                if ((d = parse_number(v)) < 1 || d > 64 || d != floor(d)) {
-                    cli_error("analyse: --jobs needs a whole number from 1 to 64, not '%s'", v);
-                    return analyse_bad_usage();
-                }
-                threads = (int)d;
-                break;
-            case OPT_MERGE:
-                merge_only = 1;
-                break;
-            default:
-                o.bp_end_op = v;
-                rank_only = 1;
-                break;
+            o.peak_flops = d * 1e12;
+            break;
+        case OPT_FP:
+            o.fp_start_op = v;
+            rank_only = 1;
+            break;
+        case OPT_JOBS:
+            if ((d = parse_number(v)) < 1 || d > 64 || d != floor(d)) {
+                cli_error("analyse: --jobs needs a whole number from 1 to 64, not '%s'", v);
+                return analyse_bad_usage();
             }
-            continue;
-        }
-        if (path) {
-            cli_error("analyse: one recording at a time ('%s', then '%s')", path, a);
+            threads = (int)d;
+            break;
+        case OPT_MERGE:
+            merge_only = 1;
+            break;
+        case OPT_BP:
+            o.bp_end_op = v;
+            rank_only = 1;
+            break;
+        default:
             return analyse_bad_usage();
         }
-        path = a;
+    }
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc) {
+        cli_error("analyse: one recording at a time ('%s', then '%s')", path, argv[optind + 1]);
+        return analyse_bad_usage();
     }
     if (!path) {
         cli_error("analyse: which recording?");

@@ -51,15 +51,20 @@ static void demo_usage(FILE *out)
             DEMO_HEADLESS_S, DEMO_OUTPUT);
 }
 
+static int demo_short_usage(void)
+{
+    fputs("usage: termsight demo [--headless] [--seconds N] [--slow-map] [--workers N] "
+          "[-o DIR]\n",
+          stderr);
+    return 2;
+}
+
 static int demo_bad_usage(const char *fmt, const char *arg)
 {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg);
     cli_error("demo: %s", msg);
-    fputs("usage: termsight demo [--headless] [--seconds N] [--slow-map] [--workers N] "
-          "[-o DIR]\n",
-          stderr);
-    return 2;
+    return demo_short_usage();
 }
 
 /* The trainer's path: 0 and its absolute path in out, or -1 with a message printed. */
@@ -246,34 +251,45 @@ static int demo_run(int argc, char **argv, int check)
 {
     const char *output = DEMO_OUTPUT, *workers = NULL;
     long seconds = 0;
-    int headless = 0, slow_map = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = !strcmp(a, "--seconds") || !strcmp(a, "--workers") || !strcmp(a, "-o") ||
-                        !strcmp(a, "--output");
-        const char *v = has_value && i + 1 < argc ? argv[i + 1] : NULL;
-        if (has_value && !v)
-            return demo_bad_usage("%s needs a value", a);
-        if (!strcmp(a, "--headless")) {
+    int headless = 0, slow_map = 0, c, first = 1;
+    enum { O_HEADLESS = 256, O_SLOW_MAP, O_SECONDS, O_WORKERS };
+    static const struct option longs[] = {
+        {"headless", no_argument, NULL, O_HEADLESS},
+        {"slow-map", no_argument, NULL, O_SLOW_MAP},
+        {"seconds", required_argument, NULL, O_SECONDS},
+        {"workers", required_argument, NULL, O_WORKERS},
+        {"output", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
+    };
+    while ((c = cli_getopt("demo", argc, argv, "o:", longs, 0, &first)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case O_HEADLESS:
             headless = 1;
-        } else if (!strcmp(a, "--slow-map")) {
+            break;
+        case O_SLOW_MAP:
             slow_map = 1;
-        } else if (!strcmp(a, "--seconds")) {
+            break;
+        case O_SECONDS:
             if ((seconds = parse_count(v, 31536000)) < 0)
                 return demo_bad_usage("--seconds wants a whole number of seconds, not '%s'", v);
-        } else if (!strcmp(a, "--workers")) {
+            break;
+        case O_WORKERS:
             if (parse_count(v, 64) < 0)
                 return demo_bad_usage("--workers wants 1 to 64, not '%s'", v);
             workers = v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            break;
+        case 'o':
             if (!*v)
-                return demo_bad_usage("%s needs a folder", a);
+                return demo_bad_usage("%s needs a folder", "-o");
             output = v;
-        } else {
-            return demo_bad_usage("unknown argument '%s'", a);
+            break;
+        default:
+            return demo_short_usage();
         }
-        i += has_value;
     }
+    if (optind < argc)
+        return demo_bad_usage("unknown argument '%s'", argv[optind]);
     if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
         return 0;
     if (!isatty(STDOUT_FILENO))

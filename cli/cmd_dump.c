@@ -101,29 +101,11 @@ static void dump_event(FILE *out, const recording_reader *r, const ts_event *e)
     fprintf(out, " v1=%" PRIu64 " flags=0x%x\n", e->v1, (unsigned)e->flags);
 }
 
-static const struct {
-    const char *lng, *shrt;
-    char id;
-} dump_options[] = {
-    {"--kind", "-k", 'k'},
-    {"--limit", "-n", 'n'},
+static const struct option dump_longs[] = {
+    {"kind", required_argument, NULL, 'k'},
+    {"limit", required_argument, NULL, 'n'},
+    {NULL, 0, NULL, 0},
 };
-
-/* Which option arg is ('k', 'n'), or 0. *value is what follows '=' in "--kind=op", else NULL. */
-static char dump_option(const char *arg, const char **value)
-{
-    *value = NULL;
-    for (size_t i = 0; i < sizeof(dump_options) / sizeof(dump_options[0]); i++) {
-        size_t n = strlen(dump_options[i].lng);
-        if (!strcmp(arg, dump_options[i].lng) || !strcmp(arg, dump_options[i].shrt))
-            return dump_options[i].id;
-        if (!strncmp(arg, dump_options[i].lng, n) && arg[n] == '=') {
-            *value = arg + n + 1;
-            return dump_options[i].id;
-        }
-    }
-    return 0;
-}
 
 static int dump_bad_usage(void)
 {
@@ -134,54 +116,38 @@ static int dump_bad_usage(void)
 static int dump_run(int argc, char **argv, int check)
 {
     int want[TS_KIND__COUNT] = {0};
-    int filtered = 0, options = 1;
+    int filtered = 0, c, first = 1;
     uint64_t limit = UINT64_MAX;
     const char *path = NULL;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (options && !strcmp(a, "--")) {
-            options = 0;
-            continue;
-        }
-        if (options && a[0] == '-' && a[1]) {
-            char opt = dump_option(a, &v);
-            if (!opt) {
-                cli_error("dump: unknown option '%s'", a);
+    while ((c = cli_getopt("dump", argc, argv, "k:n:", dump_longs, 0, &first)) != -1) {
+        const char *v = optarg;
+        if (c == 'k') {
+            int k = dump_kind(v);
+            if (k < 0) {
+                cli_error("dump: unknown kind '%s' (see 'termsight dump --help')", v);
                 return dump_bad_usage();
             }
-            if (!v) {
-                if (i + 1 >= argc) {
-                    cli_error("dump: %s needs a value", a);
-                    return dump_bad_usage();
-                }
-                v = argv[++i];
+            want[k] = 1;
+            filtered = 1;
+        } else if (c == 'n') {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || errno) {
+                cli_error("dump: --limit needs a whole number, not '%s'", v);
+                return dump_bad_usage();
             }
-            if (opt == 'k') {
-                int k = dump_kind(v);
-                if (k < 0) {
-                    cli_error("dump: unknown kind '%s' (see 'termsight dump --help')", v);
-                    return dump_bad_usage();
-                }
-                want[k] = 1;
-                filtered = 1;
-            } else {
-                char *end;
-                errno = 0;
-                unsigned long long n = strtoull(v, &end, 10);
-                if (*v < '0' || *v > '9' || *end || errno) {
-                    cli_error("dump: --limit needs a whole number, not '%s'", v);
-                    return dump_bad_usage();
-                }
-                limit = n;
-            }
-            continue;
-        }
-        if (path) {
-            cli_error("dump: one recording at a time ('%s', then '%s')", path, a);
+            limit = n;
+        } else {
             return dump_bad_usage();
         }
-        path = a;
+    }
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc) {
+        cli_error("dump: one recording at a time ('%s', then '%s')", path, argv[optind + 1]);
+        return dump_bad_usage();
     }
     if (!path) {
         cli_error("dump: which recording?");

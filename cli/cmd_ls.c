@@ -60,15 +60,19 @@ static void job_line(const segment_info *list, int n, int i)
 
 static int ls_run(int argc, char **argv, int check)
 {
-    int clean = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--clean")) {
-            clean = 1;
-        } else {
-            cli_error("ls: unknown argument '%s'", argv[i]);
+    int clean = 0, c, first = 1;
+    static const struct option longs[] = {{"clean", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+    while ((c = cli_getopt("ls", argc, argv, "", longs, 0, &first)) != -1) {
+        if (c != 'c') {
             ls_usage(stderr);
             return 2;
         }
+        clean = 1;
+    }
+    if (optind < argc) {
+        cli_error("ls: unknown argument '%s'", argv[optind]);
+        ls_usage(stderr);
+        return 2;
     }
     if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
         return 0;

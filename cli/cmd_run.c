@@ -220,46 +220,56 @@ static int run_run(int argc, char **argv, int check)
 {
     const char *output = DEFAULT_OUTPUT, *sample = NULL, *pattern = NULL, *steps = NULL;
     const char *delay = NULL, *duration = NULL;
-    int no_start = 0, no_python = 0, i;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--"))
+    int no_start = 0, no_python = 0, c, first = 1;
+    enum { O_SAMPLE = 256, O_PATTERN, O_STEPS, O_DELAY, O_DURATION, O_NO_START, O_NO_PYTHON };
+    static const struct option longs[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"sample-ms", required_argument, NULL, O_SAMPLE},
+        {"step-pattern", required_argument, NULL, O_PATTERN},
+        {"steps", required_argument, NULL, O_STEPS},
+        {"delay", required_argument, NULL, O_DELAY},
+        {"duration", required_argument, NULL, O_DURATION},
+        {"no-start", no_argument, NULL, O_NO_START},
+        {"no-python", no_argument, NULL, O_NO_PYTHON},
+        {NULL, 0, NULL, 0},
+    };
+    while ((c = cli_getopt("run", argc, argv, "o:", longs, 1, &first)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
             break;
-        int has_value = !strcmp(a, "-o") || !strcmp(a, "--sample-ms") ||
-                        !strcmp(a, "--step-pattern") || !strcmp(a, "--steps") ||
-                        !strcmp(a, "--delay") || !strcmp(a, "--duration");
-        if (has_value && i + 1 >= argc) {
-            cli_error("run: %s needs a value", a);
-            return 2;
-        }
-        if (!strcmp(a, "-o"))
-            output = argv[++i];
-        else if (!strcmp(a, "--sample-ms"))
-            sample = argv[++i];
-        else if (!strcmp(a, "--step-pattern"))
-            pattern = argv[++i];
-        else if (!strcmp(a, "--steps"))
-            steps = argv[++i];
-        else if (!strcmp(a, "--delay"))
-            delay = argv[++i];
-        else if (!strcmp(a, "--duration"))
-            duration = argv[++i];
-        else if (!strcmp(a, "--no-start"))
+        case O_SAMPLE:
+            sample = optarg;
+            break;
+        case O_PATTERN:
+            pattern = optarg;
+            break;
+        case O_STEPS:
+            steps = optarg;
+            break;
+        case O_DELAY:
+            delay = optarg;
+            break;
+        case O_DURATION:
+            duration = optarg;
+            break;
+        case O_NO_START:
             no_start = 1;
-        else if (!strcmp(a, "--no-python"))
+            break;
+        case O_NO_PYTHON:
             no_python = 1;
-        else {
-            cli_error("run: unknown argument '%s' (the command follows '--')", a);
+            break;
+        default:
             run_usage(stderr);
             return 2;
         }
     }
-    if (i >= argc - 1) {
-        cli_error("run: no command given after '--'");
+    if (optind >= argc) {
+        cli_error("run: no command given (termsight run [OPTIONS] -- CMD [ARGS...])");
         run_usage(stderr);
         return 2;
     }
-    char **cmd = argv + i + 1;
+    char **cmd = argv + optind;
 
     if (sample) {
         char *end;

@@ -34,35 +34,48 @@ static void top_usage(FILE *out)
             TUI_REFRESH_MS_MIN, TUI_REFRESH_MS_MAX, TUI_REFRESH_MS_DEFAULT);
 }
 
-static int top_bad_usage(const char *fmt, const char *arg)
+static int top_short_usage(void)
 {
-    char msg[256];
-    snprintf(msg, sizeof msg, fmt, arg);
-    cli_error("top: %s", msg);
     fputs("usage: termsight top [PID | NAME | --job ID] [--refresh-ms N] [--once [--json]]\n",
           stderr);
     return 2;
 }
 
+static int top_bad_usage(const char *fmt, const char *arg)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, arg);
+    cli_error("top: %s", msg);
+    return top_short_usage();
+}
+
 static int top_run(int argc, char **argv, int check)
 {
     tui_options o = {0};
-    int positional_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--once")) {
+    enum { O_ONCE = 256, O_JSON, O_JOB, O_REFRESH };
+    static const struct option longs[] = {
+        {"once", no_argument, NULL, O_ONCE},
+        {"json", no_argument, NULL, O_JSON},
+        {"job", required_argument, NULL, O_JOB},
+        {"refresh-ms", required_argument, NULL, O_REFRESH},
+        {NULL, 0, NULL, 0},
+    };
+    int c, first = 1;
+    while ((c = cli_getopt("top", argc, argv, "", longs, 0, &first)) != -1) {
+        const char *v = optarg;
+        switch (c) {
+        case O_ONCE:
             o.once = 1;
-        } else if (!strcmp(a, "--json")) {
+            break;
+        case O_JSON:
             o.json = 1;
-        } else if (!strcmp(a, "--job") || !strncmp(a, "--job=", 6)) {
-            const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v || !*v)
+            break;
+        case O_JOB:
+            if (!*v)
                 return top_bad_usage("--job needs a job id%s", "");
             o.job = v;
-        } else if (!strcmp(a, "--refresh-ms") || !strncmp(a, "--refresh-ms=", 13)) {
-            const char *v = a[12] == '=' ? a + 13 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v)
-                return top_bad_usage("--refresh-ms needs a value%s", "");
+            break;
+        case O_REFRESH: {
             char *end;
             errno = 0;
             long ms = strtol(v, &end, 10);
@@ -71,17 +84,16 @@ static int top_run(int argc, char **argv, int check)
                                      "between 50 and 60000",
                                      v);
             o.refresh_ms = (unsigned)ms;
-        } else if (!strcmp(a, "--") && !positional_done && i + 1 < argc) {
-            o.target = argv[++i];
-            positional_done = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return top_bad_usage("unknown option '%s'", a);
-        } else if (!o.target) {
-            o.target = a;
-        } else {
-            return top_bad_usage("unexpected argument '%s' (one PID or NAME)", a);
+            break;
+        }
+        default:
+            return top_short_usage();
         }
     }
+    if (optind < argc)
+        o.target = argv[optind];
+    if (optind + 1 < argc)
+        return top_bad_usage("unexpected argument '%s' (one PID or NAME)", argv[optind + 1]);
     if (o.job && o.target)
         return top_bad_usage("--job goes without a PID or NAME ('%s')", o.target);
     if (o.json && !o.once)

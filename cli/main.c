@@ -24,6 +24,35 @@ void cli_error(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int cli_getopt(const char *cmd, int argc, char **argv, const char *shorts,
+               const struct option *longs, int stop_at_operand, int *first)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s:%s", stop_at_operand ? "+" : "", shorts);
+    if (*first) {
+        optind = 0; /* glibc: a full reset, for a second parse in one process (the fuzz target) */
+        *first = 0;
+    }
+    opterr = 0;
+    int prev = optind ? optind : 1;
+    int c = getopt_long(argc, argv, spec, longs, NULL);
+    if (c != '?' && c != ':')
+        return c;
+    const char *arg = optind - 1 >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+    if (prev < argc && optind == prev) /* a short option inside a cluster ("-xq") */
+        arg = argv[prev];
+    const char *eq = strchr(arg, '=');
+    if (c == ':')
+        cli_error("%s: %s needs a value", cmd, arg);
+    else if (optopt && !strncmp(arg, "--", 2) && eq)
+        cli_error("%s: %.*s takes no value", cmd, (int)(eq - arg), arg);
+    else if (optopt && strncmp(arg, "--", 2))
+        cli_error("%s: unknown option '-%c'", cmd, optopt);
+    else
+        cli_error("%s: unknown option '%s'", cmd, arg);
+    return 2;
+}
+
 int cli_exe_dir(char *out, size_t cap)
 {
     ssize_t n = readlink("/proc/self/exe", out, cap - 1);

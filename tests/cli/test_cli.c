@@ -597,7 +597,7 @@ START_TEST(test_ls_usage)
     cli_result r;
     cli_run(tmp, (const char *const[]){"ls", "--bogus", NULL}, &r);
     ck_assert_int_eq(r.status, 2);
-    err_expect(&r, "unknown argument '--bogus'");
+    err_expect(&r, "unknown option '--bogus'");
     cli_result_free(&r);
     cli_run(tmp, (const char *const[]){"ls", "--help", NULL}, &r);
     ck_assert_int_eq(r.status, 0);
@@ -943,6 +943,38 @@ static const struct {
     {{"--op", "MatMul", "-o", "d", "x", NULL}, "-o has no use with it"},
 };
 
+/* One parser for every command: "--name=value" reaches the same check as "--name value", a
+ * value given to a flag is refused, and an unknown option is named, whichever the command. */
+static const struct {
+    const char *args[6];
+    const char *says;
+} option_forms[] = {
+    {{"run", "--sample-ms=0", "--", "true", NULL}, "run: --sample-ms wants 1 to 3600000, got '0'"},
+    {{"run", "--no-start=1", "--", "true", NULL}, "run: --no-start takes no value"},
+    {{"run", "--bogus", "--", "true", NULL}, "run: unknown option '--bogus'"},
+    {{"run", "-o", NULL}, "run: -o needs a value"},
+    {{"top", "--refresh-ms=10", NULL}, "top: --refresh-ms: '10' is not a number"},
+    {{"top", "--once=yes", NULL}, "top: --once takes no value"},
+    {{"ls", "--clean=1", NULL}, "ls: --clean takes no value"},
+    {{"dump", "--limit=x", "r", NULL}, "dump: --limit needs a whole number, not 'x'"},
+    {{"dump", "-k", NULL}, "dump: -k needs a value"},
+    {{"demo", "--workers=0", NULL}, "demo: --workers wants 1 to 64, not '0'"},
+    {{"demo", "-x", NULL}, "demo: unknown option '-x'"},
+    {{"analyse", "--timeline-limit=lots", "x", NULL}, "--timeline-limit needs a size in MiB"},
+};
+
+START_TEST(test_option_forms)
+{
+    char *tmp = tmp_make();
+    cli_result r;
+    cli_run(tmp, option_forms[_i].args, &r);
+    ck_assert_int_eq(r.status, 2);
+    err_expect(&r, option_forms[_i].says);
+    cli_result_free(&r);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_analyse_usage)
 {
     char *tmp = tmp_make();
@@ -974,6 +1006,8 @@ Suite *analyse_suite(void)
     tcase_add_test(tc, test_analyse_op);
     tcase_add_test(tc, test_analyse_bad_files);
     tcase_add_test(tc, test_analyse_truncated);
+    tcase_add_loop_test(tc, test_option_forms, 0,
+                        (int)(sizeof option_forms / sizeof option_forms[0]));
     tcase_add_loop_test(tc, test_analyse_usage, 0,
                         sizeof(analyse_usages) / sizeof(analyse_usages[0]));
     suite_add_tcase(s, tc);

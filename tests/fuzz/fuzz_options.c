@@ -42,12 +42,19 @@ static int split(char *text, size_t len, char **out, int max)
     return n;
 }
 
-/* Every --step-pattern value of argv is one fuzz_pattern_testable takes. */
+/* Every --step-pattern value of argv is one fuzz_pattern_testable takes: "--step-pattern V",
+ * "--step-pattern=V" and the abbreviations getopt_long accepts ("--step-p V", from "--step-"). */
 static int patterns_testable(int argc, char **argv)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--step-pattern") && !fuzz_pattern_testable(argv[i + 1]))
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n < 7 || n > 14 || strncmp(a, "--step-pattern", n))
+            continue;
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+        if (v && !fuzz_pattern_testable(v))
             return 0;
+    }
     return 1;
 }
 
