@@ -21,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DEMO_OUTPUT          "./termsight-data"
 #define DEMO_HEADLESS_S      10
 #define DEMO_LIVE_S          86400 /* under the monitor: until the monitor quits */
 #define DEMO_RUN_FOLDER_LINE "run folder: "
@@ -48,7 +47,7 @@ static void demo_usage(FILE *out)
             "\n"
             "The trainer is $TERMSIGHT_DEMO, else demo_train next to this program's build tree.\n"
             "Exit status: 0, 1 when the trainer or the analysis fails, 2 on bad usage.\n",
-            DEMO_HEADLESS_S, DEMO_OUTPUT);
+            DEMO_HEADLESS_S, TS_OUTPUT_DEFAULT);
 }
 
 static int demo_short_usage(void)
@@ -249,7 +248,7 @@ static int demo_live(char *const *argv)
 
 static int demo_run(int argc, char **argv, int check)
 {
-    const char *output = DEMO_OUTPUT, *workers = NULL;
+    const char *output = TS_OUTPUT_DEFAULT, *workers = NULL;
     long seconds = 0;
     int headless = 0, slow_map = 0, c, first = 1;
     enum { O_HEADLESS = 256, O_SLOW_MAP, O_SECONDS, O_WORKERS };
@@ -271,7 +270,7 @@ static int demo_run(int argc, char **argv, int check)
             slow_map = 1;
             break;
         case O_SECONDS:
-            if ((seconds = parse_count(v, 31536000)) < 0)
+            if ((seconds = parse_count(v, TS_SECONDS_MAX)) < 0)
                 return demo_bad_usage("--seconds wants a whole number of seconds, not '%s'", v);
             break;
         case O_WORKERS:

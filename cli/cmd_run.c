@@ -28,8 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DEFAULT_OUTPUT "./termsight-data"
-
 static void run_usage(FILE *out)
 {
     fputs("usage: termsight run [OPTIONS] -- CMD [ARGS...]\n"
@@ -41,11 +39,11 @@ static void run_usage(FILE *out)
           "ended it) and prints the run folder of CMD's process on stderr. Every process started\n"
           "with this environment (CMD and the programs it execs) gets its own run folder.\n"
           "\n"
-          "  -o DIR             parent of run folders (default ./termsight-data)\n"
+          "  -o DIR             parent of run folders (default " TS_OUTPUT_DEFAULT ")\n"
           "  --no-start         wait for a start command from 'termsight top'\n"
           "  --sample-ms N      CPU and memory sampling interval, ms (default 100)\n"
           "  --step-pattern RE  NVTX ranges whose name matches this POSIX extended regular\n"
-          "                     expression are steps (default '^(step|ProfilerStep#[0-9]+)')\n"
+          "                     expression are steps (default '" TS_STEP_PATTERN_DEFAULT "')\n"
           "  --steps A-B        collect from step A through step B (steps from the API or NVTX)\n"
           "  --delay S          start collecting after S seconds\n"
           "  --duration S       stop collecting S seconds after the start\n"
@@ -112,10 +110,8 @@ static int find_library(char out[static PATH_MAX])
 
 static int check_seconds(const char *opt, const char *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long s = strtoul(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || s > 31536000ul) {
+    uint32_t s;
+    if (options_parse_u32(v, 0, TS_SECONDS_MAX, &s) != 0) {
         cli_error("run: %s wants whole seconds, got '%s'", opt, v);
         return -1;
     }
@@ -124,19 +120,12 @@ static int check_seconds(const char *opt, const char *v)
 
 static int check_steps(const char *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long long a = strtoull(v, &end, 10);
-    if (errno || end == v || *end != '-' || v[0] == '-')
-        goto bad;
-    const char *b_text = end + 1;
-    unsigned long long b = strtoull(b_text, &end, 10);
-    if (errno || end == b_text || *end || *b_text == '-' || a < 1 || b < a)
-        goto bad;
+    uint64_t a, b;
+    if (options_parse_steps(v, &a, &b) != 0) {
+        cli_error("run: --steps wants A-B with 1 <= A <= B, got '%s'", v);
+        return -1;
+    }
     return 0;
-bad:
-    cli_error("run: --steps wants A-B with 1 <= A <= B, got '%s'", v);
-    return -1;
 }
 
 static pid_t child_pid;
@@ -218,7 +207,7 @@ static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
 
 static int run_run(int argc, char **argv, int check)
 {
-    const char *output = DEFAULT_OUTPUT, *sample = NULL, *pattern = NULL, *steps = NULL;
+    const char *output = TS_OUTPUT_DEFAULT, *sample = NULL, *pattern = NULL, *steps = NULL;
     const char *delay = NULL, *duration = NULL;
     int no_start = 0, no_python = 0, c, first = 1;
     enum { O_SAMPLE = 256, O_PATTERN, O_STEPS, O_DELAY, O_DURATION, O_NO_START, O_NO_PYTHON };
@@ -271,14 +260,11 @@ static int run_run(int argc, char **argv, int check)
     }
     char **cmd = argv + optind;
 
-    if (sample) {
-        char *end;
-        errno = 0;
-        unsigned long ms = strtoul(sample, &end, 10);
-        if (errno || end == sample || *end || sample[0] == '-' || ms < 1 || ms > 3600000) {
-            cli_error("run: --sample-ms wants 1 to 3600000, got '%s'", sample);
-            return 2;
-        }
+    uint32_t ms;
+    if (sample && options_parse_u32(sample, TS_SAMPLE_MS_MIN, TS_SAMPLE_MS_MAX, &ms) != 0) {
+        cli_error("run: --sample-ms wants %u to %u, got '%s'", TS_SAMPLE_MS_MIN, TS_SAMPLE_MS_MAX,
+                  sample);
+        return 2;
     }
     if (pattern) {
         regex_t re;

@@ -1,8 +1,8 @@
 /* api: the event calls of include/termsight/termsight.h, the hot path.
  *
- * Every call first loads termsight_collecting_ and returns when it is 0. While collecting, an event is
- * built on the stack and pushed into the calling thread's lane: no lock, no allocation, no system
- * call, except on a thread's first event of a session (gettid, claiming a lane, one malloc).
+ * Every call first loads termsight_collecting_ and returns when it is 0. While collecting, an event
+ * is built on the stack and pushed into the calling thread's lane: no lock, no allocation, no
+ * system call, except on a thread's first event of a session (gettid, claiming a lane, one malloc).
  *
  * Thread state is split in two: a few words in initial-exec TLS (one %fs-relative load, and small
  * enough for the static TLS surplus when the library is dlopen'ed as an injection), and the rest

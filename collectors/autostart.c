@@ -28,8 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SECONDS 31536000u /* a year */
-
 static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
 static int auto_done;
 
@@ -66,22 +64,6 @@ static int start_timer(void)
 
 /* ---- Step window ----------------------------------------------------------------------- */
 
-int autostart_parse_steps(const char *v, uint64_t *from, uint64_t *to)
-{
-    char *end;
-    errno = 0;
-    unsigned long long a = strtoull(v, &end, 10);
-    if (errno || end == v || *end != '-' || v[0] == '-')
-        return -1;
-    const char *b_text = end + 1;
-    unsigned long long b = strtoull(b_text, &end, 10);
-    if (errno || end == b_text || *end || *b_text == '-' || a < 1 || b < a)
-        return -1;
-    *from = a;
-    *to = b;
-    return 0;
-}
-
 void autostart_step_begin(termsight_session *s, uint64_t step)
 {
     int expect = 0;
@@ -112,7 +94,7 @@ static int env_seconds(const char *name, uint32_t *out)
     *out = 0;
     if (!v || !*v)
         return 0;
-    if (util_parse_u32(v, 0, MAX_SECONDS, out) != 0) {
+    if (options_parse_u32(v, 0, TS_SECONDS_MAX, out) != 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s=%.64s is not a number of seconds", name, v);
         say_off("%s", msg);
@@ -138,7 +120,7 @@ void autostart_ensure(void)
     termsight_options_init(&opts);
     uint64_t from = 0, to = 0;
     const char *steps = getenv("TERMSIGHT_STEPS");
-    if (steps && *steps && autostart_parse_steps(steps, &from, &to) != 0) {
+    if (steps && *steps && options_parse_steps(steps, &from, &to) != 0) {
         say_off("TERMSIGHT_STEPS=%s is not A-B with 1 <= A <= B", steps);
         pthread_mutex_unlock(&auto_lock);
         return;

@@ -238,8 +238,6 @@ void api_thread_name_tid(uint32_t tid, uint32_t name);
  * installs the SIGINT/SIGTERM flush. Idempotent and thread-safe; prints one line on stderr only
  * when creation fails. */
 void autostart_ensure(void);
-/* Parses TERMSIGHT_STEPS' value "A-B" with 1 <= A <= B. Returns 0, or -1 when it is not that. */
-int autostart_parse_steps(const char *v, uint64_t *from, uint64_t *to);
 /* Step-window hooks for TERMSIGHT_STEPS (called by the step calls when s->steps_to is set). */
 void autostart_step_begin(termsight_session *s, uint64_t step);
 void autostart_step_end(termsight_session *s, uint64_t step);
@@ -359,9 +357,6 @@ int util_run_folder(const char *output, const char *process, const ts_job *job, 
  * folder that is the user's own or root's. Returns the recording folder's descriptor, or -1 with
  * why (cap bytes). */
 int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap);
-
-/* Parses an unsigned decimal in [min, max]; 0 on success, -1 otherwise. */
-int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out);
 
 /* ---- CUDA activity through CUPTI (cupti.c) ---------------------------------------------- */
 

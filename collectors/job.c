@@ -34,7 +34,7 @@ static const char *env_first(const char *const *names, size_t n)
 static int32_t parse_index(const char *v)
 {
     uint32_t u;
-    if (!v || util_parse_u32(v, 0, INT32_MAX, &u) != 0)
+    if (!v || options_parse_u32(v, 0, INT32_MAX, &u) != 0)
         return -1;
     return (int32_t)u;
 }

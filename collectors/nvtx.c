@@ -10,7 +10,7 @@
  *   bounded table keyed by the returned id; one that ends on another thread is flagged
  *   TS_EF_CROSS_THREAD, with tid the starting thread and v1 the ending one.
  * - a range whose name matches the step pattern (POSIX ERE, TERMSIGHT_STEP_PATTERN, default
- *   STEP_PATTERN_DEFAULT) is a step instead: STEP_BEGIN at its begin, STEP_END at its end. Steps
+ *   TS_STEP_PATTERN_DEFAULT) is a step instead: STEP_BEGIN at its begin, STEP_END at its end. Steps
  * are counted while not collecting too, like termsight_step_begin, so --steps windows work.
  * - names equal to PROFILING_FP_START / PROFILING_BP_END: a phase mark (FP at the range's begin,
  *   BP at its end) as well as the operator range.
@@ -29,8 +29,6 @@
 #include <string.h>
 #include <wchar.h>
 
-#define STEP_PATTERN_DEFAULT "^(step|ProfilerStep#[0-9]+)"
-
 /* ---- The step pattern and name classes -------------------------------------------------- */
 
 enum { CLS_KNOWN = 0x80, CLS_STEP = 1, CLS_FP = 2, CLS_BP = 4 };
@@ -43,7 +41,7 @@ static pthread_once_t step_re_once = PTHREAD_ONCE_INIT;
 int nvtx_step_pattern_compile(const char *pattern, regex_t *re, char *why, size_t cap)
 {
     if (!pattern || !*pattern)
-        pattern = STEP_PATTERN_DEFAULT;
+        pattern = TS_STEP_PATTERN_DEFAULT;
     int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
     if (rc == 0)
         return 0;

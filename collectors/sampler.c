@@ -202,7 +202,7 @@ static int each_entry(sampler *m, int dir, const char *path, void *arg,
             const struct linux_dirent64 *d = (const void *)(dents + off);
             off += d->d_reclen;
             uint32_t id;
-            if (util_parse_u32(d->d_name, 1, UINT32_MAX, &id) == 0) /* not "." and ".." */
+            if (options_parse_u32(d->d_name, 1, UINT32_MAX, &id) == 0) /* not "." and ".." */
                 fn(m, arg, id);
         }
     }

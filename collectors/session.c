@@ -16,10 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_OUTPUT      "./termsight-data"
 #define DEFAULT_LANE_EVENTS 16384
 #define DEFAULT_MAX_THREADS 64
-#define DEFAULT_SAMPLE_MS   100
 #define DEFAULT_TIMELINE_MB 500
 #define STRING_IDS          65536
 #define STRING_ARENA        (4u << 20)
@@ -83,7 +81,7 @@ const char *termsight_strerror(int code)
 static void env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *field)
 {
     const char *v = getenv(name);
-    if (v && util_parse_u32(v, min, max, field) != 0)
+    if (v && options_parse_u32(v, min, max, field) != 0)
         *field = 0;
 }
 
@@ -91,11 +89,11 @@ void termsight_options_init(termsight_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
-    o->output_path = DEFAULT_OUTPUT;
+    o->output_path = TS_OUTPUT_DEFAULT;
     o->start_collecting = 1;
     o->lane_events = DEFAULT_LANE_EVENTS;
     o->max_threads = DEFAULT_MAX_THREADS;
-    o->sample_interval_ms = DEFAULT_SAMPLE_MS;
+    o->sample_interval_ms = TS_SAMPLE_MS_DEFAULT;
     o->timeline_limit_mb = DEFAULT_TIMELINE_MB;
     o->rank = o->local_rank = o->world_size = -1; /* job and ranks: from the environment */
 
@@ -140,7 +138,7 @@ int session_check_options(const termsight_options *o)
                           "a power of two from 64 to 16777216");
     if (o->max_threads < 1 || o->max_threads > 4096)
         return bad_option("max_threads", "TERMSIGHT_MAX_THREADS", o->max_threads, "from 1 to 4096");
-    if (o->sample_interval_ms < 1 || o->sample_interval_ms > 3600000)
+    if (o->sample_interval_ms < TS_SAMPLE_MS_MIN || o->sample_interval_ms > TS_SAMPLE_MS_MAX)
         return bad_option("sample_interval_ms", "TERMSIGHT_SAMPLE_MS", o->sample_interval_ms,
                           "from 1 to 3600000 ms");
     if (o->timeline_limit_mb < 1 || o->timeline_limit_mb > 1000000)

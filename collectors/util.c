@@ -59,7 +59,7 @@ int util_private_fds(void)
         struct dirent *e;
         while ((e = readdir(d))) {
             uint32_t fd;
-            if (util_parse_u32(e->d_name, 3, INT32_MAX, &fd) == 0 && (int)fd != own)
+            if (options_parse_u32(e->d_name, 3, INT32_MAX, &fd) == 0 && (int)fd != own)
                 close((int)fd);
         }
         closedir(d);
@@ -244,17 +244,4 @@ int util_make_recording_dir(const char *output, const char *run_folder, char *wh
     int rec = make_own_folder(dir, TS_RECORDING_DIR, rec_path, why, cap);
     close(dir);
     return rec;
-}
-
-int util_parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out)
-{
-    if (!text || !*text)
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end || text[0] == '-' || v < min || v > max)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
 }

@@ -15,8 +15,7 @@
 
 #include <string.h>
 
-#define MAX_SECONDS 31536000u /* autostart.c's bound for TERMSIGHT_DELAY_S and DURATION_S */
-#define ARGS_MAX    32
+#define ARGS_MAX 32
 
 static const cli_command *const commands[] = {
     &cli_cmd_ls, &cli_cmd_dump, &cli_cmd_analyse, &cli_cmd_top, &cli_cmd_run, &cli_cmd_demo,
@@ -112,7 +111,7 @@ static void environment(const uint8_t *data, size_t size)
     const char *v = getenv("TERMSIGHT_STEPS");
     if (v && *v) {
         uint64_t from = 0, to = 0;
-        int ok = autostart_parse_steps(v, &from, &to) == 0;
+        int ok = options_parse_steps(v, &from, &to) == 0;
         FUZZ_CHECK(!ok || (from >= 1 && from <= to));
         FUZZ_CHECK(ok == run_accepts("--steps", v));
     }
@@ -122,8 +121,8 @@ static void environment(const uint8_t *data, size_t size)
         if (!(v = getenv(seconds[k][0])) || !*v)
             continue;
         uint32_t s = UINT32_MAX;
-        int ok = util_parse_u32(v, 0, MAX_SECONDS, &s) == 0;
-        FUZZ_CHECK(!ok || s <= MAX_SECONDS);
+        int ok = options_parse_u32(v, 0, TS_SECONDS_MAX, &s) == 0;
+        FUZZ_CHECK(!ok || s <= TS_SECONDS_MAX);
         FUZZ_CHECK(ok == run_accepts(seconds[k][1], v));
     }
     v = getenv("TERMSIGHT_STEP_PATTERN");
