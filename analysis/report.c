@@ -177,17 +177,6 @@ size_t report_clean(const char *bytes, size_t len, char *out)
     return clean_text(bytes, len, out, 1);
 }
 
-int report_json_u64(void *object, const char *key, uint64_t v)
-{
-    /* cJSON prints a double with 15 significant digits when that reads back within its
-     * tolerance: exact for integers below 10^15 only. */
-    if (v < 1000000000000000ull)
-        return cJSON_AddNumberToObject(object, key, (double)v) ? 0 : -1;
-    char digits[24];
-    snprintf(digits, sizeof digits, "%" PRIu64, v);
-    return cJSON_AddRawToObject(object, key, digits) ? 0 : -1;
-}
-
 /* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
 static char *clean_dup(const char *text)
 {
@@ -1154,32 +1143,6 @@ static void j_text(cJSON *o, const char *key, const char *bytes, size_t len)
     free(buf);
 }
 
-static cJSON *j_ops(report *r, scratch *sc, int by_type, size_t limit)
-{
-    cJSON *arr = cJSON_CreateArray();
-    op_query q = {.by_type = by_type, .sort = OP_SORT_TOTAL, .limit = limit};
-    op_stat *rows = NULL;
-    size_t n = analysis_ops(r->a, &q, &rows);
-    for (size_t i = 0; arr && i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        if (!o)
-            break;
-        j_name(o, by_type ? "type" : "op", sc, r->a, rows[i].name);
-        if (!by_type)
-            j_name(o, "type", sc, r->a, rows[i].type);
-        report_json_u64(o, "count", rows[i].count);
-        cJSON_AddNumberToObject(o, "total_us", us_of((double)rows[i].total_ns));
-        cJSON_AddNumberToObject(o, "self_us", us_of((double)rows[i].self_ns));
-        cJSON_AddNumberToObject(
-            o, "avg_us",
-            rows[i].count ? us_of((double)rows[i].total_ns / (double)rows[i].count) : 0);
-        cJSON_AddNumberToObject(o, "share_pct", 100 * rows[i].share);
-        cJSON_AddItemToArray(arr, o);
-    }
-    free(rows);
-    return arr;
-}
-
 static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
                            size_t nadv)
 {
@@ -1269,32 +1232,12 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddItemToObject(evs, "record_error",
                           record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
 
-    step_summary ss = analysis_steps(a);
-    cJSON *st = cJSON_AddObjectToObject(root, "steps");
-    report_json_u64(st, "count", ss.steps);
-    cJSON_AddStringToObject(st, "source", report_step_source_name(ss.source));
-    cJSON_AddNumberToObject(st, "avg_interval_us", us_of(ss.avg_interval_ns));
-    cJSON_AddNumberToObject(st, "avg_fpbp_us", us_of(ss.avg_fpbp_ns));
-    cJSON_AddNumberToObject(st, "avg_tail_us", us_of(ss.avg_tail_ns));
-    cJSON_AddNumberToObject(st, "avg_total_us", us_of(ss.avg_total_ns));
-    cJSON_AddNumberToObject(st, "avg_compute_us", us_of(ss.avg_compute_ns));
-    cJSON_AddNumberToObject(st, "avg_comm_us", us_of(ss.avg_comm_ns));
-    cJSON_AddNumberToObject(st, "avg_pure_comm_us", us_of(ss.avg_pure_comm_ns));
-    cJSON_AddNumberToObject(st, "avg_free_us", us_of(ss.avg_free_ns));
-    cJSON_AddNumberToObject(st, "avg_gap_us", us_of(ss.avg_gap_ns));
-    cJSON_AddNumberToObject(st, "avg_comm_wait_us", us_of(ss.avg_comm_wait_ns));
-    cJSON *slow = cJSON_AddArrayToObject(st, "slowest");
-    for (int i = 0; i < 5 && ss.slowest_ns[i]; i++) {
-        cJSON *o = cJSON_CreateObject();
-        report_json_u64(o, "step", ss.slowest[i]);
-        cJSON_AddNumberToObject(o, "total_us", us_of((double)ss.slowest_ns[i]));
-        cJSON_AddItemToArray(slow, o);
-    }
+    cJSON_AddItemToObject(root, "steps", report_json_steps(a));
 
     cJSON *ops = cJSON_AddObjectToObject(root, "ops");
     cJSON_AddNumberToObject(ops, "self_us", us_of((double)analysis_ops_self_ns(a)));
-    cJSON_AddItemToObject(ops, "top_types", j_ops(r, &sc, 1, TOP_OPS));
-    cJSON_AddItemToObject(ops, "top_ops", j_ops(r, &sc, 0, TOP_OPS));
+    cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, TOP_OPS));
+    cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, TOP_OPS));
 
     kernel_stat *ks = NULL;
     size_t nk = analysis_kernels(a, TOP_OPS, &ks);

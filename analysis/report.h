@@ -104,6 +104,19 @@ void report_csv_field(FILE *f, const char *s);
  * out of memory. */
 int report_json_u64(void *object, const char *key, uint64_t v);
 
+/* Each result as the one JSON shape it has wherever it leaves the program (report_json.c): the
+ * objects are cJSON *, returned new (NULL out of memory) for the caller to add or delete. */
+/* key: the name id's text, cleaned (valid UTF-8), added to object. */
+void report_json_name(void *object, const char *key, const analysis *a, uint32_t id);
+/* One operator row: "type" (by type) or "op" and "type"; count, total_us, self_us, avg_us,
+ * min_us, max_us, share_pct (of all operators' self time). */
+void *report_json_op(const analysis *a, const op_stat *row, int by_type);
+/* The rows by total time, the first limit (0: all), of one type when type is not 0. */
+void *report_json_ops(const analysis *a, int by_type, uint32_t type, size_t limit);
+/* The step summary: count, source, avg_interval_us ... avg_comm_wait_us, slowest [step,
+ * total_us]. */
+void *report_json_steps(const analysis *a);
+
 /* The job a recording's process was a rank of, from its recorded options (the session's CONFIG
  * job, job_source, host, rank, local_rank, world_size). Texts as recorded (not cleaned). */
 typedef struct report_job {

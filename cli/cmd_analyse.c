@@ -8,6 +8,8 @@
 #include "job.h"
 #include "report.h"
 
+#include <cJSON.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -32,6 +34,8 @@ static void analyse_usage(FILE *out)
           "      --op NAME           print the statistics of op type NAME and its ops instead\n"
           "                          of writing the report (case-insensitive; a unique\n"
           "                          substring will do)\n"
+          "      --json              with --op: the same as JSON, in summary.json's shape\n"
+          "                          (times in microseconds)\n"
           "      --pretty            indent the JSON files\n"
           "      --timeline-limit MB size limit of the timeline in MiB (default: the\n"
           "                          recording's option, else 500)\n"
@@ -61,12 +65,13 @@ static void analyse_usage(FILE *out)
 
 static int analyse_bad_usage(void)
 {
-    fputs("usage: termsight analyse [-o DIR] [--op NAME] [--pretty] [--timeline-limit MB]\n"
-          "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
-          "                         RUN_FOLDER_OR_RECORDING\n"
-          "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
-          "                         [--timeline-limit MB] JOB_FOLDER\n",
-          stderr);
+    fputs(
+        "usage: termsight analyse [-o DIR] [--op NAME [--json]] [--pretty] [--timeline-limit MB]\n"
+        "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
+        "                         RUN_FOLDER_OR_RECORDING\n"
+        "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
+        "                         [--timeline-limit MB] JOB_FOLDER\n",
+        stderr);
     return 2;
 }
 
@@ -79,7 +84,8 @@ enum {
     OPT_PEAK,
     OPT_FP,
     OPT_BP,
-    OPT_MERGE
+    OPT_MERGE,
+    OPT_JSON
 };
 
 static const struct option analyse_longs[] = {
@@ -92,6 +98,7 @@ static const struct option analyse_longs[] = {
     {"bp-end", required_argument, NULL, OPT_BP},
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"merge-only", no_argument, NULL, OPT_MERGE},
+    {"json", no_argument, NULL, OPT_JSON},
     {NULL, 0, NULL, 0},
 };
 
@@ -142,8 +149,26 @@ static void put_stat(const op_stat *s)
            (double)s->max_ns / 1e6, 100 * s->share);
 }
 
-/* The seeds' op_analyse: one type's totals, then its ops. */
-static int print_op(const analysis *a, const char *name)
+/* One type's totals and its ops as JSON: {"type": {...}, "ops": [...]}, the rows in the shape
+ * summary.json gives them (report_json.c). */
+static int print_op_json(const analysis *a, const op_stat *ts)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return 1;
+    cJSON_AddItemToObject(o, "type", report_json_op(a, ts, 1));
+    cJSON_AddItemToObject(o, "ops", report_json_ops(a, 0, ts->name, 0));
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        return 1;
+    puts(text);
+    cJSON_free(text);
+    return 0;
+}
+
+/* The seeds' op_analyse: one type's totals, then its ops (as text, or as JSON). */
+static int print_op(const analysis *a, const char *name, int json)
 {
     uint32_t type = analysis_op_type(a, name);
     if (!type) {
@@ -181,6 +206,11 @@ static int print_op(const analysis *a, const char *name)
         cli_error("analyse: op type '%s' has no operator in this recording", name);
         free(types);
         return 1;
+    }
+    if (json) {
+        int rc = print_op_json(a, ts);
+        free(types);
+        return rc;
     }
     fputs("op type: ", stdout);
     put_name(a, type);
@@ -293,7 +323,7 @@ static int analyse_run(int argc, char **argv, int check)
     report_options o;
     report_options_init(&o);
     const char *path = NULL, *op = NULL;
-    int threads = 0, merge_only = 0, rank_only = 0, c, first = 1;
+    int threads = 0, merge_only = 0, rank_only = 0, json = 0, c, first = 1;
     while ((c = cli_getopt("analyse", argc, argv, "o:j:", analyse_longs, 0, &first)) != -1) {
         double d;
         const char *v = optarg;
@@ -339,6 +369,9 @@ static int analyse_run(int argc, char **argv, int check)
         case OPT_MERGE:
             merge_only = 1;
             break;
+        case OPT_JSON:
+            json = 1;
+            break;
         case OPT_BP:
             o.bp_end_op = v;
             rank_only = 1;
@@ -355,6 +388,10 @@ static int analyse_run(int argc, char **argv, int check)
     }
     if (!path) {
         cli_error("analyse: which recording?");
+        return analyse_bad_usage();
+    }
+    if (json && !op) {
+        cli_error("analyse: --json goes with --op (the report folder has summary.json)");
         return analyse_bad_usage();
     }
     if (op && o.out_dir) {
@@ -405,7 +442,7 @@ static int analyse_run(int argc, char **argv, int check)
     const report_info *info = report_info_of(r);
     int rc = 0;
     if (op)
-        rc = print_op(report_analysis(r), op);
+        rc = print_op(report_analysis(r), op, json);
     else
         report_print(r, stdout, 1);
     if (fflush(stdout) != 0 || ferror(stdout)) {

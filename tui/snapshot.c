@@ -51,25 +51,9 @@ void snapshot_text(FILE *out, const panel_ctx *p, const glyphs *g, int cols)
     canvas_free(&c);
 }
 
-/* A name of the stream as a JSON string: valid UTF-8, control characters escaped. */
-static cJSON *name_json(const analysis *a, uint32_t id)
-{
-    uint32_t len = 0;
-    const char *s = analysis_name(a, id, &len);
-    char *buf = malloc(4 * (size_t)len + 1);
-    if (!buf)
-        return NULL;
-    report_clean(s, len, buf);
-    cJSON *j = cJSON_CreateString(buf);
-    free(buf);
-    return j;
-}
-
 static void add_name(cJSON *o, const char *key, const analysis *a, uint32_t id)
 {
-    cJSON *j = name_json(a, id);
-    if (j)
-        cJSON_AddItemToObject(o, key, j);
+    report_json_name(o, key, a, id);
 }
 
 static void add_clean(cJSON *o, const char *key, const char *s)
@@ -83,9 +67,10 @@ static void add_clean(cJSON *o, const char *key, const char *s)
     free(buf);
 }
 
-static double ms(double ns)
+/* Microseconds, as in every JSON the program writes (report_json.c). */
+static double us(double ns)
 {
-    return ns / 1e6;
+    return ns / 1e3;
 }
 
 static void json_status(cJSON *o, const source_status *st)
@@ -106,57 +91,38 @@ static void json_status(cJSON *o, const source_status *st)
         add_clean(o, "recording_stopped", st->record_notice);
 }
 
+/* The step summary in summary.json's shape, with what only a live view has: the step under way
+ * and the last finished ones. */
 static void json_steps(cJSON *o, const analysis *a)
 {
-    step_summary ss = analysis_steps(a);
-    cJSON *s = cJSON_AddObjectToObject(o, "steps");
-    report_json_u64(s, "finished", ss.steps);
-    report_json_u64(s, "current", ss.current_step);
-    cJSON_AddNumberToObject(s, "avg_interval_ms", ms(ss.avg_interval_ns));
-    cJSON_AddNumberToObject(s, "avg_fpbp_ms", ms(ss.avg_fpbp_ns));
-    cJSON_AddNumberToObject(s, "avg_tail_ms", ms(ss.avg_tail_ns));
-    cJSON_AddNumberToObject(s, "avg_total_ms", ms(ss.avg_total_ns));
-    cJSON *slow = cJSON_AddArrayToObject(s, "slowest");
-    for (int i = 0; i < 5 && ss.slowest[i]; i++) {
-        cJSON *e = cJSON_CreateObject();
-        report_json_u64(e, "step", ss.slowest[i]);
-        cJSON_AddNumberToObject(e, "total_ms", ms((double)ss.slowest_ns[i]));
-        cJSON_AddItemToArray(slow, e);
-    }
+    cJSON *s = report_json_steps(a);
+    if (!s)
+        return;
+    cJSON_AddItemToObject(o, "steps", s);
+    report_json_u64(s, "current", analysis_steps(a).current_step);
     step_row rows[JSON_RECENT];
     size_t n = analysis_recent_steps(a, rows, JSON_RECENT);
     cJSON *recent = cJSON_AddArrayToObject(s, "recent");
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; recent && i < n; i++) {
         cJSON *e = cJSON_CreateObject();
         report_json_u64(e, "step", rows[i].step);
-        cJSON_AddNumberToObject(e, "interval_ms", ms((double)rows[i].interval_ns));
-        cJSON_AddNumberToObject(e, "fpbp_ms", ms((double)rows[i].fpbp_ns));
-        cJSON_AddNumberToObject(e, "tail_ms", ms((double)rows[i].tail_ns));
-        cJSON_AddNumberToObject(e, "total_ms", ms((double)rows[i].total_ns));
+        cJSON_AddNumberToObject(e, "interval_us", us((double)rows[i].interval_ns));
+        cJSON_AddNumberToObject(e, "fpbp_us", us((double)rows[i].fpbp_ns));
+        cJSON_AddNumberToObject(e, "tail_us", us((double)rows[i].tail_ns));
+        cJSON_AddNumberToObject(e, "total_us", us((double)rows[i].total_ns));
         cJSON_AddItemToArray(recent, e);
     }
 }
 
-static void json_ops(cJSON *o, const analysis *a, int by_type)
+/* The operators in summary.json's shape: the top JSON_TOP types and operators by total time. */
+static void json_ops(cJSON *o, const analysis *a)
 {
-    op_query q = {.by_type = by_type, .sort = OP_SORT_TOTAL, .limit = JSON_TOP};
-    op_stat *rows = NULL;
-    size_t n = analysis_ops(a, &q, &rows);
-    cJSON *arr = cJSON_AddArrayToObject(o, by_type ? "op_types" : "ops");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *e = cJSON_CreateObject();
-        add_name(e, by_type ? "type" : "op", a, rows[i].name);
-        if (!by_type)
-            add_name(e, "type", a, rows[i].type);
-        report_json_u64(e, "count", rows[i].count);
-        cJSON_AddNumberToObject(e, "total_ms", ms((double)rows[i].total_ns));
-        cJSON_AddNumberToObject(
-            e, "avg_ms", rows[i].count ? ms((double)rows[i].total_ns / (double)rows[i].count) : 0);
-        cJSON_AddNumberToObject(e, "max_ms", ms((double)rows[i].max_ns));
-        cJSON_AddNumberToObject(e, "share", rows[i].share);
-        cJSON_AddItemToArray(arr, e);
-    }
-    free(rows);
+    cJSON *ops = cJSON_AddObjectToObject(o, "ops");
+    if (!ops)
+        return;
+    cJSON_AddNumberToObject(ops, "self_us", us((double)analysis_ops_self_ns(a)));
+    cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, JSON_TOP));
+    cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, JSON_TOP));
 }
 
 static void json_queues(cJSON *o, const analysis *a)
@@ -274,11 +240,11 @@ static void json_split(cJSON *o, const char *key, double total, double interval,
                        double wait, double tail)
 {
     cJSON *e = cJSON_AddObjectToObject(o, key);
-    cJSON_AddNumberToObject(e, "total_ms", ms(total));
-    cJSON_AddNumberToObject(e, "interval_ms", ms(interval));
-    cJSON_AddNumberToObject(e, "compute_ms", ms(compute));
-    cJSON_AddNumberToObject(e, "comm_wait_ms", ms(wait));
-    cJSON_AddNumberToObject(e, "tail_ms", ms(tail));
+    cJSON_AddNumberToObject(e, "total_us", us(total));
+    cJSON_AddNumberToObject(e, "interval_us", us(interval));
+    cJSON_AddNumberToObject(e, "compute_us", us(compute));
+    cJSON_AddNumberToObject(e, "comm_wait_us", us(wait));
+    cJSON_AddNumberToObject(e, "tail_us", us(tail));
 }
 
 /* The job's ranks on this machine, when the session is a rank of one. */
@@ -324,8 +290,8 @@ static void json_job(cJSON *o, const ranks_table *t)
         cJSON_AddNumberToObject(e, "rank", r->rank);
         cJSON_AddNumberToObject(e, "pid", r->pid);
         cJSON_AddStringToObject(e, "cause", r->cause);
-        cJSON_AddNumberToObject(e, "excess_ms", ms(r->excess_ns));
-        cJSON_AddNumberToObject(e, "others_comm_wait_ms", ms(r->others_wait_ns));
+        cJSON_AddNumberToObject(e, "excess_us", us(r->excess_ns));
+        cJSON_AddNumberToObject(e, "others_comm_wait_us", us(r->others_wait_ns));
         cJSON_AddItemToArray(arr, e);
     }
 }
@@ -338,8 +304,7 @@ int snapshot_json(FILE *out, const panel_ctx *p)
     cJSON_AddNumberToObject(o, "termsight_top", 1);
     json_status(o, p->st);
     json_steps(o, p->a);
-    json_ops(o, p->a, 1);
-    json_ops(o, p->a, 0);
+    json_ops(o, p->a);
     json_queues(o, p->a);
     json_cpu_memory(o, p->a);
     json_timeline(o, p);

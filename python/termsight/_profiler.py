@@ -3,9 +3,9 @@
 import atexit
 import ctypes
 import functools
+import json
 import os
 import warnings
-import re
 import signal
 import subprocess
 import threading
@@ -370,47 +370,28 @@ def analyse(path, pretty=False):
     return os.path.join(path, "report")
 
 
-_NUM = r"([0-9.]+)"
-_TYPE_LINE = re.compile(
-    r"count (\d+), total %s ms, average %s ms, min %s ms, max %s ms, %s %% of all ops"
-    % (_NUM, _NUM, _NUM, _NUM, _NUM)
-)
+def _op_row(row):
+    """One row of `analyse --op NAME --json` (microseconds) as op_analyse's dict (milliseconds,
+    the seeds' op_analyse), with self_ms too."""
+    out = {"count": int(row["count"])}
+    for k in ("total", "self", "avg", "min", "max"):
+        out[k + "_ms"] = row[k + "_us"] / 1000.0
+    out["share_pct"] = row["share_pct"]
+    return out
 
 
 def _parse_op(text):
-    lines = text.splitlines()
-    result = {"type": None, "ops": []}
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("op type: "):
-            result["type"] = line[len("op type: "):]
-        else:
-            m = _TYPE_LINE.match(line)
-            if m:
-                result.update(count=int(m.group(1)), total_ms=float(m.group(2)),
-                              avg_ms=float(m.group(3)), min_ms=float(m.group(4)),
-                              max_ms=float(m.group(5)), share_pct=float(m.group(6)))
-            elif line.split()[:2] == ["count", "total_ms"]:
-                for row in lines[i + 1:]:
-                    f = row.split(None, 6)
-                    if len(f) < 6:
-                        continue
-                    result["ops"].append({
-                        "op": f[6] if len(f) > 6 else "", "count": int(f[0]),
-                        "total_ms": float(f[1]), "avg_ms": float(f[2]),
-                        "min_ms": float(f[3]), "max_ms": float(f[4]),
-                        "share_pct": float(f[5]),
-                    })
-                break
-        i += 1
+    data = json.loads(text)
+    result = {"type": data["type"]["type"]}
+    result.update(_op_row(data["type"]))
+    result["ops"] = [dict(op=o["op"], **_op_row(o)) for o in data["ops"]]
     return result
 
 
 def op_analyse(path, op_name):
-    """`termsight analyse --op NAME PATH`, parsed: a dict with the op type's `type`, `count`,
-    `total_ms`, `avg_ms`, `min_ms`, `max_ms`, `share_pct` (of all ops' self time) and `ops`, a
-    list of dicts with the same figures per op (`op` its name). op_name is a type name
+    """`termsight analyse --op NAME --json PATH`, read: a dict with the op type's `type`,
+    `count`, `total_ms`, `self_ms`, `avg_ms`, `min_ms`, `max_ms`, `share_pct` (of all ops' self
+    time) and `ops`, a list of dicts with the same figures per op (`op` its name). op_name is a type name
     (case-insensitive; a unique substring will do) or a list of them: then a dict from each name
     to its dict. RuntimeError (TermsightError) with the command's message for an unknown type."""
     path = _path(path, "path")
@@ -420,7 +401,7 @@ def op_analyse(path, op_name):
         return {n: op_analyse(path, n) for n in op_name}
     if not isinstance(op_name, str):
         raise TypeError("op_name must be a str or a list of str, not %s" % type(op_name).__name__)
-    out, _ = _run_cli(["analyse", "--op=" + op_name, "--", path])
+    out, _ = _run_cli(["analyse", "--op=" + op_name, "--json", "--", path])
     return _parse_op(out)
 
 

@@ -6,10 +6,12 @@
 #include "shmnames.h"
 #include "cliutil.h"
 
+#include <cJSON.h>
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -854,6 +856,27 @@ START_TEST(test_analyse_op)
     cli_result_free(&r);
     char *rep = path_join(run, "report");
     ck_assert_msg(access(rep, F_OK) != 0, "--op wrote a report");
+
+    /* --json: the same figures in summary.json's row shape, times in microseconds. */
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "MatMul", "--json", run, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    ck_assert_msg(j != NULL, "not JSON:\n%s", r.out);
+    cJSON *type = cJSON_GetObjectItem(j, "type");
+    ck_assert_str_eq(cJSON_GetObjectItem(type, "type")->valuestring, "MatMul");
+    ck_assert_int_eq(cJSON_GetObjectItem(type, "count")->valueint, 3);
+    ck_assert(fabs(cJSON_GetObjectItem(type, "total_us")->valuedouble - 600.0) < 1e-6);
+    ck_assert(fabs(cJSON_GetObjectItem(type, "max_us")->valuedouble - 300.0) < 1e-6);
+    cJSON *ops = cJSON_GetObjectItem(j, "ops");
+    ck_assert_int_eq(cJSON_GetArraySize(ops), 2);
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "op")->valuestring,
+                     "Default/fc/MatMul-op1");
+    cJSON_Delete(j);
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--json", run, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    err_expect(&r, "--json goes with --op");
+    cli_result_free(&r);
 
     /* A unique case-insensitive substring will do; an unknown type is an error. */
     cli_run(tmp, (const char *const[]){"analyse", "--op=biasa", run, NULL}, &r);

@@ -919,18 +919,21 @@ START_TEST(test_snapshot_json)
     ck_assert_str_eq(cJSON_GetObjectItem(o, "state")->valuestring, "collecting");
     ck_assert_int_eq(cJSON_GetObjectItem(o, "missed")->valueint, 17);
     cJSON *steps = cJSON_GetObjectItem(o, "steps");
-    ck_assert_int_eq(cJSON_GetObjectItem(steps, "finished")->valueint, STEPS);
+    /* summary.json's shapes and units: steps counted as "count", times in microseconds. */
+    ck_assert_int_eq(cJSON_GetObjectItem(steps, "count")->valueint, STEPS);
+    ck_assert_ptr_nonnull(cJSON_GetObjectItem(steps, "avg_total_us"));
+    ck_assert_msg(!strstr(buf, "_ms\""), "a time in milliseconds:\n%s", buf);
     ck_assert_int_eq(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(steps, "slowest"), 0), "step")
             ->valueint,
         SLOW_STEP);
-    cJSON *types = cJSON_GetObjectItem(o, "op_types");
+    cJSON *types = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "ops"), "top_types");
     ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(types, 0), "type")->valuestring,
                      "MatMul");
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(types, 0), "count")->valueint, 40);
     /* The hostile name comes out as valid text with its bytes escaped. */
     int found = 0;
-    cJSON *ops = cJSON_GetObjectItem(o, "ops"), *it;
+    cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "ops"), "top_ops"), *it;
     cJSON_ArrayForEach(it, ops)
     {
         const char *n = cJSON_GetObjectItem(it, "op")->valuestring;
