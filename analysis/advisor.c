@@ -543,3 +543,10 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
     free(x);
     return n;
 }
+
+const char *advisor_kind_name(uint32_t kind)
+{
+    static const char *const n[] = {"",      "step_interval", "operators", "gaps",     "tail",
+                                    "queue", "cpu",           "lost",      "comm_wait"};
+    return kind >= 1 && kind < sizeof n / sizeof n[0] ? n[kind] : "unknown";
+}

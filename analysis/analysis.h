@@ -27,6 +27,19 @@ typedef const char *(*analysis_name_fn)(void *ctx, uint32_t id, uint32_t *len);
 const char *analysis_names_recording(void *reader, uint32_t id, uint32_t *len);
 const char *analysis_names_segment(void *segment, uint32_t id, uint32_t *len);
 
+/* ---- Text (text.c) --------------------------------------------------------------------- */
+
+/* The length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one (overlong forms,
+ * surrogates and code points past U+10FFFF are not). */
+size_t text_utf8_len(const unsigned char *s, size_t left);
+
+/* Writes bytes as text that stays valid UTF-8 and holds no control character except, with
+ * keep_lines, tab, CR and LF: valid UTF-8 is kept; any other byte (invalid UTF-8, C0 and C1
+ * controls, DEL) becomes "\xNN" (lowercase hex), and so does a backslash followed by 'x', so
+ * the text decodes back unambiguously. out needs 4 * len + 1 bytes; it is NUL-terminated.
+ * Returns its length. */
+size_t text_clean(const char *bytes, size_t len, char *out, int keep_lines);
+
 /* ---- Rows handed to the sink as they complete ------------------------------------------ */
 
 /* How a step's forward start and backward end were found. */
@@ -232,6 +245,9 @@ typedef struct step_summary {
 
 step_summary analysis_steps(const analysis *a);
 
+/* The name of an enum step_source value: none, marks, option, auto ("unknown" past them). */
+const char *steps_source_name(uint32_t source);
+
 /* The last finalized steps, oldest first, at most max. */
 size_t analysis_recent_steps(const analysis *a, step_row *out, size_t max);
 
@@ -284,6 +300,11 @@ typedef struct queue_finding {
 
 /* The verdicts, the most severe first. */
 size_t analysis_queue_findings(const analysis *a, queue_finding *out, size_t max);
+
+/* The names of a queue's verdict (none, ok, data_processing, transfer, operator, training) and
+ * role (pipeline, host, device); "unknown" past them. */
+const char *queues_verdict_name(uint32_t verdict);
+const char *queues_role_name(uint32_t role);
 
 /* ---- CPU (cpu.c) ----------------------------------------------------------------------- */
 
@@ -379,5 +400,9 @@ typedef struct advice {
 
 /* The tuning suggestions, most important first. */
 size_t analysis_advise(const analysis *a, advice *out, size_t max);
+
+/* The name of an advice kind (step_interval, operators, gaps, tail, queue, cpu, lost,
+ * comm_wait); "unknown" past them. */
+const char *advisor_kind_name(uint32_t kind);
 
 #endif

@@ -307,7 +307,7 @@ static void csv_text(FILE *f, const char *text, size_t cap)
     char *c = malloc(4 * len + 1);
     if (!c)
         return;
-    report_clean(text, len, c);
+    text_clean(text, len, c, 1);
     report_csv_field(f, c);
     free(c);
 }
@@ -988,7 +988,7 @@ static void print_report(const job_report *j, FILE *out, int brief)
     if (!brief)
         fputs("termsight job report\n====================\n\n", out);
     char id[4 * 64 + 1];
-    report_clean(used ? j->r[0].job : "", used ? strlen(j->r[0].job) : 0, id);
+    text_clean(used ? j->r[0].job : "", used ? strlen(j->r[0].job) : 0, id, 1);
     fprintf(out, "job:        %s, %zu rank%s", id, used, used == 1 ? "" : "s");
     if (j->world_size > 0)
         fprintf(out, " of %ld", j->world_size);
@@ -1009,7 +1009,7 @@ static void print_report(const job_report *j, FILE *out, int brief)
         for (size_t i = 0; i < used; i++) {
             const rank_in *r = &j->r[i];
             char host[4 * sizeof r->host + 1];
-            report_clean(r->host, strlen(r->host), host);
+            text_clean(r->host, strlen(r->host), host, 1);
             fprintf(out, "%6ld %-16.16s %8ld %6" PRIu64 " %12.3f %12.3f %12.3f %12.3f %12.3f\n",
                     r->rank, host, r->pid, r->steps, avg(r->sum_total, r->steps) / 1000,
                     avg(r->sum_interval, r->steps) / 1000, avg(r->sum_compute, r->steps) / 1000,
@@ -1047,14 +1047,14 @@ static void print_report(const job_report *j, FILE *out, int brief)
             fputs("none: the ranks are balanced and wait little for each other\n", out);
         for (size_t k = 0; k < nadv; k++) {
             char title[4 * sizeof adv[k].title + 1], text[4 * sizeof adv[k].text + 1];
-            report_clean(adv[k].title, strlen(adv[k].title), title);
-            report_clean(adv[k].text, strlen(adv[k].text), text);
+            text_clean(adv[k].title, strlen(adv[k].title), title, 1);
+            text_clean(adv[k].text, strlen(adv[k].text), text, 1);
             fprintf(out, "%zu. %s\n   %s\n", k + 1, title, text);
         }
     }
     if (j->dir && brief) {
         char dir[4 * 4096 + 1];
-        report_clean(j->dir, strnlen(j->dir, 4096), dir);
+        text_clean(j->dir, strnlen(j->dir, 4096), dir, 1);
         fprintf(out, "report:     %s\n", dir);
     }
 }

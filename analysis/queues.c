@@ -855,3 +855,16 @@ size_t analysis_queue_findings(const analysis *a, queue_finding *out, size_t max
     free(fs);
     return n;
 }
+
+const char *queues_verdict_name(uint32_t verdict)
+{
+    static const char *const n[] = {"none",     "ok",       "data_processing",
+                                    "transfer", "operator", "training"};
+    return verdict < 6 ? n[verdict] : "unknown";
+}
+
+const char *queues_role_name(uint32_t role)
+{
+    static const char *const n[] = {"pipeline", "host", "device"};
+    return role < 3 ? n[role] : "unknown";
+}

@@ -12,7 +12,7 @@
  * only when it is a directory holding nothing but report files; a symbolic link there is
  * refused, never followed. On any failure the temporary folder is removed.
  *
- * Text rules (README "The report folder"): names pass through report_clean, so files stay
+ * Text rules (README "The report folder"): names pass through text_clean, so files stay
  * valid UTF-8; CSV fields holding a comma, a quote, CR or LF are quoted with quotes doubled
  * (RFC 4180), lines end with LF; times are microseconds with three decimals, rebased to the
  * run's origin (the recording's start, see summary.json "time"). */
@@ -63,32 +63,6 @@ static const char *const report_files[] = {
 
 /* ---- Names -------------------------------------------------------------------------------- */
 
-const char *report_step_source_name(uint32_t source)
-{
-    static const char *const n[] = {"none", "marks", "option", "auto"};
-    return source < 4 ? n[source] : "unknown";
-}
-
-const char *report_verdict_name(uint32_t verdict)
-{
-    static const char *const n[] = {"none",     "ok",       "data_processing",
-                                    "transfer", "operator", "training"};
-    return verdict < 6 ? n[verdict] : "unknown";
-}
-
-const char *report_role_name(uint32_t role)
-{
-    static const char *const n[] = {"pipeline", "host", "device"};
-    return role < 3 ? n[role] : "unknown";
-}
-
-const char *report_advice_name(uint32_t kind)
-{
-    static const char *const n[] = {"",      "step_interval", "operators", "gaps",     "tail",
-                                    "queue", "cpu",           "lost",      "comm_wait"};
-    return kind >= 1 && kind < sizeof n / sizeof n[0] ? n[kind] : "unknown";
-}
-
 static const char *lost_reason_name(uint32_t r)
 {
     static const char *const n[] = {"unknown", "lane_full", "no_lane", "write", "device"};
@@ -104,86 +78,13 @@ void report_options_init(report_options *o)
 
 /* ---- Text --------------------------------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one (overlong forms,
- * surrogates and code points past U+10FFFF are not). */
-static size_t utf8_seq(const unsigned char *s, size_t left)
-{
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (left < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
-/* report_clean, with tab, CR and LF kept (keep_lines) or escaped too (report.txt, one line per
- * entry). */
-static size_t clean_text(const char *bytes, size_t len, char *out, int keep_lines)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)bytes;
-    char *o = out;
-    for (size_t i = 0; i < len;) {
-        unsigned c = s[i];
-        size_t n = utf8_seq(s + i, len - i);
-        int ok;
-        if (n == 1)
-            ok = (c >= 0x20 && c < 0x7f && !(c == '\\' && i + 1 < len && s[i + 1] == 'x')) ||
-                 (keep_lines && (c == '\t' || c == '\n' || c == '\r'));
-        else
-            ok = n > 1 && !(n == 2 && c == 0xc2 && s[i + 1] < 0xa0); /* C1 controls */
-        if (ok) {
-            memcpy(o, s + i, n);
-            o += n;
-            i += n;
-            continue;
-        }
-        /* Escapes only this byte; the next one starts afresh (a broken sequence's tail may
-         * be the start of a valid one). */
-        *o++ = '\\';
-        *o++ = 'x';
-        *o++ = hex[c >> 4];
-        *o++ = hex[c & 15];
-        i++;
-    }
-    *o = 0;
-    return (size_t)(o - out);
-}
-
-size_t report_clean(const char *bytes, size_t len, char *out)
-{
-    return clean_text(bytes, len, out, 1);
-}
-
 /* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
 static char *clean_dup(const char *text)
 {
     size_t len = text ? strlen(text) : 0;
     char *out = text ? malloc(4 * len + 1) : NULL;
     if (out)
-        clean_text(text, len, out, 0);
+        text_clean(text, len, out, 0);
     return out;
 }
 
@@ -207,7 +108,7 @@ static const char *clean_id(scratch *sc, const analysis *a, uint32_t id, int kee
         sc->p = n;
         sc->cap = need;
     }
-    clean_text(s ? s : "", len, sc->p, keep_lines);
+    text_clean(s ? s : "", len, sc->p, keep_lines);
     return sc->p;
 }
 
@@ -591,7 +492,7 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->total_ns);
         csv_name(c, r->a, s->fp_op);
         csv_name(c, r->a, s->bp_op);
-        csv_put(c, report_step_source_name(s->source));
+        csv_put(c, steps_source_name(s->source));
         csv_us(c, (int64_t)s->compute_ns);
         csv_us(c, (int64_t)s->comm_wait_ns);
         csv_end(c);
@@ -974,7 +875,7 @@ static void write_queues(report *r, const queue_finding *f, size_t nf)
         const queue_stat *q = &rows[i];
         const queue_finding *qf = finding_of(f, nf, (uint32_t)i);
         csv_name(&c, r->a, q->name);
-        csv_put(&c, report_role_name(q->role));
+        csv_put(&c, queues_role_name(q->role));
         csv_name(&c, r->a, q->producer);
         csv_name(&c, r->a, q->consumer);
         csv_u64(&c, q->capacity);
@@ -983,12 +884,12 @@ static void write_queues(report *r, const queue_finding *f, size_t nf)
         csv_num(&c, 100 * q->avg_usage, 3);
         csv_num(&c, 100 * q->empty_share, 3);
         csv_num(&c, 100 * q->full_share, 3);
-        csv_put(&c, report_verdict_name(qf ? qf->verdict : QUEUE_VERDICT_NONE));
+        csv_put(&c, queues_verdict_name(qf ? qf->verdict : QUEUE_VERDICT_NONE));
         csv_name(&c, r->a, qf ? qf->op : 0);
         char buf[4 * sizeof qf->text + 1];
-        clean_text(qf ? qf->text : "", qf ? strnlen(qf->text, sizeof qf->text) : 0, buf, 1);
+        text_clean(qf ? qf->text : "", qf ? strnlen(qf->text, sizeof qf->text) : 0, buf, 1);
         csv_put(&c, buf);
-        clean_text(qf ? qf->suggestion : "",
+        text_clean(qf ? qf->suggestion : "",
                    qf ? strnlen(qf->suggestion, sizeof qf->suggestion) : 0, buf, 1);
         csv_put(&c, buf);
         csv_end(&c);
@@ -1138,7 +1039,7 @@ static void j_text(cJSON *o, const char *key, const char *bytes, size_t len)
     char *buf = malloc(4 * len + 1);
     if (!buf)
         return;
-    clean_text(bytes, len, buf, 1);
+    text_clean(bytes, len, buf, 1);
     cJSON_AddStringToObject(o, key, buf);
     free(buf);
 }
@@ -1260,20 +1161,20 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         const queue_finding *f = finding_of(qf, nqf, (uint32_t)i);
         cJSON *o = cJSON_CreateObject();
         j_name(o, "queue", &sc, a, qs[i].name);
-        cJSON_AddStringToObject(o, "role", report_role_name(qs[i].role));
+        cJSON_AddStringToObject(o, "role", queues_role_name(qs[i].role));
         report_json_u64(o, "samples", qs[i].samples);
         cJSON_AddNumberToObject(o, "avg_usage_pct", 100 * qs[i].avg_usage);
         cJSON_AddNumberToObject(o, "empty_pct", 100 * qs[i].empty_share);
         cJSON_AddNumberToObject(o, "full_pct", 100 * qs[i].full_share);
         cJSON_AddStringToObject(o, "verdict",
-                                report_verdict_name(f ? f->verdict : QUEUE_VERDICT_NONE));
+                                queues_verdict_name(f ? f->verdict : QUEUE_VERDICT_NONE));
         cJSON_AddItemToArray(qa, o);
     }
     free(qs);
     cJSON *fa = cJSON_AddArrayToObject(root, "queue_findings");
     for (size_t i = 0; i < nqf; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "verdict", report_verdict_name(qf[i].verdict));
+        cJSON_AddStringToObject(o, "verdict", queues_verdict_name(qf[i].verdict));
         cJSON_AddNumberToObject(o, "queue", qf[i].queue);
         j_name(o, "bottleneck_op", &sc, a, qf[i].op);
         j_text(o, "text", qf[i].text, strnlen(qf[i].text, sizeof qf[i].text));
@@ -1366,7 +1267,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON *ad = cJSON_AddArrayToObject(root, "advice");
     for (size_t i = 0; i < nadv; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "kind", report_advice_name(adv[i].kind));
+        cJSON_AddStringToObject(o, "kind", advisor_kind_name(adv[i].kind));
         cJSON_AddNumberToObject(o, "weight", adv[i].weight);
         j_text(o, "title", adv[i].title, strnlen(adv[i].title, sizeof adv[i].title));
         j_text(o, "text", adv[i].text, strnlen(adv[i].text, sizeof adv[i].text));
@@ -1403,8 +1304,8 @@ static void print_meta_line(const report *r, FILE *out)
 {
     char proc[4 * sizeof r->meta.process + 1], host[4 * sizeof r->meta.host + 1];
     if (r->have_meta) {
-        clean_text(r->meta.process, strnlen(r->meta.process, sizeof r->meta.process), proc, 0);
-        clean_text(r->meta.host, strnlen(r->meta.host, sizeof r->meta.host), host, 0);
+        text_clean(r->meta.process, strnlen(r->meta.process, sizeof r->meta.process), proc, 0);
+        text_clean(r->meta.host, strnlen(r->meta.host, sizeof r->meta.host), host, 0);
         const char *pp = analysis_config_value(r->a, "parent_pid");
         long ppid = pp ? strtol(pp, NULL, 10) : 0;
         char forked[48] = "";
@@ -1421,7 +1322,7 @@ static void print_meta_line(const report *r, FILE *out)
     report_job job;
     if (report_job_of(r->a, &job)) {
         char id[4 * sizeof job.id + 1];
-        clean_text(job.id, strlen(job.id), id, 0);
+        text_clean(job.id, strlen(job.id), id, 0);
         fprintf(out, "job:        %s", id);
         if (job.rank >= 0)
             fprintf(out, ", rank %ld", job.rank);
@@ -1434,7 +1335,7 @@ static void print_meta_line(const report *r, FILE *out)
     size_t len = strlen(r->info.recording);
     char *rec = malloc(4 * len + 1);
     if (rec) {
-        clean_text(r->info.recording, len, rec, 0);
+        text_clean(r->info.recording, len, rec, 0);
         fprintf(out, "recording:  %s\n", rec);
         free(rec);
     }
@@ -1524,7 +1425,7 @@ void report_print(const report *r, FILE *out, int brief)
         print_ms(out, ss.avg_fpbp_ns);
         fputs(" + tail ", out);
         print_ms(out, ss.avg_tail_ns);
-        fprintf(out, " (FP/BP from %s)\n", report_step_source_name(ss.source));
+        fprintf(out, " (FP/BP from %s)\n", steps_source_name(ss.source));
         if (!brief) {
             fputs("overlap per step: computation ", out);
             print_ms(out, ss.avg_compute_ns);
@@ -1603,18 +1504,18 @@ void report_print(const report *r, FILE *out, int brief)
     for (size_t i = 0; i < nq; i++) {
         const queue_finding *f = finding_of(qf, nqf, (uint32_t)i);
         fprintf(out, "  %s (%s): %s, average usage %.1f %%, empty %.1f %%, full %.1f %%\n",
-                clean_id(&sc, a, qs[i].name, 0), report_role_name(qs[i].role),
-                report_verdict_name(f ? f->verdict : QUEUE_VERDICT_NONE), 100 * qs[i].avg_usage,
+                clean_id(&sc, a, qs[i].name, 0), queues_role_name(qs[i].role),
+                queues_verdict_name(f ? f->verdict : QUEUE_VERDICT_NONE), 100 * qs[i].avg_usage,
                 100 * qs[i].empty_share, 100 * qs[i].full_share);
     }
     free(qs);
     if (!brief) {
         for (size_t i = 0; i < nqf; i++) {
             char text[4 * sizeof qf[i].text + 1], sug[4 * sizeof qf[i].suggestion + 1];
-            clean_text(qf[i].text, strnlen(qf[i].text, sizeof qf[i].text), text, 1);
-            clean_text(qf[i].suggestion, strnlen(qf[i].suggestion, sizeof qf[i].suggestion), sug,
+            text_clean(qf[i].text, strnlen(qf[i].text, sizeof qf[i].text), text, 1);
+            text_clean(qf[i].suggestion, strnlen(qf[i].suggestion, sizeof qf[i].suggestion), sug,
                        1);
-            fprintf(out, "  - %s: %s%s%s\n", report_verdict_name(qf[i].verdict), text,
+            fprintf(out, "  - %s: %s%s%s\n", queues_verdict_name(qf[i].verdict), text,
                     sug[0] ? "; " : "", sug);
         }
 
@@ -1681,8 +1582,8 @@ void report_print(const report *r, FILE *out, int brief)
         fputc('\n', out);
     for (size_t i = 0; i < nadv; i++) {
         char title[4 * sizeof adv[i].title + 1], text[4 * sizeof adv[i].text + 1];
-        clean_text(adv[i].title, strnlen(adv[i].title, sizeof adv[i].title), title, 0);
-        clean_text(adv[i].text, strnlen(adv[i].text, sizeof adv[i].text), text, 1);
+        text_clean(adv[i].title, strnlen(adv[i].title, sizeof adv[i].title), title, 0);
+        text_clean(adv[i].text, strnlen(adv[i].text, sizeof adv[i].text), text, 1);
         fprintf(out, "  %zu. %s\n", i + 1, title);
         if (!brief || text[0])
             fprintf(out, "     %s\n", text);
@@ -1711,7 +1612,7 @@ void report_print(const report *r, FILE *out, int brief)
         size_t len = strlen(r->info.dir);
         char *dir = malloc(4 * len + 1);
         if (dir) {
-            clean_text(r->info.dir, len, dir, 0);
+            text_clean(r->info.dir, len, dir, 0);
             fprintf(out, "report:     %s\n", dir);
             free(dir);
         }

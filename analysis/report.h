@@ -12,6 +12,7 @@
 #define TERMSIGHT_REPORT_H
 
 #include "analysis.h"
+#include "timeline.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,8 +21,6 @@
 #define REPORT_DIR               "report" /* <run folder>/report */
 #define REPORT_FORMAT            1        /* summary.json "report_format": bumped on changes */
 #define REPORT_TIMELINE_LIMIT_MB 500      /* MindSpore's timeline_limit default */
-/* Each timeline file stays below this (chrome://tracing fails near 256 MB). */
-#define REPORT_TIMELINE_SPLIT (240ull * 1024 * 1024)
 
 /* Called after each batch with the share of the recording read so far, 0..1 (1 once, at the
  * end). It runs on the thread that called report_run. */
@@ -88,13 +87,7 @@ void report_print(const report *r, FILE *out, int brief);
  * a folder named "recording". NULL when out of memory. */
 char *report_run_folder(const char *path);
 
-/* Writes bytes as text that stays valid UTF-8 and holds no control character except tab, CR and
- * LF: valid UTF-8 is kept; any other byte (invalid UTF-8, C0 and C1 controls, DEL) becomes
- * "\xNN" (lowercase hex), and so does a backslash followed by 'x', so the text decodes back
- * unambiguously. out needs 4 * len + 1 bytes; it is NUL-terminated. Returns its length. */
-size_t report_clean(const char *bytes, size_t len, char *out);
-
-/* Writes s (text already cleaned, report_clean) as one CSV field: quoted, with quotes doubled,
+/* Writes s (text already cleaned, text_clean) as one CSV field: quoted, with quotes doubled,
  * when it holds a comma, a quote, CR or LF. No separator. */
 void report_csv_field(FILE *f, const char *s);
 
@@ -140,65 +133,5 @@ int report_dir_fd(const report_dir *d);
 int report_dir_commit(report_dir *d, char **cause);
 /* Removes the unfinished folder and frees d. */
 void report_dir_abort(report_dir *d);
-
-/* Names for the enums, as written in the files. */
-const char *report_step_source_name(uint32_t source); /* none, marks, option, auto */
-const char *report_verdict_name(uint32_t verdict);    /* none, ok, data_processing, ... */
-const char *report_role_name(uint32_t role);          /* pipeline, host, device */
-const char *report_advice_name(uint32_t kind);        /* step_interval, operators, ... */
-
-/* ---- The timeline (timeline.c) ------------------------------------------------------------ */
-
-/* Chrome trace-event JSON, streamed as the recording is read: {"traceEvents":[...]} in files
- * timeline.json, timeline-1.json, ... each below split_bytes and complete with its own
- * metadata, all together below limit_bytes (events past it are counted, not written). */
-typedef struct timeline timeline;
-
-typedef struct timeline_config {
-    int dirfd;            /* folder the files go to */
-    uint64_t limit_bytes; /* all files together */
-    uint64_t split_bytes; /* each file; 0: REPORT_TIMELINE_SPLIT */
-    int pretty;
-    uint64_t origin_ns;  /* collector time of ts 0 */
-    const char *process; /* host process name, NULL: "host" */
-    int32_t os_pid;      /* for the process name; 0: none */
-} timeline_config;
-
-typedef struct timeline_stats {
-    uint32_t files;
-    uint64_t events;      /* trace events written, metadata included */
-    uint64_t left_out;    /* events the size limit left out */
-    uint64_t moved;       /* complete events moved to an overlap track */
-    uint64_t dropped;     /* complete events dropped: overlapping on every track */
-    uint64_t flows;       /* launch -> kernel arrows */
-    uint64_t bytes;       /* all files */
-    uint64_t limit_bytes; /* the size limit in force at the end */
-} timeline_stats;
-
-/* Names are resolved through a (thread names, derived op types). NULL when out of memory. */
-timeline *timeline_create(const timeline_config *cfg, analysis *a);
-
-/* Events in recording order. */
-void timeline_feed(timeline *t, const ts_event *ev, size_t n);
-
-/* Rows from the analysis sink: the step and overlap tracks, memory and CPU counters. */
-void timeline_step(timeline *t, const step_row *row);
-void timeline_memory(timeline *t, const memory_row *row);
-void timeline_cpu(timeline *t, const cpu_row *row);
-
-/* A new size limit, taking effect for the events still to come (the recording's option can be
- * read only once its CONFIG event has been). */
-void timeline_set_limit(timeline *t, uint64_t limit_bytes);
-
-/* Completes and renames the last file. Returns -1 on a write error (also one met earlier). */
-int timeline_finish(timeline *t, char **cause);
-
-void timeline_stats_of(const timeline *t, timeline_stats *out);
-
-/* The name of file i ("timeline.json", "timeline-1.json", ...) into buf. */
-void timeline_file_name(uint32_t i, char *buf, size_t len);
-
-/* Frees; a file not finished is removed. */
-void timeline_destroy(timeline *t);
 
 #endif

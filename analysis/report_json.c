@@ -33,7 +33,7 @@ void report_json_name(void *object, const char *key, const analysis *a, uint32_t
     char *buf = malloc(4 * (size_t)len + 1);
     if (!buf)
         return;
-    report_clean(s ? s : "", s ? len : 0, buf);
+    text_clean(s ? s : "", s ? len : 0, buf, 1);
     cJSON_AddStringToObject(object, key, buf);
     free(buf);
 }
@@ -80,7 +80,7 @@ void *report_json_steps(const analysis *a)
     if (!st)
         return NULL;
     report_json_u64(st, "count", ss.steps);
-    cJSON_AddStringToObject(st, "source", report_step_source_name(ss.source));
+    cJSON_AddStringToObject(st, "source", steps_source_name(ss.source));
     const struct {
         const char *key;
         double ns;

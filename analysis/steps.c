@@ -1173,3 +1173,9 @@ size_t analysis_gaps(const analysis *a, op_gap *out, size_t max)
     memcpy(out, st->gaps, n * sizeof *out);
     return n;
 }
+
+const char *steps_source_name(uint32_t source)
+{
+    static const char *const n[] = {"none", "marks", "option", "auto"};
+    return source < 4 ? n[source] : "unknown";
+}

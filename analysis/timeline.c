@@ -21,13 +21,13 @@
  * - Every value goes through cJSON: one template object per event shape, whose values are raw
  *   items pointing at text cJSON escaped once per distinct name, and at numbers formatted here
  *   exactly from integer nanoseconds; cJSON_PrintPreallocated prints the object into a large
- *   buffer. Names are first made valid UTF-8 without controls (report_clean).
+ *   buffer. Names are first made valid UTF-8 without controls (text_clean).
  * - The size limit counts every byte of every file; the first event that does not fit ends the
  *   timeline (the rest is counted as left out), so it covers a prefix of the run. A file that
  *   would pass split_bytes is closed and the next one opened with its own metadata. Each file is
  *   written as .NAME.tmp and renamed once complete. */
 #include "analysis_internal.h"
-#include "report.h"
+#include "timeline.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -406,7 +406,7 @@ static uint32_t arena_add(timeline *t, const char *prefix, const char *bytes, si
     if (!clean)
         return UINT32_MAX;
     memcpy(clean, prefix ? prefix : "", pl);
-    report_clean(bytes, len, clean + pl);
+    text_clean(bytes, len, clean + pl, 1);
     cJSON *s = cJSON_CreateString(clean);
     free(clean);
     char *text = s ? cJSON_PrintUnformatted(s) : NULL;
@@ -1151,9 +1151,9 @@ static void fill_span(timeline *t, shape *sh, const void *arg)
         set_us(t, sh, S_A1, (int64_t)s->row->interval_ns);
         set_us(t, sh, S_A2, (int64_t)s->row->fpbp_ns);
         set_us(t, sh, S_A3, (int64_t)s->row->tail_ns);
-        set_str(t, sh, S_A4,
-                literal_off(t, L_SOURCE0 + (s->row->source & 3),
-                            report_step_source_name(s->row->source)));
+        set_str(
+            t, sh, S_A4,
+            literal_off(t, L_SOURCE0 + (s->row->source & 3), steps_source_name(s->row->source)));
     } else {
         set_pct(t, sh, S_A1, s->share);
     }
@@ -1477,7 +1477,7 @@ timeline *timeline_create(const timeline_config *cfg, analysis *a)
         return NULL;
     t->cfg = *cfg;
     if (!t->cfg.split_bytes)
-        t->cfg.split_bytes = REPORT_TIMELINE_SPLIT;
+        t->cfg.split_bytes = TIMELINE_SPLIT_DEFAULT;
     t->a = a;
     t->fd = -1;
     t->steps_track = NO_TRACK;

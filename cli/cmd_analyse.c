@@ -133,7 +133,7 @@ static void put_name(const analysis *a, uint32_t id)
     char *buf = malloc(4 * (size_t)len + 1);
     if (!buf)
         return;
-    report_clean(s, len, buf);
+    text_clean(s, len, buf, 1);
     for (char *p = buf; *p; p++) {
         if (*p == '\n' || *p == '\r' || *p == '\t')
             *p = ' ';
@@ -185,7 +185,7 @@ static int print_op(const analysis *a, const char *name, int json)
                 const char *s = analysis_name(a, rows[i].name, &len);
                 char *buf = malloc(4 * (size_t)len + 1);
                 if (buf) {
-                    report_clean(s, len, buf);
+                    text_clean(s, len, buf, 1);
                     fprintf(stderr, "  %s\n", buf);
                     free(buf);
                 }

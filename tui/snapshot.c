@@ -62,7 +62,7 @@ static void add_clean(cJSON *o, const char *key, const char *s)
     char *buf = malloc(4 * len + 1);
     if (!buf)
         return;
-    report_clean(s, len, buf);
+    text_clean(s, len, buf, 1);
     cJSON_AddStringToObject(o, key, buf);
     free(buf);
 }

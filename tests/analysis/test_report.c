@@ -188,7 +188,7 @@ static void expect_row(const csv_file *f, size_t i, const char *const *want)
 /* ---- Goldens ------------------------------------------------------------------------------- */
 
 /* Names that must not break CSV or JSON: a comma, a quote, a newline and a byte that is not
- * UTF-8, and their cleaned form (report_clean: \xff becomes the text "\xff"). */
+ * UTF-8, and their cleaned form (text_clean: \xff becomes the text "\xff"). */
 #define WEIRD       "a,b\"c\nd\xff"
 #define WEIRD_CLEAN "a,b\"c\nd\\xff"
 #define WEIRD_TYPE  "Weird,\"T\""
@@ -289,7 +289,7 @@ static report *report_a(char **tmp, char **dir, const report_options *o)
     return report_golden(build_a, tmp, dir, o);
 }
 
-/* ---- report_clean ------------------------------------------------------------------------- */
+/* ---- text_clean ------------------------------------------------------------------------- */
 
 static const struct {
     const char *in;
@@ -321,7 +321,7 @@ static const struct {
 START_TEST(test_clean_table)
 {
     char out[64];
-    size_t n = report_clean(clean_cases[_i].in, clean_cases[_i].len, out);
+    size_t n = text_clean(clean_cases[_i].in, clean_cases[_i].len, out, 1);
     ck_assert_str_eq(out, clean_cases[_i].out);
     ck_assert_uint_eq(n, strlen(clean_cases[_i].out));
 }
