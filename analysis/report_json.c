@@ -2,13 +2,14 @@
  * (summary.json, `termsight top --once --json`, `termsight analyse --op TYPE --json`, and
  * through them the Python binding): times in microseconds, counts as exact integers, names
  * cleaned to valid UTF-8. */
-#include "analysis_internal.h"
-#include "report.h"
+#include "report_internal.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int report_json_u64(void *object, const char *key, uint64_t v)
 {
@@ -108,4 +109,321 @@ void *report_json_steps(const analysis *a)
         cJSON_AddItemToArray(slow, o);
     }
     return st;
+}
+
+/* ---- summary.json ---------------------------------------------------------------------- */
+
+/* cJSON wants C strings: names are cleaned (valid UTF-8, no NUL) first. */
+static void j_name(cJSON *o, const char *key, scratch *sc, const analysis *a, uint32_t id)
+{
+    cJSON_AddStringToObject(o, key, report_clean_id(sc, a, id, 1));
+}
+
+int report_job_of(const analysis *a, report_job *job)
+{
+    memset(job, 0, sizeof *job);
+    const char *id = analysis_config_value(a, "job");
+    if (!id || !*id)
+        return 0;
+    const struct {
+        const char *key;
+        char *out;
+    } texts[] = {{"job", job->id}, {"job_source", job->source}, {"host", job->host}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        const char *v = analysis_config_value(a, texts[i].key);
+        snprintf(texts[i].out, sizeof job->id, "%s", v ? v : "");
+    }
+    const struct {
+        const char *key;
+        long *out;
+    } nums[] = {
+        {"rank", &job->rank}, {"local_rank", &job->local_rank}, {"world_size", &job->world_size}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const char *v = analysis_config_value(a, nums[i].key);
+        char *end;
+        long n = v && *v ? strtol(v, &end, 10) : -1;
+        *nums[i].out = v && *v && !*end && n >= 0 && n <= INT32_MAX ? n : -1;
+    }
+    return 1;
+}
+
+static void j_text(cJSON *o, const char *key, const char *bytes, size_t len)
+{
+    char *buf = malloc(4 * len + 1);
+    if (!buf)
+        return;
+    text_clean(bytes, len, buf, 1);
+    cJSON_AddStringToObject(o, key, buf);
+    free(buf);
+}
+
+static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
+                           size_t nadv)
+{
+    const analysis *a = r->a;
+    const analysis_totals *t = analysis_totals_of(a);
+    scratch sc = {0};
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+
+    cJSON *ver = cJSON_AddObjectToObject(root, "termsight");
+    cJSON_AddStringToObject(ver, "version", TERMSIGHT_VERSION);
+    cJSON_AddNumberToObject(ver, "report_format", REPORT_FORMAT);
+
+    cJSON *rec = cJSON_AddObjectToObject(root, "recording");
+    j_text(rec, "path", r->info.recording, strlen(r->info.recording));
+    j_text(rec, "run_folder", r->run_folder, strlen(r->run_folder));
+    if (r->have_meta) {
+        char v[32];
+        snprintf(v, sizeof v, "%" PRIu32 ".%" PRIu32, r->meta.major, r->meta.minor);
+        cJSON_AddStringToObject(rec, "format", v);
+        j_text(rec, "process", r->meta.process, strnlen(r->meta.process, sizeof r->meta.process));
+        cJSON_AddNumberToObject(rec, "pid", r->meta.pid);
+        j_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
+        j_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
+        report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
+        report_json_u64(rec, "start_ns", r->meta.start_ns);
+        /* A forked child's session: the process it was forked from. */
+        const char *pp = analysis_config_value(a, "parent_pid");
+        long ppid = pp ? strtol(pp, NULL, 10) : 0;
+        if (ppid > 0 && ppid <= INT32_MAX)
+            cJSON_AddNumberToObject(rec, "parent_pid", (double)ppid);
+        else
+            cJSON_AddNullToObject(rec, "parent_pid");
+    } else {
+        cJSON_AddNullToObject(rec, "format");
+    }
+    report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
+    report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+
+    /* The job this process was a rank of, as its session recorded it; null when none. */
+    report_job job;
+    if (report_job_of(a, &job)) {
+        cJSON *jo = cJSON_AddObjectToObject(root, "job");
+        j_text(jo, "id", job.id, strlen(job.id));
+        j_text(jo, "source", job.source, strlen(job.source));
+        j_text(jo, "host", job.host, strlen(job.host));
+        const struct {
+            const char *key;
+            long value;
+        } ranks[] = {
+            {"rank", job.rank}, {"local_rank", job.local_rank}, {"world_size", job.world_size}};
+        for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+            if (ranks[i].value >= 0)
+                cJSON_AddNumberToObject(jo, ranks[i].key, (double)ranks[i].value);
+            else
+                cJSON_AddNullToObject(jo, ranks[i].key);
+        }
+    } else {
+        cJSON_AddNullToObject(root, "job");
+    }
+
+    cJSON *tm = cJSON_AddObjectToObject(root, "time");
+    int any = t->first_ns != UINT64_MAX;
+    report_json_u64(tm, "origin_ns", r->origin);
+    cJSON_AddNumberToObject(tm, "first_us", any ? us_of((double)report_rebase(r, t->first_ns)) : 0);
+    cJSON_AddNumberToObject(tm, "last_us", any ? us_of((double)report_rebase(r, t->last_ns)) : 0);
+    cJSON_AddNumberToObject(
+        tm, "duration_us",
+        any && t->last_ns > t->first_ns ? us_of((double)(t->last_ns - t->first_ns)) : 0);
+
+    cJSON *evs = cJSON_AddObjectToObject(root, "events");
+    report_json_u64(evs, "total", t->events);
+    cJSON *bk = cJSON_AddObjectToObject(evs, "by_kind");
+    for (uint32_t k = 0; k < TS_KIND__COUNT; k++)
+        report_json_u64(bk, k ? event_kind_name(k) : "unknown", t->by_kind[k]);
+    report_json_u64(evs, "lost", t->lost);
+    cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
+    for (uint32_t k = 1; k < 5; k++)
+        report_json_u64(lr, report_lost_reason_name(k), t->lost_by_reason[k]);
+    cJSON_AddNumberToObject(evs, "windows", t->windows);
+    cJSON_AddNumberToObject(evs, "threads", t->threads);
+    /* How the recording ended when it did not end as it should: null when it did. */
+    const char *ended = analysis_config_value(a, "ended");
+    const char *record_error = analysis_config_value(a, "record_error");
+    cJSON_AddItemToObject(evs, "ended", ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
+    cJSON_AddItemToObject(evs, "record_error",
+                          record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
+
+    cJSON_AddItemToObject(root, "steps", report_json_steps(a));
+
+    cJSON *ops = cJSON_AddObjectToObject(root, "ops");
+    cJSON_AddNumberToObject(ops, "self_us", us_of((double)analysis_ops_self_ns(a)));
+    cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, TOP_OPS));
+    cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, TOP_OPS));
+
+    kernel_stat *ks = NULL;
+    size_t nk = analysis_kernels(a, TOP_OPS, &ks);
+    cJSON *kt = cJSON_AddArrayToObject(root, "top_kernels");
+    for (size_t i = 0; i < nk; i++) {
+        cJSON *o = cJSON_CreateObject();
+        j_name(o, "kernel", &sc, a, ks[i].name);
+        j_name(o, "op", &sc, a, ks[i].op);
+        report_json_u64(o, "count", ks[i].count);
+        cJSON_AddNumberToObject(o, "total_us", us_of((double)ks[i].total_ns));
+        cJSON_AddBoolToObject(o, "communication", ks[i].comm);
+        cJSON_AddItemToArray(kt, o);
+    }
+    free(ks);
+
+    queue_stat *qs = NULL;
+    size_t nq = analysis_queues(a, &qs);
+    cJSON *qa = cJSON_AddArrayToObject(root, "queues");
+    for (size_t i = 0; i < nq; i++) {
+        const queue_finding *f = report_finding_of(qf, nqf, (uint32_t)i);
+        cJSON *o = cJSON_CreateObject();
+        j_name(o, "queue", &sc, a, qs[i].name);
+        cJSON_AddStringToObject(o, "role", queues_role_name(qs[i].role));
+        report_json_u64(o, "samples", qs[i].samples);
+        cJSON_AddNumberToObject(o, "avg_usage_pct", 100 * qs[i].avg_usage);
+        cJSON_AddNumberToObject(o, "empty_pct", 100 * qs[i].empty_share);
+        cJSON_AddNumberToObject(o, "full_pct", 100 * qs[i].full_share);
+        cJSON_AddStringToObject(o, "verdict",
+                                queues_verdict_name(f ? f->verdict : QUEUE_VERDICT_NONE));
+        cJSON_AddItemToArray(qa, o);
+    }
+    free(qs);
+    cJSON *fa = cJSON_AddArrayToObject(root, "queue_findings");
+    for (size_t i = 0; i < nqf; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "verdict", queues_verdict_name(qf[i].verdict));
+        cJSON_AddNumberToObject(o, "queue", qf[i].queue);
+        j_name(o, "bottleneck_op", &sc, a, qf[i].op);
+        j_text(o, "text", qf[i].text, strnlen(qf[i].text, sizeof qf[i].text));
+        j_text(o, "suggestion", qf[i].suggestion,
+               strnlen(qf[i].suggestion, sizeof qf[i].suggestion));
+        cJSON_AddItemToArray(fa, o);
+    }
+
+    cpu_summary cs = analysis_cpu(a);
+    cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
+    report_json_u64(cpu, "samples", cs.samples);
+    static const char *const fields[TS_CPU__COUNT] = {"user_pct",    "nice_pct",   "system_pct",
+                                                      "idle_pct",    "iowait_pct", "irq_pct",
+                                                      "softirq_pct", "steal_pct"};
+    for (int f = 0; f < TS_CPU__COUNT; f++)
+        cJSON_AddNumberToObject(cpu, fields[f], cs.machine[f]);
+    cJSON_AddNumberToObject(cpu, "context_switches_per_s", cs.context_switches_per_s);
+    cJSON_AddNumberToObject(cpu, "avg_running", cs.avg_running);
+    cJSON_AddNumberToObject(cpu, "avg_blocked", cs.avg_blocked);
+    cJSON_AddNumberToObject(cpu, "process_user_pct", cs.process_user);
+    cJSON_AddNumberToObject(cpu, "process_system_pct", cs.process_system);
+    cJSON_AddNumberToObject(cpu, "cpus", cs.cpus);
+    cJSON_AddNumberToObject(cpu, "processes_left_out", cs.processes_left_out);
+    cJSON *procs = cJSON_AddArrayToObject(cpu, "processes");
+    cpu_child *kids = NULL;
+    size_t nkids = analysis_cpu_children(a, &kids);
+    for (size_t i = 0; i < nkids; i++) {
+        const cpu_child *p = &kids[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "pid", p->pid);
+        cJSON_AddNumberToObject(o, "ppid", p->ppid);
+        j_name(o, "name", &sc, a, p->name);
+        report_json_u64(o, "samples", p->samples);
+        cJSON_AddNumberToObject(o, "avg_user_pct", p->avg_user);
+        cJSON_AddNumberToObject(o, "avg_system_pct", p->avg_system);
+        cJSON_AddNumberToObject(o, "avg_cpu_pct", p->avg_user + p->avg_system);
+        cJSON_AddNumberToObject(o, "peak_cpu_pct", p->peak_total);
+        cJSON_AddNumberToObject(o, "cpu_us", us_of((double)p->cpu_ns));
+        report_json_u64(o, "last_rss_bytes", p->last_rss);
+        report_json_u64(o, "peak_rss_bytes", p->peak_rss);
+        cJSON_AddNumberToObject(o, "first_us", us_of((double)report_rebase(r, p->first_ns)));
+        cJSON_AddNumberToObject(o, "last_us", us_of((double)report_rebase(r, p->last_ns)));
+        cJSON_AddBoolToObject(o, "ended", p->ended);
+        cJSON_AddItemToArray(procs, o);
+    }
+    free(kids);
+
+    memory_summary ms = analysis_memory(a);
+    cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+    report_json_u64(mem, "host_samples", ms.host_samples);
+    report_json_u64(mem, "host_rss_bytes", ms.host_rss);
+    report_json_u64(mem, "host_peak_rss_bytes", ms.host_peak_rss);
+    cJSON *devs = cJSON_AddArrayToObject(mem, "devices");
+    for (uint32_t d = 0; d < 8; d++) {
+        if (!ms.device_bytes[d] && !ms.device_peak[d])
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "device", d);
+        report_json_u64(o, "bytes", ms.device_bytes[d]);
+        report_json_u64(o, "peak_bytes", ms.device_peak[d]);
+        cJSON_AddItemToArray(devs, o);
+    }
+
+    flops_summary fs = analysis_flops(a);
+    cJSON *fl = cJSON_AddObjectToObject(root, "flops");
+    report_json_u64(fl, "flops", fs.flops);
+    cJSON_AddNumberToObject(fl, "time_us", us_of((double)fs.time_ns));
+    cJSON_AddNumberToObject(fl, "flops_per_s",
+                            fs.flops_per_s == fs.flops_per_s ? fs.flops_per_s : 0);
+    if (fs.utilization >= 0)
+        cJSON_AddNumberToObject(fl, "utilization", fs.utilization);
+    else
+        cJSON_AddNullToObject(fl, "utilization");
+    cJSON_AddNumberToObject(fl, "peak_flops_per_s", r->opt.peak_flops);
+
+    op_gap gaps[5];
+    size_t ng = analysis_gaps(a, gaps, 5);
+    cJSON *ga = cJSON_AddArrayToObject(root, "largest_gaps");
+    for (size_t i = 0; i < ng; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "gap_us", us_of((double)gaps[i].gap_ns));
+        cJSON_AddNumberToObject(o, "at_us", us_of((double)report_rebase(r, gaps[i].at_ns)));
+        report_json_u64(o, "step", gaps[i].step);
+        cJSON_AddNumberToObject(o, "tid", gaps[i].tid);
+        j_name(o, "before", &sc, a, gaps[i].before);
+        j_name(o, "after", &sc, a, gaps[i].after);
+        cJSON_AddItemToArray(ga, o);
+    }
+
+    cJSON *ad = cJSON_AddArrayToObject(root, "advice");
+    for (size_t i = 0; i < nadv; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kind", advisor_kind_name(adv[i].kind));
+        cJSON_AddNumberToObject(o, "weight", adv[i].weight);
+        j_text(o, "title", adv[i].title, strnlen(adv[i].title, sizeof adv[i].title));
+        j_text(o, "text", adv[i].text, strnlen(adv[i].text, sizeof adv[i].text));
+        cJSON_AddItemToArray(ad, o);
+    }
+
+    cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
+    report_json_u64(tl, "limit_bytes", r->info.timeline_limit_bytes);
+    cJSON_AddNumberToObject(tl, "files", r->info.timeline_files);
+    report_json_u64(tl, "events", r->info.timeline_events);
+    report_json_u64(tl, "left_out", r->info.timeline_left_out);
+    report_json_u64(tl, "moved_to_overlap_tracks", r->info.timeline_moved);
+    report_json_u64(tl, "dropped_overlapping", r->info.timeline_dropped);
+    report_json_u64(tl, "bytes", r->info.timeline_bytes);
+
+    cJSON *files = cJSON_AddArrayToObject(root, "files");
+    for (size_t i = 0; i < r->nfiles; i++)
+        cJSON_AddItemToArray(files, cJSON_CreateString(r->files[i]));
+    cJSON_AddItemToArray(files, cJSON_CreateString("summary.json"));
+    cJSON_AddItemToArray(files, cJSON_CreateString("report.txt"));
+
+    free(sc.p);
+    return root;
+}
+
+/* ---- Finishing and swapping in --------------------------------------------------------- */
+
+int report_json_write_summary(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
+                              size_t nadv)
+{
+    cJSON *root = summary_json(r, qf, nqf, adv, nadv);
+    char *text = root ? (r->opt.pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        report_note_error(r, "summary.json", ENOMEM);
+        return -1;
+    }
+    FILE *f = report_file_create(r, "summary.json");
+    if (f) {
+        fputs(text, f);
+        putc('\n', f);
+        report_file_close(r, f, "summary.json");
+    }
+    free(text);
+    return 0;
 }
