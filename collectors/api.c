@@ -19,6 +19,14 @@
 #define NO_LANE_RETRY 4096 /* events between retries of a thread that found no lane */
 
 volatile int termsight_collecting_;
+
+/* The range hooks of the collector that installed them (CUDA collection), or NULL. */
+static const range_hooks *_Atomic range_hooks_on;
+
+void api_set_range_hooks(const range_hooks *hooks)
+{
+    atomic_store_explicit(&range_hooks_on, hooks, memory_order_release);
+}
 _Atomic uint32_t ts_window;
 _Atomic uint32_t ts_generation;
 tsclock ts_clock;
@@ -144,8 +152,9 @@ static inline int same_window(int reset)
         return 0;
     hot.window = w;
     hot.depth = 0;
-    if (UNLIKELY(ts_cupti_ranges))
-        cupti_range_reset();
+    const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
+    if (UNLIKELY(h))
+        h->reset();
     if (hot.block)
         hot.block->nframes = 0;
     return 1;
@@ -214,8 +223,9 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
         session_current(); /* a forked child's session first: its window is the range's */
     same_window(1);
     uint32_t d = hot.depth++;
-    if (UNLIKELY(ts_cupti_ranges))
-        cupti_range_push(name);
+    const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
+    if (UNLIKELY(h))
+        h->push(name);
     /* Only the frame now: a range needs a lane when it ends, and a thread that has none counts
      * it lost then, not a range that never ends. */
     thread_block *b = frames();
@@ -247,8 +257,9 @@ void termsight_range_end(void)
     if (UNLIKELY(!collecting()) || !same_window(0) || UNLIKELY(!hot.depth))
         return; /* not collecting, or the range began before this window, or never */
     uint32_t d = --hot.depth;
-    if (UNLIKELY(ts_cupti_ranges))
-        cupti_range_pop();
+    const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
+    if (UNLIKELY(h))
+        h->pop();
     thread_block *b = hot.block;
     if (!b || !b->nframes || b->frames[b->nframes - 1].depth != d)
         return; /* deeper than the frames kept */

@@ -358,10 +358,22 @@ int util_run_folder(const char *output, const char *process, const ts_job *job, 
  * why (cap bytes). */
 int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap);
 
-/* ---- CUDA activity through CUPTI (cupti.c) ---------------------------------------------- */
+/* ---- Range hooks (api.c) ------------------------------------------------------------------ */
 
-/* Set while CUDA collection is on: range begin/end then push/pop external correlation ids. */
-extern volatile int ts_cupti_ranges;
+/* What another collector does at each range's begin and end on the calling thread (CUDA
+ * collection: push and pop an external correlation id, so kernels are attributed to the range),
+ * and when a thread's ranges from an earlier window are forgotten. Installed once the collector
+ * is on (a release store), never removed; api.c calls them through this table and knows no
+ * collector by name. */
+typedef struct range_hooks {
+    void (*push)(uint32_t name);
+    void (*pop)(void);
+    void (*reset)(void);
+} range_hooks;
+
+void api_set_range_hooks(const range_hooks *hooks);
+
+/* ---- CUDA activity through CUPTI (cupti.c) ---------------------------------------------- */
 
 /* Loads CUPTI, registers the clock and buffers, enables the activities; records go to s.
  * Returns 0, or -1 when CUDA collection is off (said once on stderr; cupti_status() says why).
@@ -380,9 +392,5 @@ void cupti_stop(termsight_session *s);
 
 /* "CUDA collection on (CUPTI n)" or "CUDA collection off: why". */
 const char *cupti_status(void);
-
-void cupti_range_push(uint32_t name);
-void cupti_range_pop(void);
-void cupti_range_reset(void);
 
 #endif

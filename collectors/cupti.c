@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-volatile int ts_cupti_ranges;
-
 static char status[256] = "CUDA collection off: not started";
 static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 static int said; /* under status_lock */
@@ -108,15 +106,6 @@ void cupti_stop(termsight_session *s)
 {
     (void)s;
 }
-
-void cupti_range_push(uint32_t name)
-{
-    (void)name;
-}
-
-void cupti_range_pop(void) {}
-
-void cupti_range_reset(void) {}
 
 #else
 
@@ -572,7 +561,7 @@ int cupti_start(termsight_session *s)
     }
     enabled = 1;
     snprintf(status, sizeof status, "CUDA collection on (CUPTI %u)", version);
-    __atomic_store_n(&ts_cupti_ranges, 1, __ATOMIC_RELEASE);
+    api_set_range_hooks(&cupti_range_hooks);
     pthread_mutex_unlock(&start_lock);
     return 0;
 
@@ -619,13 +608,13 @@ void cupti_stop(termsight_session *s)
 /* External correlation ids this thread pushed and has not popped. */
 static __thread uint32_t pushed __attribute__((tls_model("initial-exec")));
 
-void cupti_range_push(uint32_t name)
+static void cupti_range_push(uint32_t name)
 {
     if (loaded.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, name) == CUPTI_SUCCESS)
         pushed++;
 }
 
-void cupti_range_pop(void)
+static void cupti_range_pop(void)
 {
     uint64_t last;
     if (pushed &&
@@ -633,12 +622,18 @@ void cupti_range_pop(void)
         pushed--;
 }
 
-void cupti_range_reset(void)
+static void cupti_range_reset(void)
 {
     uint64_t last;
     for (; pushed; pushed--)
         loaded.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
+
+const range_hooks cupti_range_hooks = {
+    .push = cupti_range_push,
+    .pop = cupti_range_pop,
+    .reset = cupti_range_reset,
+};
 
 #endif
 

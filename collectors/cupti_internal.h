@@ -9,15 +9,13 @@
 #include "collectors.h"
 
 /* The room's entry points (also declared in collectors.h for api.c and session.c). */
-extern volatile int ts_cupti_ranges;
 int cupti_start(termsight_session *s);
 void cupti_flush(termsight_session *s, int forced);
 void cupti_stop(termsight_session *s);
 const char *cupti_status(void);
 int InitializeInjection(void);
-void cupti_range_push(uint32_t name);
-void cupti_range_pop(void);
-void cupti_range_reset(void);
+/* Its range hooks (collectors.h), installed when collection is on. */
+extern const range_hooks cupti_range_hooks;
 
 #if TERMSIGHT_HAVE_CUPTI
 #include <cupti.h>
