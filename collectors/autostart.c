@@ -156,8 +156,3 @@ void autostart_ensure(void)
               stderr);
     pthread_mutex_unlock(&auto_lock);
 }
-
-__attribute__((constructor)) static void autostart_constructor(void)
-{
-    autostart_ensure();
-}

@@ -238,6 +238,12 @@ void api_thread_name_tid(uint32_t tid, uint32_t name);
  * installs the SIGINT/SIGTERM flush. Idempotent and thread-safe; prints one line on stderr only
  * when creation fails. */
 void autostart_ensure(void);
+
+/* Fills the NVTX callback tables of the module whose export-table getter (an
+ * NvtxGetExportTableFunc_t, passed as a plain function pointer: this header knows no NVTX type)
+ * is given: 1 when filled (again for a module seen before), 0 when not
+ * (NVTX then makes that module's calls no-ops). nvtx.c; called from entry.c. */
+int nvtx_inject(void (*get_export_table)(void));
 /* Step-window hooks for TERMSIGHT_STEPS (called by the step calls when s->steps_to is set). */
 void autostart_step_begin(termsight_session *s, uint64_t step);
 void autostart_step_end(termsight_session *s, uint64_t step);

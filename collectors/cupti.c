@@ -636,21 +636,3 @@ const range_hooks cupti_range_hooks = {
 };
 
 #endif
-
-/* ---- Injection ---------------------------------------------------------------------------- */
-
-/* The CUDA driver calls this during its initialization when CUDA_INJECTION64_PATH names
- * libtermsight.so. No CUDA call here (the driver is mid-initialization): the session from the
- * environment, then CUPTI. Returns 1 (success) even when CUDA collection is off, so the program
- * runs on. A second call (a second load of the library) does nothing. */
-__attribute__((visibility("default"))) int InitializeInjection(void)
-{
-    static atomic_flag once = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&once))
-        return 1;
-    autostart_ensure();
-    termsight_session *s = atomic_load(&ts_session);
-    if (s)
-        cupti_start(s);
-    return 1;
-}

@@ -13,7 +13,6 @@ int cupti_start(termsight_session *s);
 void cupti_flush(termsight_session *s, int forced);
 void cupti_stop(termsight_session *s);
 const char *cupti_status(void);
-int InitializeInjection(void);
 /* Its range hooks (collectors.h), installed when collection is on. */
 extern const range_hooks cupti_range_hooks;
 

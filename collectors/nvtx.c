@@ -1,6 +1,7 @@
 /* nvtx: NVTX v3 injection. With NVTX_INJECTION64_PATH pointing at libtermsight.so, the loader that
  * the NVTX headers put into every module (executable or shared object) calls
- * InitializeInjectionNvtx2 on that module's first NVTX call; we fill its callback tables.
+ * InitializeInjectionNvtx2 (entry.c) on that module's first NVTX call; nvtx_inject fills its
+ * callback tables.
  *
  * What becomes what:
  * - push/pop and start/end ranges: operator ranges (TS_KIND_OP_RANGE, corr = the domain's name id,
@@ -630,14 +631,11 @@ static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static NvtxGetExportTableFunc_t modules[MAX_MODULES];
 static unsigned module_count;
 
-/* Called by the NVTX loader of each module that embeds NVTX, on its first NVTX call. Returns 1
- * when the module's tables are filled (again for a module seen before), 0 otherwise (NVTX then
- * turns that module's calls into no-ops). */
-__attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
+int nvtx_inject(void (*get_export_table)(void))
 {
+    NvtxGetExportTableFunc_t get = (NvtxGetExportTableFunc_t)get_export_table;
     if (!get)
         return 0;
-    autostart_ensure();
     pthread_mutex_lock(&modules_lock);
     for (unsigned i = 0; i < module_count; i++) {
         if (modules[i] == get) {
