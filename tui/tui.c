@@ -28,13 +28,6 @@
 #define BUSY_WAIT_MS       100           /* while a command or the analysis is under way */
 #define TOP_ADVICE         3
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- Finding the session ---------------------------------------------------------------- */
 
 typedef struct target {
@@ -257,7 +250,7 @@ static size_t send_command(app *a, uint32_t cmd, enum pending why)
         return 0;
     a->pending = why;
     a->cmd = cmd;
-    a->deadline = mono_ns() + COMMAND_TIMEOUT_NS;
+    a->deadline = tsclock_monotonic_ns() + COMMAND_TIMEOUT_NS;
     if (is_job(a))
         say(a, ROLE_NORMAL, "%s: waiting for %zu rank%s", mailbox_cmd_name(cmd), a->nsent,
             a->nsent == 1 ? "" : "s");
@@ -668,7 +661,7 @@ static int monitor(app *a, char **cause)
     for (;;) {
         if (screen_quit_signal())
             break;
-        uint64_t now = mono_ns();
+        uint64_t now = tsclock_monotonic_ns();
         if (!a->v.frozen && now >= next_poll) {
             const ranks_table *t = ranks_table_of(a->rk);
             size_t was_n = t->n, was_gone = 0, gone = 0;
@@ -710,7 +703,7 @@ static int monitor(app *a, char **cause)
             a->all = 0;
             dirty = 0;
         }
-        now = mono_ns();
+        now = tsclock_monotonic_ns();
         int wait = KEY_WAIT_MAX_MS;
         if (!a->v.frozen && next_poll > now && (next_poll - now) / 1000000 < (uint64_t)wait)
             wait = (int)((next_poll - now) / 1000000) + 1;
@@ -823,7 +816,7 @@ static void draw_chooser(canvas *c, const segment_info *list, int n, int sel)
 /* Returns the pid to attach to, 0 when the user quit, -1 on error. */
 static pid_t choose(canvas *cv, const target *t, char **cause)
 {
-    uint64_t since = mono_ns();
+    uint64_t since = tsclock_monotonic_ns();
     int sel = -1;
     pid_t chosen_pid = 0;
     for (;;) {
@@ -853,7 +846,7 @@ static pid_t choose(canvas *cv, const target *t, char **cause)
             return cause_set(cause, "out of memory");
         }
         if (n == 0) {
-            draw_waiting(cv, t, (double)(mono_ns() - since) / 1e9);
+            draw_waiting(cv, t, (double)(tsclock_monotonic_ns() - since) / 1e9);
         } else {
             if (sel < 0)
                 sel = newest(list, n);
@@ -993,10 +986,10 @@ static int run_once(const tui_options *o, const glyphs *g, const target *t, char
     if (attach(pid, &rk, cause) != 0)
         return 1;
     /* Two looks one refresh apart: rates need an interval, and the rings fill meanwhile. */
-    ranks_poll(rk, mono_ns());
+    ranks_poll(rk, tsclock_monotonic_ns());
     struct timespec ts = {(time_t)(o->refresh_ms / 1000), (long)(o->refresh_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    ranks_poll(rk, mono_ns());
+    ranks_poll(rk, tsclock_monotonic_ns());
     source *src = ranks_selected(rk);
     panel_ctx pc = {.a = source_analysis(src),
                     .tl = source_timeline(src),
