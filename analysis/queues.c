@@ -393,36 +393,6 @@ size_t analysis_queue_recent(const analysis *a, uint32_t queue_index, queue_buck
 
 /* ---- Verdicts ---------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4;
-    else
-        return 0;
-    if (c == 0xe0)
-        lo = 0xa0;
-    else if (c == 0xed)
-        hi = 0x9f;
-    else if (c == 0xf0)
-        lo = 0x90;
-    else if (c == 0xf4)
-        hi = 0x8f;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    return len;
-}
-
 #define NAME_MAX_TEXT 40
 
 /* A name fit for a one-line text: printable ASCII and valid UTF-8 kept, any other byte '?',
@@ -434,7 +404,7 @@ static void text_name(const analysis *a, uint32_t id, char *dst)
     const unsigned char *p = (const unsigned char *)analysis_name(a, id, &len);
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = p[i] >= 0x80 ? utf8_len(p + i, len - i) : 1;
+        size_t l = p[i] >= 0x80 ? text_utf8_len(p + i, len - i) : 1;
         if (o + (l ? l : 1) > NAME_MAX_TEXT) {
             memcpy(dst + o, "...", 3);
             o += 3;
@@ -474,7 +444,7 @@ static void textf(char *dst, size_t cap, const char *fmt, ...)
     while (lead > 0 && ((unsigned char)dst[lead - 1] & 0xc0) == 0x80)
         lead--;
     if (lead > 0 && (unsigned char)dst[lead - 1] >= 0xc0 &&
-        utf8_len((const unsigned char *)dst + lead - 1, end - (lead - 1)) == 0)
+        text_utf8_len((const unsigned char *)dst + lead - 1, end - (lead - 1)) == 0)
         dst[lead - 1] = 0;
 }
 

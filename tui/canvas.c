@@ -79,43 +79,23 @@ void canvas_put(canvas *c, rect r, int y, int x, uint32_t ch, int role)
         put_cell(c, r, y, x, ch, role);
 }
 
-/* Decodes one UTF-8 character at s (n bytes left). Returns the bytes it takes (at least 1) and
- * *cp, or '?' for an invalid, overlong or surrogate sequence. */
+/* Decodes one UTF-8 character at s (n bytes left, n >= 1) with the analysis's decoder. Returns
+ * the bytes it takes (at least 1) and *cp: '?' for an invalid sequence, one for the whole of a
+ * complete one that is overlong, a surrogate or past U+10FFFF, one per byte otherwise. */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 {
-    unsigned char b = s[0];
-    size_t len;
-    uint32_t v, min;
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    } else if ((b & 0xe0) == 0xc0) {
-        len = 2, v = b & 0x1f, min = 0x80;
-    } else if ((b & 0xf0) == 0xe0) {
-        len = 3, v = b & 0x0f, min = 0x800;
-    } else if ((b & 0xf8) == 0xf0) {
-        len = 4, v = b & 0x07, min = 0x10000;
-    } else {
-        *cp = '?';
-        return 1;
-    }
-    if (len > n) {
-        *cp = '?';
-        return 1;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            *cp = '?';
-            return 1;
-        }
-        v = v << 6 | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
-        *cp = '?';
+    size_t len = text_utf8_decode(s, n, cp);
+    if (len)
         return len;
-    }
-    *cp = v;
-    return len;
+    *cp = '?';
+    unsigned char b = s[0];
+    size_t want = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 1;
+    if (want > n)
+        return 1;
+    for (size_t i = 1; i < want; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 1;
+    return want;
 }
 
 /* The cells a code point takes once made safe (*cp may become '?'): 0 for one to leave out. */
