@@ -208,6 +208,10 @@ typedef struct kernel_stat {
 
 /* Kernels by (name, op), by total time descending; limit 0: all. */
 size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows);
+/* The same for a query, as operators are asked for: q->sort (total, average, count; name
+ * ascending; a kernel has no self time, so self sorts by total), q->search over the kernel's and
+ * its op's names, q->limit; by_type and type do not apply. */
+size_t analysis_kernels_query(const analysis *a, const op_query *q, kernel_stat **rows);
 
 typedef struct flops_scope {
     uint32_t scope; /* id of a '/'-separated prefix of op names, e.g. "Default/network" */

@@ -611,12 +611,33 @@ uint64_t analysis_ops_self_ns(const analysis *a)
 typedef struct kernel_sort_row {
     kernel_stat s;
     const analysis *a;
+    enum op_sort sort;
 } kernel_sort_row;
 
+static uint64_t kernel_avg(const kernel_stat *k)
+{
+    return k->count ? k->total_ns / k->count : 0;
+}
+
+/* Descending by the query's key (ascending by name for OP_SORT_NAME; a kernel has no self time:
+ * OP_SORT_SELF sorts by total), then by kernel name and op name. */
 static int cmp_kernel_rows(const void *pa, const void *pb)
 {
     const kernel_sort_row *x = pa, *y = pb;
-    int c = cmp_desc(x->s.total_ns, y->s.total_ns);
+    int c = 0;
+    switch (x->sort) {
+    case OP_SORT_AVG:
+        c = cmp_desc(kernel_avg(&x->s), kernel_avg(&y->s));
+        break;
+    case OP_SORT_COUNT:
+        c = cmp_desc(x->s.count, y->s.count);
+        break;
+    case OP_SORT_NAME:
+        break;
+    default:
+        c = cmp_desc(x->s.total_ns, y->s.total_ns);
+        break;
+    }
     if (!c)
         c = cmp_names(x->a, x->s.name, y->s.name);
     if (!c)
@@ -624,7 +645,19 @@ static int cmp_kernel_rows(const void *pa, const void *pb)
     return c;
 }
 
-size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)
+static int kernel_matches(const analysis *a, const kernel_stat *k, const char *search)
+{
+    if (!search || !*search)
+        return 1;
+    uint32_t len;
+    const char *n = analysis_name(a, k->name, &len);
+    if (names_contains(n, len, search))
+        return 1;
+    n = k->op ? analysis_name(a, k->op, &len) : NULL;
+    return n && names_contains(n, len, search);
+}
+
+size_t analysis_kernels_query(const analysis *a, const op_query *q, kernel_stat **rows)
 {
     *rows = NULL;
     const opstats *st = state_of(a);
@@ -633,26 +666,35 @@ size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)
     kernel_sort_row *sr = malloc(st->nkernels * sizeof *sr);
     if (!sr)
         return 0;
+    size_t n = 0;
     for (uint32_t i = 0; i < st->nkernels; i++) {
         const kernel_row *k = &st->kernels[i];
-        sr[i].s = (kernel_stat){.name = k->name,
-                                .op = k->op,
-                                .count = k->count,
-                                .total_ns = k->total_ns,
-                                .min_ns = k->min_ns,
-                                .max_ns = k->max_ns,
-                                .comm = k->comm};
-        sr[i].a = a;
+        kernel_stat s = {.name = k->name,
+                         .op = k->op,
+                         .count = k->count,
+                         .total_ns = k->total_ns,
+                         .min_ns = k->min_ns,
+                         .max_ns = k->max_ns,
+                         .comm = k->comm};
+        if (kernel_matches(a, &s, q->search))
+            sr[n++] = (kernel_sort_row){.s = s, .a = a, .sort = q->sort};
     }
-    qsort(sr, st->nkernels, sizeof *sr, cmp_kernel_rows);
-    size_t n = limit && limit < st->nkernels ? limit : st->nkernels;
-    kernel_stat *out = malloc(n * sizeof *out);
+    qsort(sr, n, sizeof *sr, cmp_kernel_rows);
+    if (q->limit && q->limit < n)
+        n = q->limit;
+    kernel_stat *out = n ? malloc(n * sizeof *out) : NULL;
     if (out)
         for (size_t i = 0; i < n; i++)
             out[i] = sr[i].s;
     free(sr);
     *rows = out;
     return out ? n : 0;
+}
+
+size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)
+{
+    op_query q = {.sort = OP_SORT_TOTAL, .limit = limit};
+    return analysis_kernels_query(a, &q, rows);
 }
 
 typedef struct scope_sort_row {

@@ -4,7 +4,6 @@
  * operator each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
 #include "tui_internal.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,47 +97,6 @@ static int kernel_sorted_col(int sort)
     return sort == OP_SORT_AVG ? KCOL_AVG : sort == OP_SORT_COUNT ? KCOL_COUNT : KCOL_TOTAL;
 }
 
-/* needle (ASCII, lower or upper case) in the len bytes of s, case-insensitively. */
-static int contains_ci(const char *s, uint32_t len, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (size_t i = 0; n <= len && i <= len - n; i++) {
-        size_t j = 0;
-        while (j < n && tolower((unsigned char)s[i + j]) == tolower((unsigned char)needle[j]))
-            j++;
-        if (j == n)
-            return 1;
-    }
-    return 0;
-}
-
-static int kernel_matches(const analysis *a, const kernel_stat *k, const char *search)
-{
-    uint32_t len = 0;
-    const char *name = analysis_name(a, k->name, &len);
-    if (contains_ci(name, len, search))
-        return 1;
-    name = analysis_name(a, k->op, &len);
-    return contains_ci(name, len, search);
-}
-
-static uint64_t kernel_avg(const kernel_stat *k)
-{
-    return k->count ? k->total_ns / k->count : 0;
-}
-
-static int cmp_kernel_avg(const void *x, const void *y)
-{
-    uint64_t a = kernel_avg(x), b = kernel_avg(y);
-    return a < b ? 1 : a > b ? -1 : 0;
-}
-
-static int cmp_kernel_count(const void *x, const void *y)
-{
-    uint64_t a = ((const kernel_stat *)x)->count, b = ((const kernel_stat *)y)->count;
-    return a < b ? 1 : a > b ? -1 : 0;
-}
-
 static void kernel_cell(const analysis *a, const kernel_stat *k, enum kcol col, char *out,
                         size_t cap)
 {
@@ -192,8 +150,7 @@ static int row_cell(canvas *c, rect body, int y, int x, int width, int role, con
     return x + width + 1;
 }
 
-/* The kernels table: analysis_kernels' rows (by total time), re-sorted by average or count and
- * filtered by the search over kernel and op names. */
+/* The kernels table: the analysis's kernel query, sorted and searched as the operators are. */
 static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 {
     char extra[200];
@@ -204,20 +161,9 @@ static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int ful
     frame_title(c, r, "Operators", extra);
 
     kernel_stat *rows = NULL;
-    size_t n = analysis_kernels(p->a, 0, &rows);
-    if (v->search[0]) {
-        size_t kept = 0;
-        for (size_t i = 0; i < n; i++)
-            if (kernel_matches(p->a, &rows[i], v->search))
-                rows[kept++] = rows[i];
-        n = kept;
-    }
-    if (v->ops_sort == OP_SORT_AVG)
-        qsort(rows, n, sizeof *rows, cmp_kernel_avg);
-    else if (v->ops_sort == OP_SORT_COUNT)
-        qsort(rows, n, sizeof *rows, cmp_kernel_count);
-    if (!full && n > OVERVIEW_LIMIT)
-        n = OVERVIEW_LIMIT;
+    op_query q = {
+        .sort = (enum op_sort)v->ops_sort, .search = v->search, .limit = full ? 0 : OVERVIEW_LIMIT};
+    size_t n = analysis_kernels_query(p->a, &q, &rows);
 
     int show[KCOL__N] = {0};
     int used = 1;

@@ -467,6 +467,25 @@ static void check_kernels(const analysis *a)
     ck_assert(name_is(a, rows[1].name, "volta_sgemm"));
     ck_assert(name_is(a, rows[1].op, "Default/net/MatMul-op4"));
     free(rows);
+
+    /* The query the TUI asks: by count (ties by name), searched over kernel and op names. */
+    op_query q = {.sort = OP_SORT_COUNT};
+    n = analysis_kernels_query(a, &q, &rows);
+    ck_assert_uint_eq(n, NKERNELS);
+    ck_assert(name_is(a, rows[0].name, "memcpy")); /* count 2; "memcpy" < "volta_sgemm" */
+    ck_assert_uint_eq(rows[0].count, 2);
+    ck_assert_uint_eq(rows[NKERNELS - 1].count, 1);
+    free(rows);
+    q = (op_query){.sort = OP_SORT_AVG, .search = "conv2d"};
+    n = analysis_kernels_query(a, &q, &rows);
+    ck_assert_uint_eq(n, 2); /* the two kernels under Default/net/Conv2D-op1, by op name */
+    ck_assert(name_is(a, rows[0].name, "memcpy")); /* average 2.5 us before 1 us */
+    free(rows);
+    q = (op_query){.sort = OP_SORT_TOTAL, .search = "SGEMM", .limit = 1};
+    n = analysis_kernels_query(a, &q, &rows);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(name_is(a, rows[0].op, "Default/net/MatMul-op4"));
+    free(rows);
 }
 
 /* FLOP-carrying ops: Conv2D-op1 5500 (A, J: 30 + 25 us, self 17 + 25), MatMul-op4 12000 (B, H:
