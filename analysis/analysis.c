@@ -166,7 +166,7 @@ const char *analysis_name(const analysis *a, uint32_t id, uint32_t *len)
     return s ? s : "";
 }
 
-uint32_t analysis_local_name(analysis *a, const char *bytes, size_t len)
+uint32_t analysis_local_find(const analysis *a, const char *bytes, size_t len)
 {
     if (len > TS_NAME_MAX)
         len = TS_NAME_MAX;
@@ -174,10 +174,19 @@ uint32_t analysis_local_name(analysis *a, const char *bytes, size_t len)
     for (uint64_t key = hash_bytes(bytes, len);; key = key * 31 + 1) {
         uint32_t i = index_map_find(&a->local_map, key);
         if (i == UINT32_MAX)
-            break;
+            return TS_STR_NONE;
         if (a->local[i].len == len && !memcmp(a->local_bytes + a->local[i].off, bytes, len))
             return i | ANALYSIS_LOCAL_ID;
     }
+}
+
+uint32_t analysis_local_name(analysis *a, const char *bytes, size_t len)
+{
+    if (len > TS_NAME_MAX)
+        len = TS_NAME_MAX;
+    uint32_t known = analysis_local_find(a, bytes, len);
+    if (known != TS_STR_NONE)
+        return known;
     if (a->nlocal == a->local_slots) {
         uint32_t n = a->local_slots ? a->local_slots * 2 : 64;
         local_name *nl = realloc(a->local, n * sizeof *nl);

@@ -193,6 +193,11 @@ typedef struct op_query {
 /* Rows for q into *rows (malloc'd, caller frees). Returns the row count. */
 size_t analysis_ops(const analysis *a, const op_query *q, op_stat **rows);
 
+/* An op's type as the statistics have it: type when the event carries one, else the one derived
+ * from its name ("Default/net/MatMul-op4" -> "MatMul") when the analysis has seen that op, else
+ * the name itself. */
+uint32_t analysis_op_type_of(const analysis *a, uint32_t name, uint32_t type);
+
 /* Type id for a type name (as derived or given), 0 when there is none. */
 uint32_t analysis_op_type(const analysis *a, const char *type);
 

@@ -38,6 +38,8 @@ const analysis_config *analysis_cfg(const analysis *a);
 /* Interns derived bytes as a local id (ANALYSIS_LOCAL_ID set). The same bytes give the same id;
  * stream names are not consulted. */
 uint32_t analysis_local_name(analysis *a, const char *bytes, size_t len);
+/* The id of a name the analysis derived before, TS_STR_NONE when it has none of those bytes. */
+uint32_t analysis_local_find(const analysis *a, const char *bytes, size_t len);
 
 /* The bytes of an id of the stream or a local one; NULL and *len 0 when unknown. */
 const char *analysis_raw_name(const analysis *a, uint32_t id, uint32_t *len);

@@ -171,6 +171,21 @@ uint32_t names_op_type(analysis *a, uint32_t name, uint32_t type)
     return id != TS_STR_NONE ? id : name;
 }
 
+uint32_t analysis_op_type_of(const analysis *a, uint32_t name, uint32_t type)
+{
+    if (type != TS_STR_NONE)
+        return type;
+    uint32_t len;
+    const char *s = analysis_raw_name(a, name, &len);
+    if (!s)
+        return name;
+    uint32_t off, n = derive_type(s, key_length(s, len), &off);
+    if (off == 0 && n == len)
+        return name;
+    uint32_t id = analysis_local_find(a, s + off, n);
+    return id != TS_STR_NONE ? id : name;
+}
+
 void names_scopes(analysis *a, uint32_t name, void (*fn)(void *ctx, uint32_t scope, uint32_t level),
                   void *ctx)
 {

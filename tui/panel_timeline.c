@@ -111,11 +111,12 @@ static void lane_label(const panel_ctx *p, const tl_lane *l, char *out, size_t c
         snprintf(out, cap, "tid %u", l->tid);
 }
 
-static int block_role(const ts_event *e)
+/* A block's colour: device work in one, ops by their type as the statistics have it. */
+static int block_role(const analysis *a, const ts_event *e)
 {
     if (e->kind == TS_KIND_KERNEL || e->kind == TS_KIND_MEMCPY || e->kind == TS_KIND_MEMSET)
         return ROLE_DEVICE;
-    uint32_t key = e->type ? e->type : e->name;
+    uint32_t key = analysis_op_type_of(a, e->name, e->type);
     return ROLE_BLOCK0 + (int)((key * 2654435761u) >> 30);
 }
 
@@ -179,7 +180,8 @@ static void draw_details(const panel_ctx *p, canvas *c, rect r, int y, const ts_
     x += 2;
     uint32_t len = 0, tlen = 0;
     const char *name = analysis_name(p->a, e->name, &len);
-    const char *type = e->type ? analysis_name(p->a, e->type, &tlen) : "";
+    uint32_t type_id = analysis_op_type_of(p->a, e->name, e->type);
+    const char *type = type_id != e->name ? analysis_name(p->a, type_id, &tlen) : "";
     format_duration((double)(e->end_ns - e->begin_ns), dur, sizeof dur);
     format_duration(latest > e->begin_ns ? (double)(latest - e->begin_ns) : 0, at, sizeof at);
     lane_label(p, l, lane, sizeof lane);
@@ -309,7 +311,7 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
             while (x + run < w && row[x + run].ev == row[x].ev)
                 run++;
             const ts_event *e = ring_at(ring, (size_t)row[x].ev);
-            int role = row[x].ev == cur ? ROLE_CURSOR : block_role(e);
+            int role = row[x].ev == cur ? ROLE_CURSOR : block_role(p->a, e);
             for (int k = 0; k < run; k++) {
                 const tl_cell *cl = &row[x + k];
                 /* Several ops share the column and none fills half of it: which one "won" says

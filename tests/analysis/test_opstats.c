@@ -397,6 +397,13 @@ static void check_search_filter_limit(const analysis *a, golden *g)
     free(rows);
     ck_assert_uint_eq(analysis_op_type(a, "Nope"), 0);
     ck_assert_uint_eq(analysis_op_type(a, "cast"), 0); /* exact text, unlike search */
+    /* An event's type as the statistics have it (what the live timeline shows): derived from a
+     * name without one, the event's own when given, the name when nothing was derived. */
+    uint32_t mm = golden_name(g, "Default/net/MatMul-op4");
+    ck_assert_uint_eq(analysis_op_type_of(a, mm, 0), analysis_op_type(a, "MatMul"));
+    ck_assert_uint_eq(analysis_op_type_of(a, mm, cast_type), cast_type);
+    uint32_t fwd = golden_name(g, "fwd");
+    ck_assert_uint_eq(analysis_op_type_of(a, fwd, 0), fwd);
     /* A type id no op has: no rows, not all rows. */
     n = query(a, 0, OP_SORT_TOTAL, NULL, golden_name(g, "fwd"), 0, &rows);
     ck_assert_uint_eq(n, 0);
