@@ -10,24 +10,23 @@
  *   appears; a device's tids are its streams. process_name and thread_name metadata come before
  *   a track's first event in each file, and again when a thread names itself later.
  * - Complete events ("X") on one track nest or are disjoint, never partially overlap. A checker
- *   per track keeps the top-level spans (the recorder writes a range when it ends, so children
- *   come before their parents); an event that would cross one, or that it cannot verify, goes
- *   to an overlap track of the same thread ("... (overlapping 1)", checked the same way), and
- *   past the last of those it is dropped. Both are counted.
+ *   per track (timeline_nest.c) keeps the top-level spans (the recorder writes a range when it
+ *   ends, so children come before their parents); an event that would cross one, or that it
+ *   cannot verify, goes to an overlap track of the same thread ("... (overlapping 1)", checked
+ *   the same way), and past the last of those it is dropped. Both are counted.
  * - Ranges that ended on another thread (TS_EF_CROSS_THREAD) are async "b"/"e" pairs.
  * - A CUDA API call and the kernel with its correlation id are joined by a flow ("s", "f" with
  *   "bp":"e"), through a direct-mapped table of recent correlations (bounded).
  * - Counters ("C"): host and device memory, each queue's size, CPU, user counters.
- * - Every value goes through cJSON: one template object per event shape, whose values are raw
- *   items pointing at text cJSON escaped once per distinct name, and at numbers formatted here
- *   exactly from integer nanoseconds; cJSON_PrintPreallocated prints the object into a large
- *   buffer. Names are first made valid UTF-8 without controls (text_clean).
+ * - Every value goes through cJSON: one object per event shape, whose values are raw items
+ *   pointing at text cJSON escaped once per distinct name, and at numbers formatted here exactly
+ *   from integer nanoseconds, printed through templates (timeline_tmpl.c) into a large buffer.
+ *   Names are first made valid UTF-8 without controls (text_clean).
  * - The size limit counts every byte of every file; the first event that does not fit ends the
  *   timeline (the rest is counted as left out), so it covers a prefix of the run. A file that
  *   would pass split_bytes is closed and the next one opened with its own metadata. Each file is
  *   written as .NAME.tmp and renamed once complete. */
-#include "analysis_internal.h"
-#include "timeline.h"
+#include "timeline_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -37,154 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define BUF_SIZE       (4u << 20)
-#define BUF_MARGIN     (1u << 20) /* free space kept for one emission (names are <= 8 KiB) */
-#define FILE_HEAD      "{\"traceEvents\":["
-#define FILE_TAIL      "\n]}\n"
-#define MAX_ROOTS      512 /* top-level spans kept per track before the oldest half is forgotten */
-#define OVERLAP_LEVELS 3   /* overlap tracks per track */
-#define FLOW_SLOTS     (1u << 16)
-#define NO_TRACK       UINT32_MAX
-
-enum proc_kind { PROC_HOST, PROC_DEVICE, PROC_STEPS, PROC_OVERLAP };
-
-typedef struct proc {
-    uint32_t pid;
-    uint32_t kind;   /* enum proc_kind */
-    uint32_t device; /* PROC_DEVICE */
-    uint32_t next_tid;
-    uint32_t meta_file; /* file number + 1 whose metadata names it; 0: none yet */
-} proc;
-
-typedef struct span {
-    uint64_t b, e;
-    uint32_t kids; /* it has nested spans we no longer know */
-} span;
-
-typedef struct track {
-    uint32_t proc; /* index in procs */
-    uint32_t tid;
-    uint32_t os_tid;   /* thread id or stream (PROC_HOST, PROC_DEVICE) */
-    const char *label; /* fixed name (steps, overlap rows), else NULL */
-    uint32_t level;    /* 0, or which overlap track */
-    uint32_t base;     /* the level-0 track */
-    uint32_t overflow; /* next overlap track, NO_TRACK until needed */
-    uint32_t meta_file;
-    uint32_t meta_name;  /* thread name id its metadata carried */
-    uint64_t names_seen; /* timeline.names_gen when its name was last checked */
-    int counters;        /* holds counters only: no thread of its own */
-    span *roots;         /* disjoint, by begin */
-    uint32_t nroots, cap;
-    int forgot; /* spans were forgotten: they lie within [fb, fe] */
-    uint64_t fb, fe;
-} track;
-
-typedef struct flow_slot {
-    uint64_t corr;
-    uint64_t ts;
-    uint32_t track;
-    uint32_t side; /* 0 empty, 1 launch (API), 2 kernel */
-} flow_slot;
-
-/* One event shape: a cJSON object whose values are raw items we point at our text. */
-enum { S_NAME, S_CAT, S_TS, S_DUR, S_PID, S_TID, S_ID, S_A0, S_A1, S_A2, S_A3, S_A4, S_COUNT };
-
-typedef struct shape {
-    cJSON *root;
-    cJSON *slot[S_COUNT];
-} shape;
-
-enum {
-    SH_X0,       /* X, no args */
-    SH_X_OP,     /* X, args type */
-    SH_X_OPF,    /* X, args type, flops */
-    SH_X_KERNEL, /* X, args op, correlation */
-    SH_X_COPY,   /* X, args op, bytes, direction */
-    SH_X_API,    /* X, args correlation */
-    SH_X_COMM,   /* X, args bytes */
-    SH_X_STEP,   /* X, args step, interval_us, fpbp_us, tail_us, source */
-    SH_X_SHARE,  /* X, args step, share_pct */
-    SH_I,        /* instant on a thread */
-    SH_IG,       /* global instant */
-    SH_B,        /* async begin, args type */
-    SH_E,        /* async end */
-    SH_FS,       /* flow start */
-    SH_FF,       /* flow end */
-    SH_C1,       /* counter: args {A0 key} */
-    SH_C_BYTES,
-    SH_C_SIZE,
-    SH_C_CPU,  /* user, system, iowait */
-    SH_C_PROC, /* user, system */
-    SH_M,      /* metadata: name, pid, tid, args name */
-    SH_MP,     /* metadata without tid */
-    SH_COUNT
-};
-
-/* A shape printed once by cJSON for one combination of fixed values (name, category, args
- * strings, pid, tid), with a marker byte where each varying value goes: the event is then this
- * text with the numbers spliced in. */
-#define TMPL_SLOTS (1u << 14)
-#define TMPL_MAX   4096         /* longest template kept; longer events are printed directly */
-#define MARK(s)    (0x10 + (s)) /* 0x10..0x1b: raw bytes cJSON never writes (it escapes them) */
-
-typedef struct tmpl_seg {
-    uint32_t lit; /* literal bytes before the value */
-    int slot;     /* -1: the end */
-} tmpl_seg;
-
-typedef struct tmpl_entry {
-    uint64_t hash; /* 0: empty */
-    uint32_t shape;
-    uint64_t key[S_COUNT];
-    char *text;
-    tmpl_seg seg[S_COUNT + 1];
-} tmpl_entry;
-
-struct timeline {
-    timeline_config cfg;
-    analysis *a;
-    char *procname;
-
-    /* Output. */
-    char *buf;
-    size_t len;
-    int fd;
-    uint32_t file;        /* current file number */
-    int open;             /* a file is open */
-    uint64_t file_bytes;  /* bytes of the current file, buffered or written */
-    uint64_t file_events; /* events in the current file */
-    uint64_t total;       /* bytes of all files */
-    int stopped;          /* the size limit was reached */
-    int error;            /* errno of the first write error */
-
-    timeline_stats st;
-
-    /* Escaped JSON strings, by (class, id). */
-    index_map strings;
-    char *arena;
-    size_t arena_len, arena_cap;
-    index_map optype; /* op name id -> its type id, derived once */
-
-    proc *procs;
-    uint32_t nprocs;
-    index_map proc_of; /* kind << 32 | device -> proc */
-    track *tracks;
-    uint32_t ntracks, cap_tracks;
-    index_map track_of; /* proc << 32 | os tid -> track */
-    uint32_t steps_track, overlap_track[4];
-    uint64_t names_gen; /* THREAD_NAME events seen */
-
-    flow_slot *flows;
-    uint64_t async_ids;
-
-    shape shapes[SH_COUNT];
-    char num[S_COUNT][64];  /* varying value text per slot */
-    char knum[S_COUNT][16]; /* pid, tid text */
-    uint64_t key[S_COUNT];  /* per slot: arena offset, pid/tid, or VARY */
-    tmpl_entry *tmpl;       /* printed templates, direct-mapped by key hash */
-    char *scratch;          /* where templates are printed */
-};
 
 /* ---- Small text helpers -------------------------------------------------------------------- */
 
@@ -223,7 +74,6 @@ static char *fmt_fixed(char *p, int64_t v, int decimals)
 /* Slot values. A value that changes from event to event ("varying": times, ids, sizes) is text
  * in t->num; one that a track and a name fix (strings in the arena, pid, tid) is part of the
  * key of the printed template (see print_event). */
-#define VARY UINT64_MAX
 
 static void set_us(timeline *t, shape *sh, int s, int64_t ns)
 {
@@ -640,98 +490,6 @@ static uint32_t track_get(timeline *t, uint32_t p, uint32_t os_tid)
     return i;
 }
 
-static void roots_forget(track *tr)
-{
-    uint32_t half = tr->nroots / 2;
-    for (uint32_t k = 0; k < half; k++) {
-        if (!tr->forgot || tr->roots[k].b < tr->fb)
-            tr->fb = tr->roots[k].b;
-        if (!tr->forgot || tr->roots[k].e > tr->fe)
-            tr->fe = tr->roots[k].e;
-        tr->forgot = 1;
-    }
-    memmove(tr->roots, tr->roots + half, (tr->nroots - half) * sizeof *tr->roots);
-    tr->nroots -= half;
-}
-
-/* Checks that [b, e] nests with or is disjoint from every span on tr and records it. Returns 1
- * when it fits, 0 when it would partially overlap one (or cannot be verified), -1 out of
- * memory. */
-static int track_fit(track *tr, uint64_t b, uint64_t e)
-{
-    int cover_forgotten = 0;
-    if (tr->forgot && b < tr->fe) {
-        if (!(b <= tr->fb && e >= tr->fe))
-            return 0; /* reaches into spans we forgot */
-        cover_forgotten = 1;
-    }
-    /* i: first root ending after b (ends ascend, as roots are disjoint). */
-    uint32_t lo = 0, hi = tr->nroots;
-    if (hi && tr->roots[hi - 1].e <= b) {
-        lo = hi; /* the common case: after every root */
-    } else {
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (tr->roots[mid].e > b)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-    }
-    uint32_t i = lo, j = i;
-    if (i < tr->nroots && tr->roots[i].b < b) {
-        /* Starts inside root i: must end inside it, and it must have no children we could
-         * cross (we no longer know them). */
-        span *r = &tr->roots[i];
-        if (e > r->e || r->kids || cover_forgotten)
-            return 0;
-        r->kids = 1;
-        return 1;
-    }
-    if (i < tr->nroots && tr->roots[i].b == b && e <= tr->roots[i].e) {
-        span *r = &tr->roots[i];
-        if (r->kids && !(e == r->e))
-            return 0;
-        if (e == r->e && r->kids) {
-            /* The same span again: it holds what root i holds. */
-            return 1;
-        }
-        r->kids = 1;
-        return 1;
-    }
-    /* Starts before roots i..: covers those that start before e, all of which must end by e. */
-    while (j < tr->nroots && tr->roots[j].b < e)
-        j++;
-    if (j > i && tr->roots[j - 1].e > e)
-        return 0;
-    span s = {b, e, j > i || cover_forgotten};
-    if (cover_forgotten)
-        tr->forgot = 0;
-    if (j == i) {
-        if (tr->nroots == tr->cap) {
-            if (tr->cap < MAX_ROOTS) {
-                uint32_t n = tr->cap ? tr->cap * 2 : 16;
-                span *nr = realloc(tr->roots, n * sizeof *nr);
-                if (!nr)
-                    return -1;
-                tr->roots = nr;
-                tr->cap = n;
-            } else {
-                roots_forget(tr);
-                return track_fit(tr, b, e);
-            }
-        }
-        memmove(tr->roots + i + 1, tr->roots + i, (tr->nroots - i) * sizeof *tr->roots);
-        tr->roots[i] = s;
-        tr->nroots++;
-    } else {
-        tr->roots[i] = s;
-        memmove(tr->roots + i + 1, tr->roots + j, (tr->nroots - j) * sizeof *tr->roots);
-        tr->nroots -= j - i - 1;
-    }
-    return 1;
-}
-
 /* The track a complete event [b, e] goes to: tr itself or one of its overlap tracks; NO_TRACK
  * when it overlaps on all of them (counted as dropped). */
 static uint32_t place(timeline *t, uint32_t ti, uint64_t b, uint64_t e)
@@ -739,7 +497,7 @@ static uint32_t place(timeline *t, uint32_t ti, uint64_t b, uint64_t e)
     if (e < b)
         e = b;
     for (uint32_t level = 0; ti != NO_TRACK; level++) {
-        int fit = track_fit(&t->tracks[ti], b, e);
+        int fit = timeline_nest_fit(&t->tracks[ti], b, e);
         if (fit > 0) {
             if (level)
                 t->st.moved++;
@@ -761,113 +519,6 @@ static uint32_t place(timeline *t, uint32_t ti, uint64_t b, uint64_t e)
 }
 
 /* ---- Emission ------------------------------------------------------------------------------ */
-
-/* Prints sh into the buffer after a separator. Returns 0, or -1 when it did not fit. */
-static int print_shape(timeline *t, shape *sh)
-{
-    if (t->file_events)
-        t->buf[t->len++] = ',';
-    t->buf[t->len++] = '\n';
-    size_t room = BUF_SIZE - t->len;
-    if (!cJSON_PrintPreallocated(sh->root, t->buf + t->len, (int)room, t->cfg.pretty))
-        return -1;
-    t->len += strlen(t->buf + t->len);
-    t->file_events++;
-    return 0;
-}
-
-static uint64_t key_hash(const timeline *t, int shi, const shape *sh)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(shi + 1);
-    for (int s = 0; s < S_COUNT; s++) {
-        if (!sh->slot[s])
-            continue;
-        h ^= t->key[s] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    }
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h ? h : 1;
-}
-
-/* Prints the shape once with markers for its varying values; fills e. Returns -1 when it does
- * not fit a template. */
-static int tmpl_make(timeline *t, int shi, shape *sh, uint64_t hash, tmpl_entry *e)
-{
-    static const char marks[S_COUNT][2] = {{MARK(0)}, {MARK(1)}, {MARK(2)},  {MARK(3)},
-                                           {MARK(4)}, {MARK(5)}, {MARK(6)},  {MARK(7)},
-                                           {MARK(8)}, {MARK(9)}, {MARK(10)}, {MARK(11)}};
-    char *saved[S_COUNT];
-    for (int s = 0; s < S_COUNT; s++) {
-        saved[s] = sh->slot[s] ? sh->slot[s]->valuestring : NULL;
-        if (sh->slot[s] && t->key[s] == VARY)
-            sh->slot[s]->valuestring = (char *)marks[s];
-    }
-    int ok = cJSON_PrintPreallocated(sh->root, t->scratch, TMPL_MAX, t->cfg.pretty);
-    for (int s = 0; s < S_COUNT; s++)
-        if (sh->slot[s])
-            sh->slot[s]->valuestring = saved[s];
-    if (!ok)
-        return -1;
-    size_t len = strlen(t->scratch);
-    char *text = malloc(len + 1);
-    if (!text)
-        return -1;
-    memcpy(text, t->scratch, len + 1);
-    free(e->text);
-    e->text = text;
-    e->hash = hash;
-    e->shape = (uint32_t)shi;
-    memcpy(e->key, t->key, sizeof e->key);
-    int n = 0;
-    uint32_t lit = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c >= MARK(0) && c < MARK(S_COUNT) && n < S_COUNT) {
-            e->seg[n++] = (tmpl_seg){lit, c - MARK(0)};
-            lit = 0;
-        } else {
-            lit++;
-        }
-    }
-    e->seg[n] = (tmpl_seg){lit, -1};
-    return 0;
-}
-
-/* Prints the event: its template (made on first use) with the varying values spliced in, or
- * directly when it has none. Returns 0, or -1 when it did not fit the buffer. */
-static int print_event(timeline *t, int shi, shape *sh)
-{
-    uint64_t h = key_hash(t, shi, sh);
-    tmpl_entry *e = &t->tmpl[h & (TMPL_SLOTS - 1)];
-    int hit = e->hash == h && e->shape == (uint32_t)shi;
-    for (int s = 0; hit && s < S_COUNT; s++)
-        hit = !sh->slot[s] || e->key[s] == t->key[s];
-    if (!hit && tmpl_make(t, shi, sh, h, e) < 0) {
-        e->hash = 0;
-        return print_shape(t, sh);
-    }
-    char *o = t->buf + t->len;
-    if (t->file_events)
-        *o++ = ',';
-    *o++ = '\n';
-    const char *src = e->text;
-    for (const tmpl_seg *g = e->seg;; g++) {
-        memcpy(o, src, g->lit);
-        o += g->lit;
-        src += g->lit;
-        if (g->slot < 0)
-            break;
-        const char *v = t->num[g->slot];
-        size_t vl = strlen(v);
-        memcpy(o, v, vl);
-        o += vl;
-        src++; /* the marker */
-    }
-    t->len = (size_t)(o - t->buf);
-    t->file_events++;
-    return 0;
-}
 
 static void set_pid_tid(timeline *t, shape *sh, const track *tr)
 {
@@ -947,7 +598,7 @@ static int print_meta(timeline *t, track *tr)
         set_str(t, sh, S_NAME, key);
         set_str(t, sh, S_A0, off == UINT32_MAX ? 0 : off);
         set_const(t, sh, S_PID, p->pid);
-        if (print_shape(t, sh) < 0)
+        if (timeline_print_shape(t, sh) < 0)
             return -1;
         p->meta_file = t->file + 1;
         t->st.events++;
@@ -966,7 +617,7 @@ static int print_meta(timeline *t, track *tr)
     set_str(t, sh, S_NAME, key);
     set_str(t, sh, S_A0, off);
     set_pid_tid(t, sh, tr);
-    if (print_shape(t, sh) < 0)
+    if (timeline_print_shape(t, sh) < 0)
         return -1;
     tr->meta_file = t->file + 1;
     tr->meta_name = nid;
@@ -1004,7 +655,7 @@ static void emit(timeline *t, int shi, uint32_t ti, fill_fn fill, const void *ar
         if (rc == 0) {
             fill(t, sh, arg);
             set_pid_tid(t, sh, tr);
-            rc = print_event(t, shi, sh);
+            rc = timeline_print_event(t, shi, sh);
         }
         uint64_t add = t->len - mark;
         int fits_limit = t->total + add + (sizeof FILE_TAIL - 1) <= t->cfg.limit_bytes;

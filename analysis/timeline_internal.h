@@ -1,0 +1,174 @@
+/* timeline_internal: what timeline.c (the writer), timeline_nest.c (the nesting check) and
+ * timeline_tmpl.c (the template printer) share. Only analysis/ includes it. */
+#ifndef TERMSIGHT_TIMELINE_INTERNAL_H
+#define TERMSIGHT_TIMELINE_INTERNAL_H
+
+#include "analysis_internal.h"
+#include "timeline.h"
+
+#include <cJSON.h>
+#include <stdint.h>
+
+#define BUF_SIZE       (4u << 20)
+#define BUF_MARGIN     (1u << 20) /* free space kept for one emission (names are <= 8 KiB) */
+#define FILE_HEAD      "{\"traceEvents\":["
+#define FILE_TAIL      "\n]}\n"
+#define MAX_ROOTS      512 /* top-level spans kept per track before the oldest half is forgotten */
+#define OVERLAP_LEVELS 3   /* overlap tracks per track */
+#define FLOW_SLOTS     (1u << 16)
+#define NO_TRACK       UINT32_MAX
+
+enum proc_kind { PROC_HOST, PROC_DEVICE, PROC_STEPS, PROC_OVERLAP };
+
+typedef struct proc {
+    uint32_t pid;
+    uint32_t kind;   /* enum proc_kind */
+    uint32_t device; /* PROC_DEVICE */
+    uint32_t next_tid;
+    uint32_t meta_file; /* file number + 1 whose metadata names it; 0: none yet */
+} proc;
+
+typedef struct span {
+    uint64_t b, e;
+    uint32_t kids; /* it has nested spans we no longer know */
+} span;
+
+typedef struct track {
+    uint32_t proc; /* index in procs */
+    uint32_t tid;
+    uint32_t os_tid;   /* thread id or stream (PROC_HOST, PROC_DEVICE) */
+    const char *label; /* fixed name (steps, overlap rows), else NULL */
+    uint32_t level;    /* 0, or which overlap track */
+    uint32_t base;     /* the level-0 track */
+    uint32_t overflow; /* next overlap track, NO_TRACK until needed */
+    uint32_t meta_file;
+    uint32_t meta_name;  /* thread name id its metadata carried */
+    uint64_t names_seen; /* timeline.names_gen when its name was last checked */
+    int counters;        /* holds counters only: no thread of its own */
+    span *roots;         /* disjoint, by begin */
+    uint32_t nroots, cap;
+    int forgot; /* spans were forgotten: they lie within [fb, fe] */
+    uint64_t fb, fe;
+} track;
+
+typedef struct flow_slot {
+    uint64_t corr;
+    uint64_t ts;
+    uint32_t track;
+    uint32_t side; /* 0 empty, 1 launch (API), 2 kernel */
+} flow_slot;
+
+/* One event shape: a cJSON object whose values are raw items we point at our text. */
+enum { S_NAME, S_CAT, S_TS, S_DUR, S_PID, S_TID, S_ID, S_A0, S_A1, S_A2, S_A3, S_A4, S_COUNT };
+
+typedef struct shape {
+    cJSON *root;
+    cJSON *slot[S_COUNT];
+} shape;
+
+enum {
+    SH_X0,       /* X, no args */
+    SH_X_OP,     /* X, args type */
+    SH_X_OPF,    /* X, args type, flops */
+    SH_X_KERNEL, /* X, args op, correlation */
+    SH_X_COPY,   /* X, args op, bytes, direction */
+    SH_X_API,    /* X, args correlation */
+    SH_X_COMM,   /* X, args bytes */
+    SH_X_STEP,   /* X, args step, interval_us, fpbp_us, tail_us, source */
+    SH_X_SHARE,  /* X, args step, share_pct */
+    SH_I,        /* instant on a thread */
+    SH_IG,       /* global instant */
+    SH_B,        /* async begin, args type */
+    SH_E,        /* async end */
+    SH_FS,       /* flow start */
+    SH_FF,       /* flow end */
+    SH_C1,       /* counter: args {A0 key} */
+    SH_C_BYTES,
+    SH_C_SIZE,
+    SH_C_CPU,  /* user, system, iowait */
+    SH_C_PROC, /* user, system */
+    SH_M,      /* metadata: name, pid, tid, args name */
+    SH_MP,     /* metadata without tid */
+    SH_COUNT
+};
+
+/* A shape printed once by cJSON for one combination of fixed values (name, category, args
+ * strings, pid, tid), with a marker byte where each varying value goes: the event is then this
+ * text with the numbers spliced in. */
+#define TMPL_SLOTS (1u << 14)
+#define TMPL_MAX   4096         /* longest template kept; longer events are printed directly */
+#define MARK(s)    (0x10 + (s)) /* 0x10..0x1b: raw bytes cJSON never writes (it escapes them) */
+
+typedef struct tmpl_seg {
+    uint32_t lit; /* literal bytes before the value */
+    int slot;     /* -1: the end */
+} tmpl_seg;
+
+typedef struct tmpl_entry {
+    uint64_t hash; /* 0: empty */
+    uint32_t shape;
+    uint64_t key[S_COUNT];
+    char *text;
+    tmpl_seg seg[S_COUNT + 1];
+} tmpl_entry;
+
+struct timeline {
+    timeline_config cfg;
+    analysis *a;
+    char *procname;
+
+    /* Output. */
+    char *buf;
+    size_t len;
+    int fd;
+    uint32_t file;        /* current file number */
+    int open;             /* a file is open */
+    uint64_t file_bytes;  /* bytes of the current file, buffered or written */
+    uint64_t file_events; /* events in the current file */
+    uint64_t total;       /* bytes of all files */
+    int stopped;          /* the size limit was reached */
+    int error;            /* errno of the first write error */
+
+    timeline_stats st;
+
+    /* Escaped JSON strings, by (class, id). */
+    index_map strings;
+    char *arena;
+    size_t arena_len, arena_cap;
+    index_map optype; /* op name id -> its type id, derived once */
+
+    proc *procs;
+    uint32_t nprocs;
+    index_map proc_of; /* kind << 32 | device -> proc */
+    track *tracks;
+    uint32_t ntracks, cap_tracks;
+    index_map track_of; /* proc << 32 | os tid -> track */
+    uint32_t steps_track, overlap_track[4];
+    uint64_t names_gen; /* THREAD_NAME events seen */
+
+    flow_slot *flows;
+    uint64_t async_ids;
+
+    shape shapes[SH_COUNT];
+    char num[S_COUNT][64];  /* varying value text per slot */
+    char knum[S_COUNT][16]; /* pid, tid text */
+    uint64_t key[S_COUNT];  /* per slot: arena offset, pid/tid, or VARY */
+    tmpl_entry *tmpl;       /* printed templates, direct-mapped by key hash */
+    char *scratch;          /* where templates are printed */
+};
+
+#define VARY UINT64_MAX /* a slot's key when its value varies from event to event */
+
+/* Checks that [b, e] nests with or is disjoint from every span on tr and records it. Returns 1
+ * when it fits, 0 when it would partially overlap one (or cannot be verified), -1 out of
+ * memory. */
+int timeline_nest_fit(track *tr, uint64_t b, uint64_t e);
+
+/* Prints sh into the buffer after a separator. Returns 0, or -1 when it did not fit. */
+int timeline_print_shape(timeline *t, shape *sh);
+
+/* Prints the event: its template (made on first use) with the varying values (t->num) spliced
+ * in, or directly when it has none. Returns 0, or -1 when it did not fit the buffer. */
+int timeline_print_event(timeline *t, int shi, shape *sh);
+
+#endif
