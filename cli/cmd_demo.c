@@ -297,8 +297,10 @@ static int demo_run(int argc, char **argv, int check)
     char trainer[PATH_MAX];
     if (find_trainer(trainer) != 0)
         return 1;
-    if (mkdir(output, 0755) != 0 && errno != EEXIST) {
-        cli_error("demo: cannot create %s: %s", output, strerror(errno));
+    char *mk_cause = NULL;
+    if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
+        cli_error("demo: %s", mk_cause ? mk_cause : output);
+        free(mk_cause);
         return 1;
     }
     char out_abs[PATH_MAX];

@@ -292,8 +292,10 @@ static int run_run(int argc, char **argv, int check)
     if (find_library(lib) != 0)
         return 1;
     int have_boot = !no_python && find_python_boot(boot) == 0;
-    if (mkdir(output, 0755) != 0 && errno != EEXIST) {
-        cli_error("run: cannot create %s: %s", output, strerror(errno));
+    char *mk_cause = NULL;
+    if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
+        cli_error("run: %s", mk_cause ? mk_cause : output);
+        free(mk_cause);
         return 1;
     }
     /* The collector's rule for its output folder (collectors/util.c): a link there is followed
