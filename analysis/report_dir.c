@@ -130,7 +130,36 @@ static int report_file_name(const char *n)
     return n[0] == '.' && !strncmp(n, ".timeline", 9) && strstr(n, ".tmp");
 }
 
-/* Removes a folder we wrote (regular files, no subfolders), never following links. */
+/* Removes what the folder open as fd holds, never following a link (a link is removed, not its
+ * target), down to MAX_STALE_DEPTH levels. Returns 0 when the folder is empty after. */
+#define MAX_STALE_DEPTH 4
+static int empty_folder(int fd, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            continue;
+        int sub = depth < MAX_STALE_DEPTH
+                      ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+        if (sub < 0 || empty_folder(sub, depth + 1) != 0 ||
+            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Removes a folder the writer made, never following a link (a link there is removed itself),
+ * through empty_folder: the one tree removal here. */
 void report_remove_tree(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -138,20 +167,8 @@ void report_remove_tree(const char *dir)
         unlink(dir); /* a link swapped in: remove the link itself */
         return;
     }
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (unlinkat(fd, de->d_name, 0) < 0 && errno == EISDIR)
-            unlinkat(fd, de->d_name, AT_REMOVEDIR);
-    }
-    closedir(d);
-    rmdir(dir);
+    if (empty_folder(fd, 1) == 0)
+        rmdir(dir);
 }
 
 /* Whether an existing target may be replaced: 1 absent, 2 a report folder (or empty), else -1
@@ -213,34 +230,6 @@ static void sync_dir_files(int dirfd)
 }
 
 static atomic_uint tmp_seq;
-
-/* Removes what the folder open as fd holds, never following a link (a link is removed, not its
- * target), down to MAX_STALE_DEPTH levels. Returns 0 when the folder is empty after. */
-#define MAX_STALE_DEPTH 4
-static int empty_folder(int fd, int depth)
-{
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-            continue;
-        int sub = depth < MAX_STALE_DEPTH
-                      ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : -1;
-        if (sub < 0 || empty_folder(sub, depth + 1) != 0 ||
-            unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0)
-            rc = -1;
-    }
-    closedir(d);
-    return rc;
-}
 
 /* Temporary folders beside the target that an analyse killed mid-write left behind:
  * "<target name>.tmp-<pid>-<n>" folders of this user whose process is gone are removed (a live
