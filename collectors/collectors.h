@@ -257,11 +257,19 @@ int nvtx_step_pattern_init(const char **why);
  * Returns 0, or -1 with a message naming TERMSIGHT_STEP_PATTERN in why (cap bytes). */
 int nvtx_step_pattern_compile(const char *pattern, regex_t *re, char *why, size_t cap);
 
+/* ---- The session's background thread (loop.c) ----------------------------------------- */
+
+/* Starts the thread "termsight-rec" (the recorder's state first). Returns 0 or -1. */
+int loop_start(termsight_session *s);
+/* Asks the thread to end and joins it (after a last drain). */
+void loop_stop(termsight_session *s);
+/* Wakes the thread from its sleep (a request is waiting, or it must quit). */
+void loop_wake(termsight_session *s);
+
 /* ---- The recorder (recorder.c) --------------------------------------------------------- */
 
-int recorder_start(termsight_session *s);
-/* Asks the recorder thread to end and joins it (after a last drain). */
-void recorder_stop(termsight_session *s);
+/* The recorder's state for s (per-lane counts, the collector's own lane). Returns 0 or -1. */
+int recorder_init(termsight_session *s);
 
 /* On the recorder thread: drains every lane into the recording (or discards, when recording
  * failed). Takes the drain lock. Returns the number of events taken plus the loss notices it
@@ -276,9 +284,6 @@ void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
 /* Under the drain lock, on the recorder thread: drains every lane now, so what was appended is
  * written. */
 void recorder_commit_locked(termsight_session *s);
-
-/* Wakes the recorder thread from its sleep (a request is waiting, or it must quit). */
-void recorder_wake(termsight_session *s);
 
 /* ---- The /proc sampler (sampler.c, procfs.c) ------------------------------------------ */
 

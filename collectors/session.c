@@ -457,14 +457,14 @@ static int session_create(const termsight_options *opts, const termsight_session
     s->start_ns = segment_header(s->seg)->start_ns;
     s->start_realtime_ns = segment_header(s->seg)->start_realtime_ns;
     set_state(s, TS_STATE_IDLE);
-    if (recorder_start(s) != 0) {
+    if (loop_start(s) != 0) {
         segment_close(s->seg, 1);
         session_free(s);
         pthread_mutex_unlock(&create_lock);
         return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the recorder thread");
     }
     if (sampler_start(s) != 0) {
-        recorder_stop(s);
+        loop_stop(s);
         segment_close(s->seg, 1);
         session_free(s);
         pthread_mutex_unlock(&create_lock);
@@ -516,7 +516,7 @@ int termsight_session_destroy(termsight_session *s)
      * and ends. */
     sampler_stop(s);
     int rc = session_request(s, SESSION_CMD_END, NULL);
-    recorder_stop(s);
+    loop_stop(s);
     /* Unlink the name but keep the mapping: a thread that passed the collecting check just
      * before the stop may still be writing into its lane, and must not touch unmapped memory.
      * The pages go when the process ends. */
