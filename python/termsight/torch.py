@@ -19,10 +19,13 @@ steps() wraps any iterable of batches (a torch.utils.data.DataLoader above all) 
   its own while the loop runs. Samples in time, not per batch: workers that finish together
   fill the queue in bursts, so sampling only when the loop asks would miss most of the time it
   spends empty. The queue report then says whether the input pipeline kept up;
-- with ops=True (the default), while collecting, an operator range for every aten operator the
-  step runs (a step that begins while not collecting runs without the dispatch mode), named
-  by the module it runs in ("features.0/aten::convolution") and typed by the operator
-  ("aten::convolution"): on CPU through a TorchDispatchMode; where CUDA is available through
+- with ops=True (the default), while collecting, an operator range for every operator the step
+  runs, named by the module it runs in ("features.0/aten::convolution") and typed by the
+  operator ("aten::convolution"). Through libtermsight-torch.so where it was built (PyTorch's
+  RecordFunction callbacks: every operator nested as PyTorch runs it, on every thread, backward
+  nodes named by their forward's module, record_function blocks as ranges; see
+  _lib.load_torch_hook); else through a TorchDispatchMode (the outermost operators of the
+  calling thread), or, where CUDA is available and asked for (cuda=True), through
   torch.autograd.profiler.emit_nvtx, whose NVTX ranges reach termsight through its NVTX
   injection (NVTX_INJECTION64_PATH, set here if the program has not set it).
 
@@ -38,7 +41,8 @@ operators the dispatch mode sees ("c10d::allreduce_", "c10d::broadcast_", ...: o
 the collective, its wait comes later) are recorded as communication too, never as computation.
 
 Without a Profiler (no session), steps() just yields the batches. ops() alone is a context
-manager for code outside steps() (an evaluation loop, say).
+manager for code outside steps() (an evaluation loop, say). auto() does all of it for a script
+that calls none of this (termsight run calls it when the script imports torch).
 """
 
 import os
