@@ -52,7 +52,7 @@ import weakref
 
 from . import _lib
 
-__all__ = ["steps", "ops", "prefetch_depth", "ddp_comm_hook", "instrument_ddp", "DATA_WAIT_NAME",
+__all__ = ["steps", "ops", "auto", "prefetch_depth", "ddp_comm_hook", "instrument_ddp", "DATA_WAIT_NAME",
            "QUEUE_NAME"]
 
 DATA_WAIT_NAME = "DataLoader.__next__"
