@@ -52,8 +52,8 @@ import weakref
 
 from . import _lib
 
-__all__ = ["steps", "ops", "auto", "prefetch_depth", "ddp_comm_hook", "instrument_ddp", "DATA_WAIT_NAME",
-           "QUEUE_NAME"]
+__all__ = ["steps", "ops", "auto", "prefetch_depth", "ddp_comm_hook", "instrument_ddp",
+           "DATA_WAIT_NAME", "QUEUE_NAME"]
 
 DATA_WAIT_NAME = "DataLoader.__next__"
 DATA_WAIT_TYPE = "DataLoader"
