@@ -323,9 +323,17 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     }
 }
 
+/* In a forked child (a DataLoader worker): recording off, and the forking thread's open
+ * operators forgotten: their ends never come in the child, and a new operator's RecordFunction
+ * may sit at the address of one of them (the stack is reused) and end it by mistake. */
 void child_after_fork()
 {
     enabled.store(0, std::memory_order_relaxed);
+    if (tls) {
+        tls->nops = 0;
+        tls->nscopes = 0;
+        tls->skipping = 0;
+    }
 }
 
 } // namespace

@@ -215,6 +215,29 @@ class Helpers(Base):
             """)
         self.assertEqual(sum(1 for e in ev if e["kind"] == "step_end"), 3)
 
+    def test_workers_forked_while_recording_record_nothing(self):
+        # DataLoader workers forked inside a traced block (operators on) record no operators of
+        # their own: no session, no run folder of theirs. (The Python fallback's dispatch mode
+        # is inherited by a forked worker, whose operators then get a session of its own.)
+        if not self.native:
+            self.skipTest("the native hook's promise")
+        r, ev = self.events("""
+            import os, torch
+            from torch.utils.data import DataLoader, TensorDataset
+            p = termsight.Profiler(output_path=out)
+            w = torch.ones(4, 4)
+            data = TensorDataset(torch.randn(64, 4))
+            with termsight.torch.ops():
+                (w @ w).relu().sum()
+                got = sum(float(b[0].sum()) for b in DataLoader(data, batch_size=8,
+                                                                num_workers=2))
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "all": sorted(os.listdir(out))})
+            """)
+        self.assertEqual(r["all"], [os.path.basename(r["folder"])])
+        self.assertTrue(any(e["type"] == "aten::mm" for e in ev if e["kind"] == "op"))
+
     def test_dataloader_workers_by_role(self):
         # The CPU report names the DataLoader's worker processes by their role.
         r, ev = self.events("""
