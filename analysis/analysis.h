@@ -29,12 +29,6 @@ const char *analysis_names_segment(void *segment, uint32_t id, uint32_t *len);
 
 /* ---- Text (text.c) --------------------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one (overlong forms,
- * surrogates and code points past U+10FFFF are not). */
-size_t text_utf8_len(const unsigned char *s, size_t left);
-/* The same, with the code point in *cp when valid (untouched when not). */
-size_t text_utf8_decode(const unsigned char *s, size_t left, uint32_t *cp);
-
 /* Writes bytes as text that stays valid UTF-8 and holds no control character except, with
  * keep_lines, tab, CR and LF: valid UTF-8 is kept; any other byte (invalid UTF-8, C0 and C1
  * controls, DEL) becomes "\xNN" (lowercase hex), and so does a backslash followed by 'x', so

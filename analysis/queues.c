@@ -404,7 +404,7 @@ static void text_name(const analysis *a, uint32_t id, char *dst)
     const unsigned char *p = (const unsigned char *)analysis_name(a, id, &len);
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t l = p[i] >= 0x80 ? text_utf8_len(p + i, len - i) : 1;
+        size_t l = p[i] >= 0x80 ? utf8_len(p + i, len - i) : 1;
         if (o + (l ? l : 1) > NAME_MAX_TEXT) {
             memcpy(dst + o, "...", 3);
             o += 3;
@@ -444,7 +444,7 @@ static void textf(char *dst, size_t cap, const char *fmt, ...)
     while (lead > 0 && ((unsigned char)dst[lead - 1] & 0xc0) == 0x80)
         lead--;
     if (lead > 0 && (unsigned char)dst[lead - 1] >= 0xc0 &&
-        text_utf8_len((const unsigned char *)dst + lead - 1, end - (lead - 1)) == 0)
+        utf8_len((const unsigned char *)dst + lead - 1, end - (lead - 1)) == 0)
         dst[lead - 1] = 0;
 }
 

@@ -314,28 +314,9 @@ static const char *utf8_from_wide(const wchar_t *w, char *out, size_t cap)
 {
     size_t n = 0;
     for (; w && *w; w++) {
-        uint32_t c = (uint32_t)*w;
         char b[4];
-        size_t k;
-        if (c < 0x80) {
-            b[0] = (char)c;
-            k = 1;
-        } else if (c < 0x800) {
-            b[0] = (char)(0xc0 | c >> 6);
-            b[1] = (char)(0x80 | (c & 0x3f));
-            k = 2;
-        } else if (c < 0x10000 && (c < 0xd800 || c > 0xdfff)) {
-            b[0] = (char)(0xe0 | c >> 12);
-            b[1] = (char)(0x80 | (c >> 6 & 0x3f));
-            b[2] = (char)(0x80 | (c & 0x3f));
-            k = 3;
-        } else if (c >= 0x10000 && c < 0x110000) {
-            b[0] = (char)(0xf0 | c >> 18);
-            b[1] = (char)(0x80 | (c >> 12 & 0x3f));
-            b[2] = (char)(0x80 | (c >> 6 & 0x3f));
-            b[3] = (char)(0x80 | (c & 0x3f));
-            k = 4;
-        } else {
+        size_t k = utf8_encode((uint32_t)*w, b);
+        if (!k) {
             b[0] = '?';
             k = 1;
         }

@@ -79,12 +79,12 @@ void canvas_put(canvas *c, rect r, int y, int x, uint32_t ch, int role)
         put_cell(c, r, y, x, ch, role);
 }
 
-/* Decodes one UTF-8 character at s (n bytes left, n >= 1) with the analysis's decoder. Returns
+/* Decodes one UTF-8 character at s (n bytes left, n >= 1) with model's decoder. Returns
  * the bytes it takes (at least 1) and *cp: '?' for an invalid sequence, one for the whole of a
  * complete one that is overlong, a surrogate or past U+10FFFF, one per byte otherwise. */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 {
-    size_t len = text_utf8_decode(s, n, cp);
+    size_t len = utf8_decode(s, n, cp);
     if (len)
         return len;
     *cp = '?';
@@ -214,28 +214,6 @@ int canvas_text_fit(canvas *c, rect r, int y, int x, int width, int role, const 
     return 1 + canvas_text(c, r, y, x + 1, width - 1, role, s + i, len - i);
 }
 
-static size_t put_utf8(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    } else if (cp < 0x800) {
-        out[0] = (char)(0xc0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    } else if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 size_t canvas_line(const canvas *c, int y, char *out, size_t cap)
 {
     if (!cap)
@@ -248,7 +226,7 @@ size_t canvas_line(const canvas *c, int y, char *out, size_t cap)
                 continue;
             if (n + 5 > cap)
                 break;
-            n += put_utf8(ch, out + n);
+            n += utf8_encode(ch, out + n);
             if (ch != ' ')
                 keep = n;
         }
