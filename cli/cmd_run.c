@@ -205,11 +205,18 @@ static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
     return 0;
 }
 
-static int run_run(int argc, char **argv, int check)
+/* What the command line asks for. */
+typedef struct run_opts {
+    const char *output, *sample, *pattern, *steps, *delay, *duration;
+    int no_start, no_python;
+    char **cmd; /* the program and its arguments, NULL-terminated */
+} run_opts;
+
+/* Parses and checks argv into o: 0, or 2 after saying what is wrong. */
+static int run_parse(int argc, char **argv, run_opts *o)
 {
-    const char *output = TS_OUTPUT_DEFAULT, *sample = NULL, *pattern = NULL, *steps = NULL;
-    const char *delay = NULL, *duration = NULL;
-    int no_start = 0, no_python = 0, c, first = 1;
+    *o = (run_opts){.output = TS_OUTPUT_DEFAULT};
+    int c, first = 1;
     enum { O_SAMPLE = 256, O_PATTERN, O_STEPS, O_DELAY, O_DURATION, O_NO_START, O_NO_PYTHON };
     static const struct option longs[] = {
         {"output", required_argument, NULL, 'o'},
@@ -225,28 +232,28 @@ static int run_run(int argc, char **argv, int check)
     while ((c = cli_getopt("run", argc, argv, "o:", longs, 1, &first)) != -1) {
         switch (c) {
         case 'o':
-            output = optarg;
+            o->output = optarg;
             break;
         case O_SAMPLE:
-            sample = optarg;
+            o->sample = optarg;
             break;
         case O_PATTERN:
-            pattern = optarg;
+            o->pattern = optarg;
             break;
         case O_STEPS:
-            steps = optarg;
+            o->steps = optarg;
             break;
         case O_DELAY:
-            delay = optarg;
+            o->delay = optarg;
             break;
         case O_DURATION:
-            duration = optarg;
+            o->duration = optarg;
             break;
         case O_NO_START:
-            no_start = 1;
+            o->no_start = 1;
             break;
         case O_NO_PYTHON:
-            no_python = 1;
+            o->no_python = 1;
             break;
         default:
             run_usage(stderr);
@@ -258,7 +265,9 @@ static int run_run(int argc, char **argv, int check)
         run_usage(stderr);
         return 2;
     }
-    char **cmd = argv + optind;
+    o->cmd = argv + optind;
+    const char *sample = o->sample, *pattern = o->pattern, *steps = o->steps;
+    const char *delay = o->delay, *duration = o->duration;
 
     uint32_t ms;
     if (sample && options_parse_u32(sample, TS_SAMPLE_MS_MIN, TS_SAMPLE_MS_MAX, &ms) != 0) {
@@ -285,13 +294,19 @@ static int run_run(int argc, char **argv, int check)
                   "give one");
         return 2;
     }
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
+    return 0;
+}
+
+/* Runs o->cmd with the collector loaded and waits for it: its exit status (128 + a signal). */
+static int run_exec(const run_opts *o)
+{
+    const char *output = o->output;
+    char **cmd = o->cmd;
 
     char lib[PATH_MAX], boot[PATH_MAX];
     if (find_library(lib) != 0)
         return 1;
-    int have_boot = !no_python && find_python_boot(boot) == 0;
+    int have_boot = !o->no_python && find_python_boot(boot) == 0;
     char *mk_cause = NULL;
     if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
         cli_error("run: %s", mk_cause ? mk_cause : output);
@@ -341,16 +356,16 @@ static int run_run(int argc, char **argv, int check)
         setenv("CUDA_INJECTION64_PATH", lib, 1);
         setenv("TERMSIGHT_AUTOSTART", "1", 1);
         setenv("TERMSIGHT_OUTPUT", out_abs, 1);
-        setenv("TERMSIGHT_START", no_start ? "0" : "1", 1);
+        setenv("TERMSIGHT_START", o->no_start ? "0" : "1", 1);
         if (have_boot)
             set_python_path(boot);
         const struct {
             const char *name, *value;
-        } opt[] = {{"TERMSIGHT_SAMPLE_MS", sample},
-                   {"TERMSIGHT_STEP_PATTERN", pattern},
-                   {"TERMSIGHT_STEPS", steps},
-                   {"TERMSIGHT_DELAY_S", delay},
-                   {"TERMSIGHT_DURATION_S", duration}};
+        } opt[] = {{"TERMSIGHT_SAMPLE_MS", o->sample},
+                   {"TERMSIGHT_STEP_PATTERN", o->pattern},
+                   {"TERMSIGHT_STEPS", o->steps},
+                   {"TERMSIGHT_DELAY_S", o->delay},
+                   {"TERMSIGHT_DURATION_S", o->duration}};
         for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
             if (opt[k].value)
                 setenv(opt[k].name, opt[k].value, 1);
@@ -393,6 +408,15 @@ static int run_run(int argc, char **argv, int check)
         fprintf(stderr, "termsight: no run folder for pid %d under %s (nothing was collected)\n",
                 (int)pid, out_abs);
     return rc;
+}
+
+static int run_run(int argc, char **argv, int check)
+{
+    run_opts o;
+    int rc = run_parse(argc, argv, &o);
+    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return rc;
+    return run_exec(&o);
 }
 
 const cli_command cli_cmd_run = {
