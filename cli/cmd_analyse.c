@@ -318,12 +318,20 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
     return 0;
 }
 
-static int analyse_run(int argc, char **argv, int check)
+/* What the command line asks for. */
+typedef struct analyse_opts {
+    report_options report;
+    const char *path, *op;
+    int threads, merge_only, rank_only, json;
+} analyse_opts;
+
+/* Parses and checks argv into a: 0, or 2 after saying what is wrong. */
+static int analyse_parse(int argc, char **argv, analyse_opts *a)
 {
-    report_options o;
-    report_options_init(&o);
-    const char *path = NULL, *op = NULL;
-    int threads = 0, merge_only = 0, rank_only = 0, json = 0, c, first = 1;
+    memset(a, 0, sizeof *a);
+    report_options_init(&a->report);
+    report_options *o = &a->report;
+    int c, first = 1;
     while ((c = cli_getopt("analyse", argc, argv, "o:j:", analyse_longs, 0, &first)) != -1) {
         double d;
         const char *v = optarg;
@@ -333,75 +341,82 @@ static int analyse_run(int argc, char **argv, int check)
                 cli_error("analyse: -o needs a folder");
                 return analyse_bad_usage();
             }
-            o.out_dir = v;
+            o->out_dir = v;
             break;
         case OPT_OP:
-            op = v;
+            a->op = v;
             break;
         case OPT_PRETTY:
-            o.pretty = 1;
+            o->pretty = 1;
             break;
         case OPT_LIMIT:
             if ((d = parse_number(v)) < 0) {
                 cli_error("analyse: --timeline-limit needs a size in MiB, not '%s'", v);
                 return analyse_bad_usage();
             }
-            o.timeline_limit_mb = d;
+            o->timeline_limit_mb = d;
             break;
         case OPT_PEAK:
             if ((d = parse_number(v)) <= 0) {
                 cli_error("analyse: --peak-tflops needs a positive number, not '%s'", v);
                 return analyse_bad_usage();
             }
-            o.peak_flops = d * 1e12;
+            o->peak_flops = d * 1e12;
             break;
         case OPT_FP:
-            o.fp_start_op = v;
-            rank_only = 1;
+            o->fp_start_op = v;
+            a->rank_only = 1;
             break;
         case OPT_JOBS:
             if ((d = parse_number(v)) < 1 || d > 64 || d != floor(d)) {
                 cli_error("analyse: --jobs needs a whole number from 1 to 64, not '%s'", v);
                 return analyse_bad_usage();
             }
-            threads = (int)d;
+            a->threads = (int)d;
             break;
         case OPT_MERGE:
-            merge_only = 1;
+            a->merge_only = 1;
             break;
         case OPT_JSON:
-            json = 1;
+            a->json = 1;
             break;
         case OPT_BP:
-            o.bp_end_op = v;
-            rank_only = 1;
+            o->bp_end_op = v;
+            a->rank_only = 1;
             break;
         default:
             return analyse_bad_usage();
         }
     }
     if (optind < argc)
-        path = argv[optind];
+        a->path = argv[optind];
     if (optind + 1 < argc) {
-        cli_error("analyse: one recording at a time ('%s', then '%s')", path, argv[optind + 1]);
+        cli_error("analyse: one recording at a time ('%s', then '%s')", a->path, argv[optind + 1]);
         return analyse_bad_usage();
     }
-    if (!path) {
+    if (!a->path) {
         cli_error("analyse: which recording?");
         return analyse_bad_usage();
     }
-    if (json && !op) {
+    if (a->json && !a->op) {
         cli_error("analyse: --json goes with --op (the report folder has summary.json)");
         return analyse_bad_usage();
     }
-    if (op && o.out_dir) {
+    if (a->op && o->out_dir) {
         cli_error("analyse: --op prints and writes nothing, so -o has no use with it");
         return analyse_bad_usage();
     }
-    if (op)
-        o.write = 0;
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
+    if (a->op)
+        o->write = 0;
+    return 0;
+}
+
+/* Analyses a->path (a run folder, a recording or a job folder) as a asks. */
+static int analyse_exec(const analyse_opts *a)
+{
+    report_options o = a->report;
+    const char *path = a->path, *op = a->op;
+    int threads = a->threads;
     if (job_is_folder(path)) {
         if (op || o.peak_flops > 0) {
             cli_error("analyse: %s is a job folder: --op and --peak-tflops are for one run "
@@ -409,7 +424,7 @@ static int analyse_run(int argc, char **argv, int check)
                       path);
             return analyse_bad_usage();
         }
-        if (merge_only && rank_only) {
+        if (a->merge_only && a->rank_only) {
             cli_error("analyse: --merge-only analyses no rank, so --fp-start and --bp-end have "
                       "no use with it");
             return analyse_bad_usage();
@@ -418,9 +433,9 @@ static int analyse_run(int argc, char **argv, int check)
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
         }
-        return analyse_job(path, &o, threads, merge_only);
+        return analyse_job(path, &o, threads, a->merge_only);
     }
-    if (threads || merge_only) {
+    if (threads || a->merge_only) {
         cli_error("analyse: --jobs and --merge-only are for a job folder, and %s is none", path);
         return analyse_bad_usage();
     }
@@ -442,7 +457,7 @@ static int analyse_run(int argc, char **argv, int check)
     const report_info *info = report_info_of(r);
     int rc = 0;
     if (op)
-        rc = print_op(report_analysis(r), op, json);
+        rc = print_op(report_analysis(r), op, a->json);
     else
         report_print(r, stdout, 1);
     if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -455,6 +470,15 @@ static int analyse_run(int argc, char **argv, int check)
                   path, info->skipped_bytes, info->bad_chunks, info->events);
     report_free(r);
     return rc;
+}
+
+static int analyse_run(int argc, char **argv, int check)
+{
+    analyse_opts a;
+    int rc = analyse_parse(argc, argv, &a);
+    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return rc;
+    return analyse_exec(&a);
 }
 
 const cli_command cli_cmd_analyse = {
