@@ -246,11 +246,18 @@ static int demo_live(char *const *argv)
     return tui_rc;
 }
 
-static int demo_run(int argc, char **argv, int check)
+/* What the command line asks for. */
+typedef struct demo_opts {
+    const char *output, *workers;
+    long seconds;
+    int headless, slow_map;
+} demo_opts;
+
+/* Parses and checks argv into o: 0, or 2 after saying what is wrong. */
+static int demo_parse(int argc, char **argv, demo_opts *o)
 {
-    const char *output = TS_OUTPUT_DEFAULT, *workers = NULL;
-    long seconds = 0;
-    int headless = 0, slow_map = 0, c, first = 1;
+    *o = (demo_opts){.output = TS_OUTPUT_DEFAULT};
+    int c, first = 1;
     enum { O_HEADLESS = 256, O_SLOW_MAP, O_SECONDS, O_WORKERS };
     static const struct option longs[] = {
         {"headless", no_argument, NULL, O_HEADLESS},
@@ -264,24 +271,24 @@ static int demo_run(int argc, char **argv, int check)
         const char *v = optarg;
         switch (c) {
         case O_HEADLESS:
-            headless = 1;
+            o->headless = 1;
             break;
         case O_SLOW_MAP:
-            slow_map = 1;
+            o->slow_map = 1;
             break;
         case O_SECONDS:
-            if ((seconds = parse_count(v, TS_SECONDS_MAX)) < 0)
+            if ((o->seconds = parse_count(v, TS_SECONDS_MAX)) < 0)
                 return demo_bad_usage("--seconds wants a whole number of seconds, not '%s'", v);
             break;
         case O_WORKERS:
             if (parse_count(v, 64) < 0)
                 return demo_bad_usage("--workers wants 1 to 64, not '%s'", v);
-            workers = v;
+            o->workers = v;
             break;
         case 'o':
             if (!*v)
                 return demo_bad_usage("%s needs a folder", "-o");
-            output = v;
+            o->output = v;
             break;
         default:
             return demo_short_usage();
@@ -289,10 +296,15 @@ static int demo_run(int argc, char **argv, int check)
     }
     if (optind < argc)
         return demo_bad_usage("unknown argument '%s'", argv[optind]);
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
-    if (!isatty(STDOUT_FILENO))
-        headless = 1;
+    return 0;
+}
+
+/* Runs the demo trainer as o asks, under the live monitor unless headless. */
+static int demo_exec(const demo_opts *o)
+{
+    const char *output = o->output, *workers = o->workers;
+    long seconds = o->seconds;
+    int headless = o->headless || !isatty(STDOUT_FILENO), slow_map = o->slow_map;
 
     char trainer[PATH_MAX];
     if (find_trainer(trainer) != 0)
@@ -336,6 +348,15 @@ static int demo_run(int argc, char **argv, int check)
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return rc;
+}
+
+static int demo_run(int argc, char **argv, int check)
+{
+    demo_opts o;
+    int rc = demo_parse(argc, argv, &o);
+    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return rc;
+    return demo_exec(&o);
 }
 
 const cli_command cli_cmd_demo = {

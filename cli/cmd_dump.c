@@ -113,12 +113,20 @@ static int dump_bad_usage(void)
     return 2;
 }
 
-static int dump_run(int argc, char **argv, int check)
+/* What the command line asks for. */
+typedef struct dump_opts {
+    int want[TS_KIND__COUNT]; /* kinds to print, when filtered */
+    int filtered;
+    uint64_t limit;
+    const char *path;
+} dump_opts;
+
+/* Parses and checks argv into o: 0, or 2 after saying what is wrong. */
+static int dump_parse(int argc, char **argv, dump_opts *o)
 {
-    int want[TS_KIND__COUNT] = {0};
-    int filtered = 0, c, first = 1;
-    uint64_t limit = UINT64_MAX;
-    const char *path = NULL;
+    memset(o, 0, sizeof *o);
+    o->limit = UINT64_MAX;
+    int c, first = 1;
 
     while ((c = cli_getopt("dump", argc, argv, "k:n:", dump_longs, 0, &first)) != -1) {
         const char *v = optarg;
@@ -128,8 +136,8 @@ static int dump_run(int argc, char **argv, int check)
                 cli_error("dump: unknown kind '%s' (see 'termsight dump --help')", v);
                 return dump_bad_usage();
             }
-            want[k] = 1;
-            filtered = 1;
+            o->want[k] = 1;
+            o->filtered = 1;
         } else if (c == 'n') {
             char *end;
             errno = 0;
@@ -138,23 +146,29 @@ static int dump_run(int argc, char **argv, int check)
                 cli_error("dump: --limit needs a whole number, not '%s'", v);
                 return dump_bad_usage();
             }
-            limit = n;
+            o->limit = n;
         } else {
             return dump_bad_usage();
         }
     }
     if (optind < argc)
-        path = argv[optind];
+        o->path = argv[optind];
     if (optind + 1 < argc) {
-        cli_error("dump: one recording at a time ('%s', then '%s')", path, argv[optind + 1]);
+        cli_error("dump: one recording at a time ('%s', then '%s')", o->path, argv[optind + 1]);
         return dump_bad_usage();
     }
-    if (!path) {
+    if (!o->path) {
         cli_error("dump: which recording?");
         return dump_bad_usage();
     }
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
+    return 0;
+}
+
+/* Prints the recording's events as o asks. */
+static int dump_exec(const dump_opts *o)
+{
+    const char *path = o->path;
+    uint64_t limit = o->limit;
 
     recording_reader *r = NULL;
     char *cause = NULL;
@@ -181,7 +195,7 @@ static int dump_run(int argc, char **argv, int check)
         if (got == 0)
             break;
         for (size_t i = 0; i < n && printed < limit; i++) {
-            if (filtered && (ev[i].kind >= TS_KIND__COUNT || !want[ev[i].kind]))
+            if (o->filtered && (ev[i].kind >= TS_KIND__COUNT || !o->want[ev[i].kind]))
                 continue;
             dump_event(stdout, r, &ev[i]);
             printed++;
@@ -200,6 +214,15 @@ static int dump_run(int argc, char **argv, int check)
                   skipped, damaged);
     recording_reader_close(r);
     return rc;
+}
+
+static int dump_run(int argc, char **argv, int check)
+{
+    dump_opts o;
+    int rc = dump_parse(argc, argv, &o);
+    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return rc;
+    return dump_exec(&o);
 }
 
 const cli_command cli_cmd_dump = {

@@ -58,24 +58,30 @@ static void job_line(const segment_info *list, int n, int i)
     puts(" on this machine");
 }
 
-static int ls_run(int argc, char **argv, int check)
+/* Parses argv: 0 and *clean, or 2 after saying what is wrong. */
+static int ls_parse(int argc, char **argv, int *clean)
 {
-    int clean = 0, c, first = 1;
+    int c, first = 1;
     static const struct option longs[] = {{"clean", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
+    *clean = 0;
     while ((c = cli_getopt("ls", argc, argv, "", longs, 0, &first)) != -1) {
         if (c != 'c') {
             ls_usage(stderr);
             return 2;
         }
-        clean = 1;
+        *clean = 1;
     }
     if (optind < argc) {
         cli_error("ls: unknown argument '%s'", argv[optind]);
         ls_usage(stderr);
         return 2;
     }
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
+    return 0;
+}
+
+/* Lists the sessions (and with clean, salvages and removes the stale ones). */
+static int ls_exec(int clean)
+{
     segment_info *list;
     char *why = NULL;
     int n = segment_list(&list, &why);
@@ -143,6 +149,15 @@ static int ls_run(int argc, char **argv, int check)
     }
     free(list);
     return 0;
+}
+
+static int ls_run(int argc, char **argv, int check)
+{
+    int clean;
+    int rc = ls_parse(argc, argv, &clean);
+    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return rc;
+    return ls_exec(clean);
 }
 
 const cli_command cli_cmd_ls = {

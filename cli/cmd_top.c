@@ -49,9 +49,10 @@ static int top_bad_usage(const char *fmt, const char *arg)
     return top_short_usage();
 }
 
-static int top_run(int argc, char **argv, int check)
+/* Parses and checks argv into o: 0, or 2 after saying what is wrong. */
+static int top_parse(int argc, char **argv, tui_options *o)
 {
-    tui_options o = {0};
+    *o = (tui_options){0};
     enum { O_ONCE = 256, O_JSON, O_JOB, O_REFRESH };
     static const struct option longs[] = {
         {"once", no_argument, NULL, O_ONCE},
@@ -65,15 +66,15 @@ static int top_run(int argc, char **argv, int check)
         const char *v = optarg;
         switch (c) {
         case O_ONCE:
-            o.once = 1;
+            o->once = 1;
             break;
         case O_JSON:
-            o.json = 1;
+            o->json = 1;
             break;
         case O_JOB:
             if (!*v)
                 return top_bad_usage("--job needs a job id%s", "");
-            o.job = v;
+            o->job = v;
             break;
         case O_REFRESH: {
             char *end;
@@ -83,7 +84,7 @@ static int top_run(int argc, char **argv, int check)
                 return top_bad_usage("--refresh-ms: '%s' is not a number of milliseconds "
                                      "between 50 and 60000",
                                      v);
-            o.refresh_ms = (unsigned)ms;
+            o->refresh_ms = (unsigned)ms;
             break;
         }
         default:
@@ -91,15 +92,22 @@ static int top_run(int argc, char **argv, int check)
         }
     }
     if (optind < argc)
-        o.target = argv[optind];
+        o->target = argv[optind];
     if (optind + 1 < argc)
         return top_bad_usage("unexpected argument '%s' (one PID or NAME)", argv[optind + 1]);
-    if (o.job && o.target)
-        return top_bad_usage("--job goes without a PID or NAME ('%s')", o.target);
-    if (o.json && !o.once)
+    if (o->job && o->target)
+        return top_bad_usage("--job goes without a PID or NAME ('%s')", o->target);
+    if (o->json && !o->once)
         return top_bad_usage("--json goes with --once%s", "");
-    if (check) /* parsed and checked: all the option-parsing fuzz target asks for */
-        return 0;
+    return 0;
+}
+
+static int top_run(int argc, char **argv, int check)
+{
+    tui_options o;
+    int prc = top_parse(argc, argv, &o);
+    if (prc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
+        return prc;
     char *cause = NULL;
     int rc = tui_main(&o, &cause);
     if (cause) {
