@@ -104,6 +104,10 @@ static void memory_destroy(void *state)
 
 /* ---- Live addresses: open addressing with backward-shift deletion ----------------------- */
 
+/* A table of its own rather than the analysis's index_map: entries come and go (every free
+ * deletes one), which index_map, an insert-only map of ids, does not do; the key is an address
+ * and a device together, wider than index_map's 64 bits. */
+
 static uint64_t live_hash(uint64_t addr, uint32_t device)
 {
     return hash_mix(addr ^ ((uint64_t)device << 40) ^ device);
