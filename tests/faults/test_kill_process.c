@@ -134,8 +134,11 @@ START_TEST(sigkill_while_collecting)
     const char *clean[] = {"ls", "--clean", NULL};
     cli_run(out, clean, &res);
     ck_assert_msg(res.status == 0, "ls --clean: %s", res.err);
-    ck_assert_msg(strstr(res.out, "events its lanes still held were added to its recording"),
-                  "ls --clean:\n%s", res.out);
+    /* Said when the lanes held something the recorder had not taken: a kill right after a drain
+     * that took everything (a slow emitter, under TSan) leaves nothing to add. */
+    if (pushed > t.total)
+        ck_assert_msg(strstr(res.out, "events its lanes still held were added to its recording"),
+                      "ls --clean:\n%s", res.out);
     cli_result_free(&res);
     counter_tally after;
     tally_counters(e.run, &after);
