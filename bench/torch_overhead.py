@@ -4,6 +4,9 @@
 Modes take turns, in rounds, inside one process so they share the machine's state:
   plain     the training loop alone
   steps     termsight.torch.steps(loader, ops=False): steps, the DataLoader wait, the queue
+  ops-nomod ops with termsight.torch.module_names(False): operators not named by their module
+            (no module hooks) (before "ops": on a small
+            machine a mode's place in the round moves its ratio, see bench/RESULTS.md)
   ops       steps(loader, model=net): the same plus every operator as a range, through the
             native hook (libtermsight-torch.so) where it was built, else the Python fallback
   idle-ops  steps with ops while the session exists but does not collect
@@ -87,6 +90,13 @@ def main():
         finally:
             termsight._lib.load_torch_hook = real
 
+    def ops_without_module_names():
+        was = termsight.torch.module_names(False)
+        try:
+            return train(termsight.torch.steps(batches, model=net))
+        finally:
+            termsight.torch.module_names(was)
+
     def torch_profiler():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
             return train(batches)
@@ -96,6 +106,7 @@ def main():
     modes = {
         "plain": lambda: train(batches),
         "steps": lambda: train(termsight.torch.steps(batches, ops=False)),
+        "ops-nomod": ops_without_module_names,
         "ops": lambda: train(termsight.torch.steps(batches, model=net)),
         "idle-ops": lambda: train(termsight.torch.steps(batches, model=net)),
         "bare-mode": bare_mode,
@@ -107,7 +118,7 @@ def main():
     train(batches)  # warm-up
     for _ in range(a.rounds):
         for m, run in modes.items():
-            collecting = m in ("steps", "ops", "ops-py")
+            collecting = m in ("steps", "ops", "ops-py", "ops-nomod")
             if collecting:
                 prof.start()
             times[m].append(run())

@@ -52,8 +52,8 @@ import weakref
 
 from . import _lib
 
-__all__ = ["steps", "ops", "auto", "prefetch_depth", "ddp_comm_hook", "instrument_ddp",
-           "DATA_WAIT_NAME", "QUEUE_NAME"]
+__all__ = ["steps", "ops", "auto", "module_names", "prefetch_depth", "ddp_comm_hook",
+           "instrument_ddp", "DATA_WAIT_NAME", "QUEUE_NAME"]
 
 DATA_WAIT_NAME = "DataLoader.__next__"
 DATA_WAIT_TYPE = "DataLoader"
@@ -115,6 +115,7 @@ class _Scopes(threading.local):
 _scopes = _Scopes()
 _hooks_lock = threading.Lock()
 _hooks = []  # the global module hooks, installed once
+_module_names_on = [True]  # module_names(): whether operators are named by their module
 _module_names = {}  # id(module) -> its qualified name, from the models given to ops()/steps()
 
 
@@ -123,7 +124,7 @@ def _install_module_hooks(torch):
     children down: "features.0"), so that an operator is named after the layer it runs in; with
     the native hook, they tell it the module too (its operators are named there)."""
     with _hooks_lock:
-        if _hooks:
+        if _hooks or not _module_names_on[0]:
             return
         native = _lib.load_torch_hook()
         scope_ids = {}  # id(module) -> (its name, the native hook's scope index)
@@ -175,6 +176,25 @@ def _install_module_hooks(torch):
         reg = torch.nn.modules.module
         _hooks.append(reg.register_module_forward_pre_hook(pre))
         _hooks.append(reg.register_module_forward_hook(post))
+
+
+def module_names(enabled=True):
+    """Whether operators are named by the module they run in ("features.0/aten::convolution"),
+    the default. Naming takes a global forward hook pair, which PyTorch calls on every module
+    call; on the CNN of bench/torch_overhead.py its cost was within run-to-run noise
+    (bench/RESULTS.md), but a model of many small modules pays it per module. Off, no global
+    hook stays installed. Takes effect at once, for every thread (call it between steps, not
+    while a forward pass runs); returns the previous setting."""
+    torch = _import_torch()
+    was = _module_names_on[0]
+    _module_names_on[0] = bool(enabled)
+    if enabled:
+        _install_module_hooks(torch)
+    else:
+        with _hooks_lock:
+            while _hooks:
+                _hooks.pop().remove()
+    return was
 
 
 _rf_patched = []

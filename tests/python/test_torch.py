@@ -352,6 +352,30 @@ class Helpers(Base):
                 want = "autograd::engine::evaluate_function"
             self.assertEqual(e["type"], want, e)
 
+    def test_module_names_off(self):
+        # module_names(False): the same operators, no module in their names, no hooks left.
+        r, ev = self.events("""
+            import torch
+            p = termsight.Profiler(output_path=out)
+            model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+            x = torch.ones(2, 4)
+            was = termsight.torch.module_names(False)
+            with termsight.torch.ops(model=model):
+                model(x)
+            hooks = len(torch.nn.modules.module._global_forward_pre_hooks)
+            termsight.torch.module_names(True)
+            with termsight.torch.ops(model=model):
+                model(x)
+            folder = p.run_folder
+            p.close()
+            emit({"folder": folder, "was": was, "hooks_off": hooks})
+            """)
+        self.assertTrue(r["was"])
+        self.assertEqual(r["hooks_off"], 0)
+        names = [e["name"] for e in ev if e["kind"] == "op"]
+        self.assertEqual(names.count("aten::addmm"), 1, names)    # off: no module
+        self.assertEqual(names.count("0/aten::addmm"), 1, names)  # on again: named
+
     def test_nested_operators_and_self_time(self):
         # aten::conv2d runs aten::convolution, which runs ... aten::mkldnn_convolution: the inner
         # operators are recorded inside the outer, and the outer's self time is what the inner
