@@ -328,8 +328,8 @@ uint64_t termsight_step_begin(void)
         return 0;
     /* Steps are numbered whether or not a window is open, so numbers match the training's. */
     uint64_t n = atomic_fetch_add_explicit(&s->step, 1, memory_order_relaxed) + 1;
-    if (UNLIKELY(s->steps_to))
-        autostart_step_begin(s, n);
+    if (UNLIKELY(s->windows.steps_to))
+        window_step_begin(s, n);
     if (collecting())
         emit_instant(TS_KIND_STEP_BEGIN, TS_STR_NONE, 0, n, 0, 0);
     return n;
@@ -338,13 +338,13 @@ uint64_t termsight_step_begin(void)
 void termsight_step_end(void)
 {
     termsight_session *s = session_current();
-    if (!s || (!collecting() && !s->steps_to))
+    if (!s || (!collecting() && !s->windows.steps_to))
         return;
     uint64_t n = atomic_load_explicit(&s->step, memory_order_relaxed);
     if (collecting())
         emit_instant(TS_KIND_STEP_END, TS_STR_NONE, 0, n, 0, 0);
-    if (UNLIKELY(s->steps_to))
-        autostart_step_end(s, n);
+    if (UNLIKELY(s->windows.steps_to))
+        window_step_end(s, n);
 }
 
 void termsight_phase_mark(termsight_phase phase)

@@ -9,8 +9,8 @@
  * hook).
  *
  * Collection windows without code: TERMSIGHT_STEPS=A-B collects from step A's begin through step
- * B's end (steps counted from the API or NVTX step ranges); TERMSIGHT_DELAY_S and
- * TERMSIGHT_DURATION_S start after a delay and stop after a duration, from a timer thread.
+ * B's end; TERMSIGHT_DELAY_S and TERMSIGHT_DURATION_S start after a delay and stop after a
+ * duration. The session's loop opens and closes them (window.c).
  *
  * Signals: none is handled. A handler installed in someone else's process is visible to it (a
  * Python program's signal.getsignal() returns None for a C handler, and its multiprocessing
@@ -21,63 +21,13 @@
  * model/salvage.c). */
 #include "collectors.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
 static int auto_done;
-
-/* ---- Timed window ---------------------------------------------------------------------- */
-
-static uint32_t delay_s, duration_s;
-
-static void sleep_s(uint32_t s)
-{
-    struct timespec ts = {.tv_sec = s};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static void *timer_thread(void *arg)
-{
-    (void)arg;
-    sleep_s(delay_s);
-    termsight_session *s = atomic_load(&ts_session);
-    if (!s || termsight_start(s) != TERMSIGHT_OK || !duration_s)
-        return NULL;
-    sleep_s(duration_s);
-    s = atomic_load(&ts_session);
-    if (s)
-        termsight_stop(s);
-    return NULL;
-}
-
-static int start_timer(void)
-{
-    pthread_t t;
-    return util_thread_start(&t, 1, timer_thread, NULL, "termsight-tmr");
-}
-
-/* ---- Step window ----------------------------------------------------------------------- */
-
-void autostart_step_begin(termsight_session *s, uint64_t step)
-{
-    int expect = 0;
-    if (step >= s->steps_from && step <= s->steps_to &&
-        atomic_compare_exchange_strong(&s->steps_state, &expect, 1))
-        termsight_start(s);
-}
-
-void autostart_step_end(termsight_session *s, uint64_t step)
-{
-    int expect = 1;
-    if (step >= s->steps_to && atomic_compare_exchange_strong(&s->steps_state, &expect, 2))
-        termsight_stop(s);
-}
 
 /* ---- Creation -------------------------------------------------------------------------- */
 
@@ -119,6 +69,7 @@ void autostart_ensure(void)
     termsight_options opts;
     termsight_options_init(&opts);
     uint64_t from = 0, to = 0;
+    uint32_t delay_s, duration_s;
     const char *steps = getenv("TERMSIGHT_STEPS");
     if (steps && *steps && options_parse_steps(steps, &from, &to) != 0) {
         say_off("TERMSIGHT_STEPS=%s is not A-B with 1 <= A <= B", steps);
@@ -148,11 +99,9 @@ void autostart_ensure(void)
         return;
     }
     s->autostarted = 1;
-    s->steps_from = from;
-    s->steps_to = to;
-    if (!to && timed && start_timer() != 0)
-        fputs("termsight: cannot start the timer thread of TERMSIGHT_DELAY_S/DURATION_S: "
-              "waiting for a start command instead\n",
-              stderr);
+    if (to)
+        window_set_steps(s, from, to);
+    else if (timed)
+        window_set_timed(s, delay_s, duration_s);
     pthread_mutex_unlock(&auto_lock);
 }

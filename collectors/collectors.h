@@ -33,6 +33,23 @@ extern _Atomic uint32_t ts_generation;
 /* The collector clock. */
 extern tsclock ts_clock;
 
+/* Collection windows without code (window.c): TERMSIGHT_STEPS=A-B from step A's begin through
+ * step B's end, and TERMSIGHT_DELAY_S / TERMSIGHT_DURATION_S. */
+typedef struct auto_window {
+    /* The step window; steps_to 0 when unset. Set before the program's first step. */
+    uint64_t steps_from, steps_to;
+    _Atomic int steps_state;  /* 0 before step A, 1 from its begin, 2 after step B's end */
+    _Atomic uint32_t req;     /* WINDOW_REQ_*: what a training thread left for the loop */
+    _Atomic uint64_t open_ns; /* when the training thread turned collection on */
+    /* On the loop, under control. */
+    int prepared;                                  /* the recording opened ahead of step A */
+    int timed;                                     /* a timed window waits to open at start_at_ns */
+    uint64_t start_at_ns, stop_at_ns, duration_ns; /* monotonic; stop_at_ns 0: none */
+} auto_window;
+
+#define WINDOW_REQ_OPEN  1u /* the step window began: collection is on, its marker is due */
+#define WINDOW_REQ_CLOSE 2u /* the step window ended: collection is off, the stop is due */
+
 typedef struct queue_slot {
     uint32_t name;
     uint32_t producer;
@@ -158,10 +175,8 @@ struct termsight_session {
     /* Auto-start (autostart.c): a session created from the environment by TERMSIGHT_AUTOSTART,
      * which termsight_session_create hands to the program instead of failing. */
     int autostarted;
-    /* TERMSIGHT_STEPS=A-B (autostart.c): collect from step A's begin through step B's end;
-     * steps_to 0 when unset. steps_state: 0 before A, 1 collecting, 2 done. */
-    uint64_t steps_from, steps_to;
-    _Atomic int steps_state;
+    /* The windows the session opens by itself (window.c). */
+    auto_window windows;
 };
 
 /* Checks options as termsight_session_create does: TERMSIGHT_OK, or TERMSIGHT_E_INVALID with
@@ -244,10 +259,6 @@ void autostart_ensure(void);
  * is given: 1 when filled (again for a module seen before), 0 when not
  * (NVTX then makes that module's calls no-ops). nvtx.c; called from entry.c. */
 int nvtx_inject(void (*get_export_table)(void));
-/* Step-window hooks for TERMSIGHT_STEPS (called by the step calls when s->steps_to is set). */
-void autostart_step_begin(termsight_session *s, uint64_t step);
-void autostart_step_end(termsight_session *s, uint64_t step);
-
 /* ---- NVTX (nvtx.c) ---------------------------------------------------------------------- */
 
 /* Compiles the step pattern (TERMSIGHT_STEP_PATTERN, else the default) once. Returns 0, or -1
@@ -256,6 +267,43 @@ int nvtx_step_pattern_init(const char **why);
 /* Compiles pattern (NULL or empty: the default) into *re as the step pattern is compiled.
  * Returns 0, or -1 with a message naming TERMSIGHT_STEP_PATTERN in why (cap bytes). */
 int nvtx_step_pattern_compile(const char *pattern, regex_t *re, char *why, size_t cap);
+
+/* ---- Windows the session opens by itself (window.c) --------------------------------------- */
+
+/* Before the program's first step (or at once, for the timed window): collect from step from's
+ * begin through step to's end; collect from delay_s seconds from now, for duration_s seconds
+ * (0: until stopped). Take the control lock. */
+void window_set_steps(termsight_session *s, uint64_t from, uint64_t to);
+void window_set_timed(termsight_session *s, uint32_t delay_s, uint32_t duration_s);
+
+/* The step calls' hooks, on the training thread when s->windows.steps_to is set: no lock, no
+ * allocation, no system call. At step A's begin collection is turned on and the window's
+ * start is left for the loop (its marker carries this moment); at step B's end it is turned
+ * off and the stop left for the loop. */
+void window_step_begin(termsight_session *s, uint64_t step);
+void window_step_end(termsight_session *s, uint64_t step);
+
+/* On the loop, under the control lock: what the windows ask for now (the recording opened
+ * ahead of a step window, a window's start or stop). */
+void window_serve_locked(termsight_session *s);
+
+/* 1 while a window a training thread opened waits for its start marker: the recorder writes
+ * nothing until the loop has served it, so no event of the window comes before its marker. */
+static inline int window_opening(termsight_session *s)
+{
+    return (atomic_load_explicit(&s->windows.req, memory_order_acquire) & WINDOW_REQ_OPEN) != 0;
+}
+
+/* ---- Window control on the loop (session.c), under the control lock -------------------------- */
+
+/* Opens a window whose start marker says begin_ns. thread_opened: collection was already turned
+ * on by a training thread (the step window). Returns a termsight_error. */
+int session_window_open_locked(termsight_session *s, uint64_t begin_ns, int thread_opened);
+/* Closes the open window (termsight_stop's work). Returns a termsight_error. */
+int session_window_close_locked(termsight_session *s);
+/* Opens the run folder and the recording before any window (a step window's, whose first
+ * events then have somewhere to go). Returns a termsight_error. */
+int session_recording_open_locked(termsight_session *s);
 
 /* ---- The session's background thread (loop.c) ----------------------------------------- */
 

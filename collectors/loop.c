@@ -1,9 +1,9 @@
 /* loop: the session's background thread ("termsight-rec"). Each turn it drains the lanes through
- * the recorder (recorder.c), serves a command from the mailbox (a monitor's) and a request handed
- * over by session_request (the program's API calls on other threads), keeps the header's
- * heartbeat, reaps the segments of forked children that ended with _exit, and refines the clock;
- * then sleeps a little, less when lanes are filling. The session's commands run here, so the
- * recording is only ever written from this thread. */
+ * the recorder (recorder.c) after serving what the windows ask for (window.c), serves a command
+ * from the mailbox (a monitor's) and a request handed over by session_request (the program's API
+ * calls on other threads), keeps the header's heartbeat, reaps the segments of forked children that
+ * ended with _exit, and refines the clock; then sleeps a little, less when lanes are filling. The
+ * session's commands run here, so the recording is only ever written from this thread. */
 #include "collectors.h"
 
 #include <errno.h>
@@ -61,6 +61,11 @@ static void *loop_main(void *arg)
     uint64_t next_refine = tsclock_now(&ts_clock) + 1000000000ull, refine_gap = 1000000000ull;
     uint64_t next_reap = 0;
     while (!atomic_load_explicit(&s->recorder_quit, memory_order_acquire)) {
+        /* The windows' requests before the drain: a step window's start marker goes before its
+         * events (the recorder holds them while a start waits). */
+        pthread_mutex_lock(&s->control);
+        window_serve_locked(s);
+        pthread_mutex_unlock(&s->control);
         size_t n = recorder_drain(s);
 
         uint64_t seq;
@@ -98,7 +103,7 @@ static void *loop_main(void *arg)
         }
         /* Busy lanes are drained again at once, filling ones soon, quiet ones after a
          * millisecond: a burst finds the recorder awake without a trickle keeping it spinning. */
-        if (n < lane_events / 8)
+        if (n < lane_events / 8 && !window_opening(s))
             sleep_for(s, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS);
     }
     recorder_drain(s);

@@ -183,6 +183,11 @@ static size_t drain_locked(termsight_session *s)
         runs[i].na = runs[i].nb = 0;
         total += lane_peek(s->seg, i, &runs[i].a, &runs[i].na, &runs[i].b, &runs[i].nb);
     }
+    /* A window a training thread opened (window.c) waits for its start marker: its events stay
+     * in the lanes until the loop has written it. The thread published the request before the
+     * events, so a peek that saw one of them sees the request. */
+    if (window_opening(s))
+        return 0;
     /* The overflow is newer than the collector's lane as peeked: it goes right after it. Events
      * appended to it during this drain (loss notices) wait for the next one. */
     size_t overflow_n = s->overflow_n;

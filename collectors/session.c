@@ -721,7 +721,10 @@ static void close_failed_recording(termsight_session *s)
     s->writer = NULL;
 }
 
-static int cmd_start(termsight_session *s)
+/* Opens window s->window + 1 with its start marker at begin_ns. thread_opened: a training thread
+ * already turned collection on and moved the threads' window (the step window, window.c), so
+ * only the recording's side is left to do. */
+static int window_open(termsight_session *s, uint64_t begin_ns, int thread_opened)
 {
     ts_segment_header *h = segment_header(s->seg);
     if (session_state(s) == TS_STATE_COLLECTING)
@@ -735,19 +738,32 @@ static int cmd_start(termsight_session *s)
     if (rc == 0) {
         s->window++;
         ts_event ev = marker(TS_KIND_COLLECT_START, 0, 0, s->window);
+        ev.begin_ns = ev.end_ns = begin_ns;
         recorder_append_locked(s, &ev, 1);
         write_window_metadata(s);
         recorder_commit_locked(s);
         atomic_store(&s->sample_window, s->window);
         atomic_store(&h->window, s->window);
         set_state(s, TS_STATE_COLLECTING);
-        atomic_fetch_add(&ts_window, 1);
-        collecting_set(1);
+        if (!thread_opened) {
+            atomic_fetch_add(&ts_window, 1);
+            collecting_set(1);
+        }
     }
     pthread_mutex_unlock(&s->drain);
     if (rc == 0)
         sampler_sample_now(s, 1); /* the window's baseline, now rather than an interval later */
     return rc;
+}
+
+static int cmd_start(termsight_session *s)
+{
+    return window_open(s, tsclock_now(&ts_clock), 0);
+}
+
+int session_window_open_locked(termsight_session *s, uint64_t begin_ns, int thread_opened)
+{
+    return window_open(s, begin_ns, thread_opened);
 }
 
 static int cmd_stop(termsight_session *s)
@@ -770,6 +786,22 @@ static int cmd_stop(termsight_session *s)
     pthread_mutex_unlock(&s->drain);
     set_state(s, TS_STATE_STOPPED);
     return 0;
+}
+
+int session_window_close_locked(termsight_session *s)
+{
+    return cmd_stop(s);
+}
+
+int session_recording_open_locked(termsight_session *s)
+{
+    if (atomic_load(&s->record_error))
+        return session_fail(TERMSIGHT_E_RECORDING, "recording stopped earlier: %s",
+                            s->record_notice);
+    pthread_mutex_lock(&s->drain);
+    int rc = open_recording(s);
+    pthread_mutex_unlock(&s->drain);
+    return rc;
 }
 
 static int cmd_flush(termsight_session *s)
@@ -805,6 +837,10 @@ static int cmd_mark(termsight_session *s, const char *text)
  * flushed, the threads cut off, every lane drained, the recording synced and closed. */
 static int cmd_end(termsight_session *s)
 {
+    /* No window opens any more: a step window not yet begun, a timed one not yet due. */
+    atomic_store(&s->windows.steps_state, 2);
+    s->windows.timed = 0;
+    s->windows.stop_at_ns = 0;
     if (session_state(s) == TS_STATE_COLLECTING)
         cmd_stop(s);
     cupti_stop(s); /* the forced flush at exit: device records still in CUPTI's buffers */
@@ -838,6 +874,7 @@ static int cmd_end(termsight_session *s)
 int session_command(termsight_session *s, uint32_t cmd, const char *arg)
 {
     pthread_mutex_lock(&s->control);
+    window_serve_locked(s); /* a step window's start or stop first: the command comes after */
     int rc;
     switch (cmd) {
     case TS_CMD_START:

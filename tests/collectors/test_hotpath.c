@@ -4,7 +4,8 @@
  * linked in statically, calls these), counting the calls a thread makes while armed, and a
  * seccomp filter on the calling thread traps every system call it makes while armed (SIGSYS, the
  * call not made, its number noted). Every event call of the public API is made while armed, on a
- * session that collects. Sanitizer builds interpose malloc themselves: there the test skips. */
+ * session that collects, and a step window (TERMSIGHT_STEPS) opens and closes on the armed
+ * thread. Sanitizer builds interpose malloc themselves: there the test skips. */
 #include "collectors.h"
 #include "shmnames.h"
 
@@ -141,6 +142,8 @@ static void event_calls(uint32_t q, uint32_t name, uint32_t type)
 }
 
 typedef struct result {
+    termsight_session *session;
+    int stopped;
     int filtered;
     unsigned allocs, locks, syscalls;
     long last_nr;
@@ -156,6 +159,12 @@ static void *armed_thread(void *arg)
     struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSYS, &sa, NULL);
+    /* A step window (TERMSIGHT_STEPS) that opens and closes while armed: its edges are the
+     * step calls' too. */
+    termsight_session *s = res->session;
+    res->stopped = termsight_stop(s) == TERMSIGHT_OK;
+    uint64_t step = atomic_load(&s->step);
+    window_set_steps(s, step + 400, step + 600);
     res->filtered = trap_syscalls() == 0;
     armed = 1;
     for (int i = 0; i < 1000; i++)
@@ -185,7 +194,7 @@ START_TEST(test_no_lock_alloc_or_syscall)
     termsight_session *s;
     ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
 
-    result res = {0};
+    result res = {.session = s};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, armed_thread, &res), 0);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -194,7 +203,13 @@ START_TEST(test_no_lock_alloc_or_syscall)
                   res.syscalls, res.last_nr);
     ck_assert_msg(res.allocs == 0, "%u allocations on the hot path", res.allocs);
     ck_assert_msg(res.locks == 0, "%u mutex locks on the hot path", res.locks);
+    ck_assert(res.stopped);
     ck_assert_uint_ge(termsight_events_recorded(s) + termsight_events_dropped(s), 1);
+    /* The step window came and went: a command serves what it left for the loop first. */
+    ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
+    ck_assert_int_eq(atomic_load(&s->windows.steps_state), 2);
+    ck_assert_uint_eq(s->window, 2);
+    ck_assert_str_eq(termsight_state(s), "stopped");
     ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);

@@ -293,6 +293,95 @@ START_TEST(ranges_pair_within_a_window)
 }
 END_TEST
 
+/* TERMSIGHT_STEPS's window (window.c), opened by the step call on the training thread and
+ * written by the loop: every event of the window comes after its start marker in the file (none
+ * dropped for want of a recording, none ahead of the marker, whatever another thread pushes at
+ * the same moment; only a thread that outruns its lane loses events, counted), the marker is
+ * dated at step A's begin, and the window holds steps A..B.
+ * Many short sessions, each with a one-step window, a busy second thread beside it. */
+typedef struct order_ctx {
+    int started, stopped;
+    uint64_t start_ns, first_step_ns;
+    unsigned before_start, steps, ranges, lost;
+} order_ctx;
+
+static int window_order(const recording_reader *r, const ts_event *ev, void *ctx)
+{
+    order_ctx *c = ctx;
+    switch (ev->kind) {
+    case TS_KIND_COLLECT_START:
+        c->started++;
+        c->start_ns = ev->begin_ns;
+        return 1;
+    case TS_KIND_COLLECT_STOP:
+        c->stopped++;
+        return 1;
+    case TS_KIND_STEP_BEGIN:
+        if (!c->first_step_ns)
+            c->first_step_ns = ev->begin_ns;
+        c->steps++;
+        return ev->v0 == 2; /* only step 2 */
+    case TS_KIND_OP_RANGE:
+        c->ranges += name_is(r, ev->name, "in-step");
+        break;
+    case TS_KIND_LOST:
+        /* The busy thread may outrun its lane (its own loss, counted); nothing else is lost. */
+        if (ev->aux != TS_LOST_LANE_FULL)
+            c->lost += (unsigned)ev->v0;
+        return 1;
+    default:
+        break;
+    }
+    if (!c->started && (ev->kind == TS_KIND_OP_RANGE || ev->kind == TS_KIND_COUNTER))
+        c->before_start++;
+    return 1;
+}
+
+static _Atomic int busy_quit;
+
+static void *busy_thread(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&busy_quit))
+        termsight_counter("busy", 1.0);
+    return NULL;
+}
+
+START_TEST(step_window_from_the_training_thread)
+{
+    for (int round = 0; round < 20 / SCALE + 2; round++) {
+        char out[600];
+        termsight_session *s = open_session("stepwin", 0, 0, 0, out, sizeof out);
+        window_set_steps(s, 2, 2);
+        atomic_store(&busy_quit, 0);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, busy_thread, NULL), 0);
+        for (int step = 1; step <= 3; step++) {
+            termsight_step_begin();
+            termsight_range_begin("in-step", "T"); /* at once: the loop has not run yet */
+            termsight_range_end();
+            termsight_step_end();
+        }
+        atomic_store(&busy_quit, 1);
+        pthread_join(t, NULL);
+        char run[1024];
+        snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+        ck_assert_int_eq(termsight_session_destroy(s), 0);
+        order_ctx c = {0};
+        tally tl;
+        read_recording(run, &tl, window_order, &c);
+        ck_assert_int_eq(c.started, 1);
+        ck_assert_int_eq(c.stopped, 1);
+        ck_assert_uint_eq(c.before_start, 0);
+        ck_assert_uint_eq(c.steps, 1);
+        ck_assert_uint_eq(c.ranges, 1);
+        ck_assert_uint_eq(c.lost, 0);
+        ck_assert_uint_le(c.start_ns, c.first_step_ns);
+        ck_assert_uint_gt(c.start_ns, 0);
+    }
+}
+END_TEST
+
 /* A monitor sees what the collector itself writes (window markers, thread names registered
  * before the window opened), because it goes through a lane like everything else. */
 START_TEST(observer_sees_collector_events)
@@ -829,6 +918,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, events_reach_recording);
     tcase_add_test(tc, nothing_while_not_collecting);
     tcase_add_test(tc, ranges_pair_within_a_window);
+    tcase_add_test(tc, step_window_from_the_training_thread);
     tcase_add_test(tc, observer_sees_collector_events);
     tcase_add_test(tc, accounted_under_load);
     tcase_add_test(tc, lanes_reused);
