@@ -6,6 +6,7 @@
 #define TERMSIGHT_ANALYSIS_INTERNAL_H
 
 #include "analysis.h"
+#include "index_map.h"
 
 /* Local ids (names the analysis derives) have this bit set; stream ids never do (the string
  * table holds at most 2^24). */
@@ -64,22 +65,6 @@ void names_scopes(analysis *a, uint32_t name, void (*fn)(void *ctx, uint32_t sco
 
 /* Case-insensitive substring test over raw bytes. */
 int names_contains(const char *hay, uint32_t hay_len, const char *needle);
-
-/* Open-addressing map from a 64-bit key to a dense index, for the modules' tables. */
-typedef struct index_map {
-    uint64_t *keys;
-    uint32_t *values;
-    uint32_t mask;
-    uint32_t count;
-} index_map;
-
-int index_map_init(index_map *m, uint32_t capacity_pow2);
-void index_map_free(index_map *m);
-/* The index for key, inserting next_index when absent (*inserted set). UINT32_MAX when out of
- * memory. */
-uint32_t index_map_get(index_map *m, uint64_t key, uint32_t next_index, int *inserted);
-/* The index, or UINT32_MAX when absent. */
-uint32_t index_map_find(const index_map *m, uint64_t key);
 
 /* A data fetch's name (get_next, GetNext, data fetch, DataLoader, next batch; letters and digits
  * compared without case): a wait for data, never an operator to optimize (steps.c). */
