@@ -28,6 +28,7 @@
  * cuts short, counts as one bad chunk; the reader then scans forward 8 bytes at a time to the
  * next chunk that checks out, counting the bytes it skips. */
 #include "model.h"
+#include "index_map.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -424,18 +425,13 @@ int recording_writer_close(recording_writer *w, char **cause)
 
 /* Names: their bytes in blocks that never move (a name's pointer stays valid until the reader
  * is closed), each stored as {uint32 length, bytes, NUL}; found by id through a dense array for
- * the ids a writer hands out (0, 1, 2 ...), and a hash table for the others. Memory is bounded
+ * the ids a writer hands out (0, 1, 2 ...), and an index_map for the others. Memory is bounded
  * by a multiple of the STRINGS bytes read (README: RELIABILITY). */
 typedef struct name_block {
     struct name_block *next;
     size_t used, cap;
     char bytes[];
 } name_block;
-
-typedef struct name_slot {
-    uint32_t id;
-    const char *entry; /* NULL: empty slot */
-} name_slot;
 
 struct recording_reader {
     int fd;
@@ -452,8 +448,9 @@ struct recording_reader {
     name_block *blocks;
     const char **dense; /* entry of id, for ids below dense_cap */
     uint32_t dense_cap;
-    name_slot *slots; /* the other ids: open addressing, at most half full */
-    uint32_t slot_cap, slot_used;
+    index_map sparse_ids; /* the other ids -> their index in sparse */
+    const char **sparse;  /* entries of the other ids */
+    uint32_t sparse_cap;
     uint32_t names; /* distinct ids stored */
     uint64_t name_memory;
 
@@ -607,54 +604,41 @@ static int reader_resync(recording_reader *r)
     }
 }
 
-static uint32_t slot_hash(uint32_t id)
+/* The entry of an id beyond the dense array, or NULL. */
+static const char *reader_sparse(const recording_reader *r, uint32_t id)
 {
-    return id * 2654435761u;
+    uint32_t i = index_map_find(&r->sparse_ids, id);
+    return i == UINT32_MAX ? NULL : r->sparse[i];
 }
 
-static name_slot *reader_slot(const recording_reader *r, uint32_t id)
+/* Sets the entry of an id beyond the dense array. Returns 0 or -1 out of memory. */
+static int reader_put_sparse(recording_reader *r, uint32_t id, const char *entry)
 {
-    if (!r->slot_cap)
-        return NULL;
-    uint32_t mask = r->slot_cap - 1;
-    for (uint32_t i = slot_hash(id) & mask;; i = (i + 1) & mask) {
-        name_slot *s = &r->slots[i];
-        if (!s->entry || s->id == id)
-            return s;
+    uint32_t next = r->sparse_ids.count;
+    if (next == r->sparse_cap) {
+        uint32_t cap = r->sparse_cap ? r->sparse_cap * 2 : 1024;
+        const char **grown = cap > r->sparse_cap ? realloc(r->sparse, cap * sizeof *grown) : NULL;
+        if (!grown)
+            return -1;
+        r->name_memory += (uint64_t)(cap - r->sparse_cap) * sizeof *grown;
+        r->sparse = grown;
+        r->sparse_cap = cap;
     }
-}
-
-static void *counted_calloc(recording_reader *r, size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p)
-        r->name_memory += (uint64_t)n * size;
-    return p;
-}
-
-static int reader_grow_slots(recording_reader *r)
-{
-    if (r->slot_cap >= (1u << 31))
+    uint64_t slots_before = r->sparse_ids.keys ? r->sparse_ids.mask + 1ull : 0;
+    int inserted = 0;
+    uint32_t i = index_map_get(&r->sparse_ids, id, next, &inserted);
+    if (i == UINT32_MAX)
         return -1;
-    uint32_t cap = r->slot_cap ? r->slot_cap * 2 : 1024;
-    name_slot *old = r->slots;
-    uint32_t old_cap = r->slot_cap;
-    r->slots = counted_calloc(r, cap, sizeof(*r->slots));
-    if (!r->slots) {
-        r->slots = old;
-        return -1;
-    }
-    r->slot_cap = cap;
-    for (uint32_t i = 0; i < old_cap; i++)
-        if (old[i].entry)
-            *reader_slot(r, old[i].id) = old[i];
-    free(old);
-    r->name_memory -= (uint64_t)old_cap * sizeof(*old);
+    /* The map's slots count as the names' memory. */
+    r->name_memory += (r->sparse_ids.mask + 1ull - slots_before) *
+                      (sizeof *r->sparse_ids.keys + sizeof *r->sparse_ids.values);
+    r->names += inserted;
+    r->sparse[i] = entry;
     return 0;
 }
 
 /* The dense array covers ids up to twice the names stored (and a first stretch): a writer's ids
- * are consecutive, a hostile file's far apart ones go to the hash table instead. */
+ * are consecutive, a hostile file's far apart ones go to the index_map instead. */
 static int reader_dense_covers(recording_reader *r, uint32_t id)
 {
     if (id < r->dense_cap)
@@ -713,15 +697,7 @@ static int reader_put_string(recording_reader *r, uint32_t id, const unsigned ch
         r->dense[id] = e;
         return 0;
     }
-    if (((uint64_t)r->slot_used + 1) * 2 > r->slot_cap && reader_grow_slots(r) < 0)
-        return -1;
-    name_slot *s = reader_slot(r, id);
-    if (!s->entry) {
-        r->slot_used++;
-        r->names++;
-    }
-    *s = (name_slot){.id = id, .entry = e};
-    return 0;
+    return reader_put_sparse(r, id, e);
 }
 
 /* Validates a STRINGS payload completely before storing any of it: counts and lengths come
@@ -907,8 +883,7 @@ const char *recording_reader_string(const recording_reader *r, uint32_t id, uint
     if (id < r->dense_cap) {
         e = r->dense[id];
     } else {
-        const name_slot *s = reader_slot(r, id);
-        e = s ? s->entry : NULL;
+        e = reader_sparse(r, id);
     }
     if (!e)
         return NULL;
@@ -950,7 +925,8 @@ void recording_reader_close(recording_reader *r)
         free(b);
     }
     free(r->dense);
-    free(r->slots);
+    index_map_free(&r->sparse_ids);
+    free(r->sparse);
     free(r->buf);
     free(r->path);
     free(r);

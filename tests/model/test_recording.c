@@ -352,6 +352,47 @@ START_TEST(test_long_and_many_names)
 }
 END_TEST
 
+START_TEST(test_sparse_name_ids)
+{
+    /* Ids far apart (a hostile or merged file's) go to the sparse map, not a giant array: each
+     * reads back, a later chunk's name for an id wins, ids between them have none. */
+    char *tmp = tmp_make();
+    recording_writer *w = writer_open(tmp, 1);
+    enum { N = 3000, GAP = 100003 };
+    char text[32];
+    char *cause = NULL;
+    for (uint32_t i = 0; i < N; i++) {
+        const char *b = text;
+        uint32_t len = (uint32_t)snprintf(text, sizeof text, "name-%u", i);
+        ck_assert_int_eq(recording_append_strings(w, 1 + i * GAP, 1, &b, &len, &cause), 0);
+    }
+    const char *again = "renamed";
+    uint32_t again_len = 7;
+    ck_assert_int_eq(recording_append_strings(w, 1 + 7 * GAP, 1, &again, &again_len, &cause), 0);
+    writer_close(w);
+
+    recording_reader *r = reader_open(tmp);
+    readout o;
+    reader_drain(r, &o);
+    ck_assert_uint_eq(recording_reader_bad_chunks(r), 0);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t len = 0;
+        const char *got = recording_reader_string(r, 1 + i * GAP, &len);
+        ck_assert_ptr_nonnull(got);
+        int want = i == 7 ? snprintf(text, sizeof text, "renamed")
+                          : snprintf(text, sizeof text, "name-%u", i);
+        ck_assert_uint_eq(len, (uint32_t)want);
+        ck_assert_mem_eq(got, text, len);
+        ck_assert_ptr_null(recording_reader_string(r, 2 + i * GAP, NULL));
+    }
+    /* Not an array up to id 3e8: the names, the map and its entries. */
+    ck_assert_uint_lt(recording_reader_work_done(r).name_memory, 4u << 20);
+    recording_reader_close(r);
+    free(o.ev);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_bad_strings_arguments)
 {
     char *tmp = tmp_make();
@@ -1009,6 +1050,7 @@ static Suite *recording_suite(void)
     TCase *tc = tcase_create("round_trip");
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_long_and_many_names);
+    tcase_add_test(tc, test_sparse_name_ids);
     tcase_add_test(tc, test_bad_strings_arguments);
     tcase_add_loop_test(tc, test_two_runs_split, 0, sizeof(runs) / sizeof(runs[0]));
     tcase_add_test(tc, test_format_is_pinned);
