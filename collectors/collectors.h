@@ -82,6 +82,13 @@ void job_identify(const termsight_options *o, ts_job *job);
 
 /* ---- The session (session.c) ----------------------------------------------------------- */
 
+typedef struct recorder recorder;       /* recorder.c's */
+typedef struct sampler_ctl sampler_ctl; /* sampler.c's */
+
+/* The session's own fields, written by session.c (and by the loop it owns, loop.c, and its
+ * windows, window.c). Other files of the room read what they need of it: the hot path (api.c)
+ * its names, segment, generation and step count directly, as a load costs less than a call;
+ * the recorder and the sampler keep their state in structures of their own, opaque here. */
 struct termsight_session {
     termsight_options opts; /* strings below are owned copies */
     char *output_path;
@@ -93,7 +100,6 @@ struct termsight_session {
     char run_folder[1024];
     char recording_dir[1100];
     uint64_t start_ns, start_realtime_ns; /* as the header says them, kept: never read back */
-    int recording_fd; /* the recording folder, made at the first start; -1 before */
 
     segment *seg;
     strtab *names;
@@ -121,19 +127,8 @@ struct termsight_session {
         char msg[512];
     } req; /* under wake_lock */
 
-    /* Under drain. */
-    recording_writer *writer;
-    uint32_t strings_recorded;
-    uint64_t *lane_drops_seen; /* per lane, to write LOST notices for new drops */
-    lane_run *runs;            /* per lane, this drain's runs */
-    uint64_t no_lane_drops_seen;
-    uint64_t write_drops;
-    lane_writer own; /* the collector's own lane: markers, options, names, notices */
-    /* What did not fit the collector's own lane, in order, until the next drain writes it
-     * (only the recorder thread writes, so other threads never wait for it). */
-    ts_event *overflow;
-    size_t overflow_n, overflow_cap;
-    uint64_t overflow_lost, overflow_lost_seen;
+    /* The recorder's state (recorder.c, its own), under drain. */
+    recorder *rec;
 
     /* The collector's own figures; the header holds mirrors that it never reads back. */
     _Atomic uint32_t state; /* enum ts_state */
@@ -159,15 +154,8 @@ struct termsight_session {
     _Atomic uint64_t no_lane_drops; /* events of threads that found no free lane */
     _Atomic uint64_t step;          /* last step number begun */
 
-    /* The /proc sampler (sampler.c). */
-    pthread_t sampler;
-    _Atomic int sampler_running; /* read by the recorder thread (window samples) */
-    _Atomic int sampler_quit;
-    pthread_mutex_t sampler_lock; /* with sampler_wake: ends the sampler's sleep */
-    pthread_cond_t sampler_wake;
-    /* Under sampler_lock: samples asked for out of turn (a window's baseline at its start, its
-     * last sample at its stop) and taken, so that every window has its figures however short. */
-    uint64_t sample_asked, sample_taken;
+    /* The /proc sampler's thread and its wake-ups (sampler.c, its own). */
+    sampler_ctl *smp;
     /* The window being sampled, 0 when not collecting. Written under drain, so a sample taken
      * under drain lies between its window's start and stop markers. */
     _Atomic uint32_t sample_window;
@@ -316,8 +304,20 @@ void loop_wake(termsight_session *s);
 
 /* ---- The recorder (recorder.c) --------------------------------------------------------- */
 
-/* The recorder's state for s (per-lane counts, the collector's own lane). Returns 0 or -1. */
+/* The recorder's state for s (per-lane counts, the collector's own lane). Returns 0 or -1 (the
+ * state made so far is then freed by recorder_free). */
 int recorder_init(termsight_session *s);
+void recorder_free(termsight_session *s);
+
+/* The recording file, under the drain lock on the recorder thread. Open: the run folder and its
+ * recording/ made at the first call (kept open, in the recorder's own descriptor table), the
+ * recording opened in it, disk space reserved beside it for a last note; nothing when open.
+ * Sync: what was written reaches the disk. Close (the session's end): synced and closed, or,
+ * when recording failed during a window (had_window), reopened once for the note of why and
+ * of what was lost. Each returns a termsight_error with termsight_last_error() set. */
+int recorder_open_locked(termsight_session *s);
+int recorder_sync_locked(termsight_session *s);
+int recorder_close_locked(termsight_session *s, int had_window);
 
 /* On the recorder thread: drains every lane into the recording (or discards, when recording
  * failed). Takes the drain lock. Returns the number of events taken plus the loss notices it
@@ -341,6 +341,8 @@ void recorder_commit_locked(termsight_session *s);
 int sampler_start(termsight_session *s);
 /* Ends the sampler thread and joins it. Fine when it never started. */
 void sampler_stop(termsight_session *s);
+/* Frees what sampler_start made, after sampler_stop (with the session). */
+void sampler_free(termsight_session *s);
 /* Has the sampler take a sample now, outside the drain lock: at a window's start its baseline,
  * before a window's stop marker its last sample. wait: until it was taken (at most a second). */
 void sampler_sample_now(termsight_session *s, int wait);

@@ -18,13 +18,37 @@
 #include "collectors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define OVERFLOW_MAX (1u << 18) /* events of the collector's own kept past its lane: 16 MiB */
+
+/* The recorder's state, under the session's drain lock. */
+struct recorder {
+    recording_writer *writer;
+    int recording_fd; /* the recording folder, made at the first start; -1 before */
+    uint32_t strings_recorded;
+    uint64_t *lane_drops_seen; /* per lane, to write LOST notices for new drops */
+    lane_run *runs;            /* per lane, this drain's runs */
+    uint64_t no_lane_drops_seen;
+    uint64_t write_drops;
+    lane_writer own; /* the collector's own lane: markers, options, names, notices */
+    /* What did not fit the collector's own lane, in order, until the next drain writes it
+     * (only the recorder thread writes, so other threads never wait for it). */
+    ts_event *overflow;
+    size_t overflow_n, overflow_cap;
+    uint64_t overflow_lost, overflow_lost_seen;
+};
+
+static uint32_t intern(termsight_session *s, const char *text)
+{
+    return strtab_intern(s->names, text ? text : "", text ? strlen(text) : 0, NULL);
+}
 
 void session_record_failed(termsight_session *s, int err, const char *why)
 {
@@ -46,9 +70,9 @@ void session_record_failed(termsight_session *s, int err, const char *why)
 static void record_failed(termsight_session *s, const char *why)
 {
     session_record_failed(s, errno, why);
-    if (s->writer) {
-        recording_writer_close(s->writer, NULL);
-        s->writer = NULL;
+    if (s->rec->writer) {
+        recording_writer_close(s->rec->writer, NULL);
+        s->rec->writer = NULL;
     }
 }
 
@@ -58,8 +82,8 @@ static void write_strings(termsight_session *s)
     enum { BATCH = 256 };
     const char *bytes[BATCH];
     uint32_t lens[BATCH];
-    while (s->writer && s->strings_recorded < count) {
-        uint32_t first = s->strings_recorded, n = 0;
+    while (s->rec->writer && s->rec->strings_recorded < count) {
+        uint32_t first = s->rec->strings_recorded, n = 0;
         while (n < BATCH && first + n < count) {
             uint32_t len = 0;
             const char *b = strtab_name(s->names, first + n, &len);
@@ -68,13 +92,13 @@ static void write_strings(termsight_session *s)
             n++;
         }
         char *why = NULL;
-        if (recording_append_strings(s->writer, first, n, bytes, lens, &why) != 0) {
+        if (recording_append_strings(s->rec->writer, first, n, bytes, lens, &why) != 0) {
             record_failed(s, why ? why : "cannot write names");
             free(why);
             return;
         }
-        s->strings_recorded = first + n;
-        atomic_store_explicit(&segment_header(s->seg)->strings_recorded, s->strings_recorded,
+        s->rec->strings_recorded = first + n;
+        atomic_store_explicit(&segment_header(s->seg)->strings_recorded, s->rec->strings_recorded,
                               memory_order_relaxed);
     }
 }
@@ -84,24 +108,25 @@ static void count_recorded(termsight_session *s, uint64_t n)
     ts_segment_header *h = segment_header(s->seg);
     uint64_t total = atomic_fetch_add_explicit(&s->events_recorded, n, memory_order_relaxed) + n;
     atomic_store_explicit(&h->events_recorded, total, memory_order_relaxed);
-    if (s->writer)
-        atomic_store_explicit(&h->bytes_recorded, recording_bytes(s->writer), memory_order_relaxed);
+    if (s->rec->writer)
+        atomic_store_explicit(&h->bytes_recorded, recording_bytes(s->rec->writer),
+                              memory_order_relaxed);
 }
 
 static void write_events(termsight_session *s, const ts_event *a, size_t na, const ts_event *b,
                          size_t nb)
 {
-    if (!s->writer) {
-        s->write_drops += na + nb;
+    if (!s->rec->writer) {
+        s->rec->write_drops += na + nb;
         return;
     }
     char *why = NULL;
-    uint64_t before = recording_events(s->writer);
-    if (recording_append_events(s->writer, a, na, b, nb, &why) != 0) {
+    uint64_t before = recording_events(s->rec->writer);
+    if (recording_append_events(s->rec->writer, a, na, b, nb, &why) != 0) {
         /* The chunks written whole before the failure are in the file: recorded, not lost. */
-        uint64_t written = recording_events(s->writer) - before;
+        uint64_t written = recording_events(s->rec->writer) - before;
         count_recorded(s, written);
-        s->write_drops += na + nb - written;
+        s->rec->write_drops += na + nb - written;
         record_failed(s, why ? why : "cannot write events");
         free(why);
         return;
@@ -113,17 +138,17 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
  * counted). */
 static int overflow_push(termsight_session *s, const ts_event *ev)
 {
-    if (s->overflow_n == s->overflow_cap) {
-        size_t cap = s->overflow_cap ? s->overflow_cap * 2 : 1024;
-        ts_event *o = cap <= OVERFLOW_MAX ? realloc(s->overflow, cap * sizeof *o) : NULL;
+    if (s->rec->overflow_n == s->rec->overflow_cap) {
+        size_t cap = s->rec->overflow_cap ? s->rec->overflow_cap * 2 : 1024;
+        ts_event *o = cap <= OVERFLOW_MAX ? realloc(s->rec->overflow, cap * sizeof *o) : NULL;
         if (!o) {
-            s->overflow_lost++;
+            s->rec->overflow_lost++;
             return 0;
         }
-        s->overflow = o;
-        s->overflow_cap = cap;
+        s->rec->overflow = o;
+        s->rec->overflow_cap = cap;
     }
-    s->overflow[s->overflow_n++] = *ev;
+    s->rec->overflow[s->rec->overflow_n++] = *ev;
     return 1;
 }
 
@@ -133,7 +158,7 @@ static int overflow_push(termsight_session *s, const ts_event *ev)
  * it, so the order holds. Returns 0 when ev was lost. */
 static int append(termsight_session *s, const ts_event *ev)
 {
-    if (!s->overflow_n && lane_push(&s->own, ev))
+    if (!s->rec->overflow_n && lane_push(&s->rec->own, ev))
         return 1;
     return overflow_push(s, ev);
 }
@@ -177,7 +202,7 @@ size_t recorder_drain(termsight_session *s)
 static size_t drain_locked(termsight_session *s)
 {
     uint32_t used = segment_lanes_used(s->seg);
-    lane_run *runs = s->runs;
+    lane_run *runs = s->rec->runs;
     size_t total = 0;
     for (uint32_t i = 0; i < used; i++) {
         runs[i].na = runs[i].nb = 0;
@@ -190,7 +215,7 @@ static size_t drain_locked(termsight_session *s)
         return 0;
     /* The overflow is newer than the collector's lane as peeked: it goes right after it. Events
      * appended to it during this drain (loss notices) wait for the next one. */
-    size_t overflow_n = s->overflow_n;
+    size_t overflow_n = s->rec->overflow_n;
     total += overflow_n;
     write_strings(s);
     uint64_t drops = 0;
@@ -201,42 +226,42 @@ static size_t drain_locked(termsight_session *s)
             write_events(s, runs[i].a, runs[i].na, runs[i].b, runs[i].nb);
             lane_consume(s->seg, i, runs[i].na + runs[i].nb);
         }
-        if (l == s->own.lane) {
+        if (l == s->rec->own.lane) {
             /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
             if (overflow_n) {
-                write_events(s, s->overflow, overflow_n, NULL, 0);
-                memmove(s->overflow, s->overflow + overflow_n,
-                        (s->overflow_n - overflow_n) * sizeof *s->overflow);
-                s->overflow_n -= overflow_n;
+                write_events(s, s->rec->overflow, overflow_n, NULL, 0);
+                memmove(s->rec->overflow, s->rec->overflow + overflow_n,
+                        (s->rec->overflow_n - overflow_n) * sizeof *s->rec->overflow);
+                s->rec->overflow_n -= overflow_n;
             }
             continue;
         }
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
-        if (d != s->lane_drops_seen[i] &&
+        if (d != s->rec->lane_drops_seen[i] &&
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
-                        d - s->lane_drops_seen[i], TS_LOST_LANE_FULL)) {
-            s->lane_drops_seen[i] = d;
+                        d - s->rec->lane_drops_seen[i], TS_LOST_LANE_FULL)) {
+            s->rec->lane_drops_seen[i] = d;
             notices++;
         }
         drops += d;
         lane_reclaim(s->seg, i);
     }
     uint64_t nl = atomic_load_explicit(&s->no_lane_drops, memory_order_relaxed);
-    if (nl != s->no_lane_drops_seen &&
-        lost_notice(s, 0, nl - s->no_lane_drops_seen, TS_LOST_NO_LANE)) {
-        s->no_lane_drops_seen = nl;
+    if (nl != s->rec->no_lane_drops_seen &&
+        lost_notice(s, 0, nl - s->rec->no_lane_drops_seen, TS_LOST_NO_LANE)) {
+        s->rec->no_lane_drops_seen = nl;
         notices++;
     }
-    if (s->overflow_lost != s->overflow_lost_seen &&
-        lost_notice(s, (uint32_t)getpid(), s->overflow_lost - s->overflow_lost_seen,
+    if (s->rec->overflow_lost != s->rec->overflow_lost_seen &&
+        lost_notice(s, (uint32_t)getpid(), s->rec->overflow_lost - s->rec->overflow_lost_seen,
                     TS_LOST_LANE_FULL)) {
-        s->overflow_lost_seen = s->overflow_lost;
+        s->rec->overflow_lost_seen = s->rec->overflow_lost;
         notices++;
     }
-    uint64_t all = drops + nl + s->write_drops + s->overflow_lost;
+    uint64_t all = drops + nl + s->rec->write_drops + s->rec->overflow_lost;
     atomic_store_explicit(&s->drops, all, memory_order_relaxed);
     atomic_store_explicit(&segment_header(s->seg)->drops, all, memory_order_relaxed);
-    atomic_store_explicit(&segment_header(s->seg)->write_drops, s->write_drops,
+    atomic_store_explicit(&segment_header(s->seg)->write_drops, s->rec->write_drops,
                           memory_order_relaxed);
     return total + notices;
 }
@@ -244,9 +269,155 @@ static size_t drain_locked(termsight_session *s)
 int recorder_init(termsight_session *s)
 {
     uint32_t lanes = segment_geometry_of(s->seg)->lane_count;
-    s->lane_drops_seen = calloc(lanes, sizeof *s->lane_drops_seen);
-    s->runs = calloc(lanes, sizeof *s->runs);
-    if (!s->lane_drops_seen || !s->runs || lane_claim(s->seg, (uint32_t)getpid(), &s->own) != 0)
+    recorder *r = calloc(1, sizeof *r);
+    if (!r)
+        return -1;
+    s->rec = r;
+    r->recording_fd = -1;
+    r->lane_drops_seen = calloc(lanes, sizeof *r->lane_drops_seen);
+    r->runs = calloc(lanes, sizeof *r->runs);
+    if (!r->lane_drops_seen || !r->runs || lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
         return -1;
     return 0;
+}
+
+void recorder_free(termsight_session *s)
+{
+    recorder *r = s->rec;
+    if (!r)
+        return;
+    free(r->overflow);
+    free(r->lane_drops_seen);
+    free(r->runs);
+    free(r);
+    s->rec = NULL;
+}
+
+/* ---- The recording file ------------------------------------------------------------------- */
+
+/* The disk space kept beside the recording while it is written: when the disk fills up, it is
+ * given back so that the recording can still be closed with a note of what was lost. */
+#define RESERVE_BYTES (64u << 10)
+
+static void reserve_take(const termsight_session *s)
+{
+    int fd = openat(s->rec->recording_fd, TS_RECORDING_RESERVE,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0)
+        return; /* no reserve: a full disk then ends the recording without its note */
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
+        unlinkat(s->rec->recording_fd, TS_RECORDING_RESERVE, 0);
+    close(fd);
+}
+
+static void reserve_give_back(const termsight_session *s)
+{
+    struct stat st;
+    if (s->rec->recording_fd >= 0 &&
+        fstatat(s->rec->recording_fd, TS_RECORDING_RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        unlinkat(s->rec->recording_fd, TS_RECORDING_RESERVE, 0);
+}
+
+int recorder_open_locked(termsight_session *s)
+{
+    if (s->rec->writer)
+        return 0;
+    char why_dir[512];
+    if (s->rec->recording_fd < 0 &&
+        (s->rec->recording_fd =
+             util_make_recording_dir(s->output_path, s->run_folder, why_dir, sizeof why_dir)) < 0)
+        return session_fail(TERMSIGHT_E_RECORDING, "%s", why_dir);
+    recording_meta meta = {
+        .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
+    snprintf(meta.process, sizeof meta.process, "%s", s->process);
+    snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
+    meta.start_realtime_ns = s->start_realtime_ns;
+    meta.start_ns = s->start_ns;
+    gethostname(meta.host, sizeof meta.host - 1);
+    char *why = NULL;
+    if (recording_writer_openat(s->rec->recording_fd, s->recording_dir, &meta, &s->rec->writer,
+                                &why) != 0) {
+        int rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot open recording");
+        free(why);
+        return rc;
+    }
+    if (!atomic_load(&s->record_error))
+        reserve_take(s);
+    return 0;
+}
+
+/* The recording stopped early (a full disk, an I/O error): with the reserved space given back,
+ * it is opened once more for the note of why and of how many events were lost, so the report can
+ * say so. Under the drain lock, after the last drain. */
+static void close_failed_recording(termsight_session *s)
+{
+    reserve_give_back(s);
+    if (recorder_open_locked(s) != 0)
+        return;
+    uint64_t now = tsclock_now(&ts_clock);
+    ts_event note[2] = {{.kind = TS_KIND_LOST,
+                         .tid = (uint32_t)getpid(),
+                         .device = TS_DEVICE_HOST,
+                         .aux = TS_LOST_WRITE,
+                         .begin_ns = now,
+                         .end_ns = now,
+                         .v0 = s->rec->write_drops},
+                        {.kind = TS_KIND_CONFIG,
+                         .tid = (uint32_t)gettid(),
+                         .device = TS_DEVICE_HOST,
+                         .name = intern(s, "record_error"),
+                         .type = intern(s, s->record_notice),
+                         .begin_ns = now,
+                         .end_ns = now}};
+    char *why = NULL;
+    uint32_t count = strtab_count(s->names);
+    const char *bytes[2];
+    uint32_t lens[2];
+    int rc = 0;
+    /* The names the recorder could not write, then the two the note uses. */
+    for (uint32_t id = s->rec->strings_recorded; rc == 0 && id < count; id++) {
+        bytes[0] = strtab_name(s->names, id, &lens[0]);
+        if (!bytes[0])
+            bytes[0] = "", lens[0] = 0;
+        rc = recording_append_strings(s->rec->writer, id, 1, bytes, lens, &why);
+    }
+    if (rc == 0)
+        rc = recording_append_events(s->rec->writer, note, 2, NULL, 0, &why);
+    if (rc == 0)
+        recording_sync(s->rec->writer, NULL);
+    free(why);
+    recording_writer_close(s->rec->writer, NULL);
+    s->rec->writer = NULL;
+}
+
+int recorder_sync_locked(termsight_session *s)
+{
+    char *why = NULL;
+    int rc = 0;
+    if (s->rec->writer && recording_sync(s->rec->writer, &why) != 0)
+        rc = session_fail(TERMSIGHT_E_RECORDING, "flush: %s", why ? why : "sync failed");
+    free(why);
+    return rc;
+}
+
+int recorder_close_locked(termsight_session *s, int had_window)
+{
+    recorder *r = s->rec;
+    int rc = 0;
+    if (r->writer) {
+        char *why = NULL;
+        if (recording_sync(r->writer, &why) != 0 || recording_writer_close(r->writer, &why) != 0)
+            rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot close recording");
+        free(why);
+        r->writer = NULL;
+    } else if (atomic_load(&s->record_error) && had_window) {
+        close_failed_recording(s);
+    }
+    reserve_give_back(s);
+    if (r->recording_fd >= 0)
+        close(r->recording_fd);
+    r->recording_fd = -1;
+    return rc;
 }

@@ -572,6 +572,19 @@ static size_t build(sampler *m, const snapshot *prev, const snapshot *cur, int m
     return n;
 }
 
+/* The sampler thread and how other threads wake it: its own, freed with the session (the loop
+ * may ask for a sample until the session ends). */
+struct sampler_ctl {
+    pthread_t thread;
+    _Atomic int running; /* read by the loop (window samples) */
+    _Atomic int quit;
+    pthread_mutex_t lock; /* with wake: ends the sampler's sleep */
+    pthread_cond_t wake;  /* timed on CLOCK_MONOTONIC, the collector clock's epoch */
+    /* Under lock: samples asked for out of turn (a window's baseline at its start, its last
+     * sample at its stop) and taken, so that every window has its figures however short. */
+    uint64_t asked, taken;
+};
+
 enum wake { WAKE_TIME, WAKE_ASKED, WAKE_QUIT };
 
 /* Sleeps until deadline (collector clock is CLOCK_MONOTONIC's epoch, as is the condition's
@@ -580,47 +593,47 @@ static enum wake wait_until(termsight_session *s, uint64_t deadline, uint64_t *a
 {
     struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
     enum wake why = WAKE_TIME;
-    pthread_mutex_lock(&s->sampler_lock);
+    pthread_mutex_lock(&s->smp->lock);
     for (;;) {
-        if (atomic_load(&s->sampler_quit)) {
+        if (atomic_load(&s->smp->quit)) {
             why = WAKE_QUIT;
             break;
         }
-        if (s->sample_asked != s->sample_taken) {
-            *asked = s->sample_asked;
+        if (s->smp->asked != s->smp->taken) {
+            *asked = s->smp->asked;
             why = WAKE_ASKED;
             break;
         }
         if (tsclock_monotonic_ns() >= deadline ||
-            pthread_cond_timedwait(&s->sampler_wake, &s->sampler_lock, &ts) == ETIMEDOUT)
+            pthread_cond_timedwait(&s->smp->wake, &s->smp->lock, &ts) == ETIMEDOUT)
             break;
     }
-    pthread_mutex_unlock(&s->sampler_lock);
+    pthread_mutex_unlock(&s->smp->lock);
     return why;
 }
 
 static void answered(termsight_session *s, uint64_t asked)
 {
-    pthread_mutex_lock(&s->sampler_lock);
-    if (s->sample_taken < asked)
-        s->sample_taken = asked;
-    pthread_cond_broadcast(&s->sampler_wake);
-    pthread_mutex_unlock(&s->sampler_lock);
+    pthread_mutex_lock(&s->smp->lock);
+    if (s->smp->taken < asked)
+        s->smp->taken = asked;
+    pthread_cond_broadcast(&s->smp->wake);
+    pthread_mutex_unlock(&s->smp->lock);
 }
 
 void sampler_sample_now(termsight_session *s, int wait)
 {
-    if (!s->sampler_running)
+    if (!s->smp || !atomic_load(&s->smp->running))
         return;
     uint64_t deadline = tsclock_monotonic_ns() + 1000000000ull;
     struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
-    pthread_mutex_lock(&s->sampler_lock);
-    uint64_t mine = ++s->sample_asked;
-    pthread_cond_broadcast(&s->sampler_wake);
-    while (wait && s->sample_taken < mine && !atomic_load(&s->sampler_quit))
-        if (pthread_cond_timedwait(&s->sampler_wake, &s->sampler_lock, &ts) == ETIMEDOUT)
+    pthread_mutex_lock(&s->smp->lock);
+    uint64_t mine = ++s->smp->asked;
+    pthread_cond_broadcast(&s->smp->wake);
+    while (wait && s->smp->taken < mine && !atomic_load(&s->smp->quit))
+        if (pthread_cond_timedwait(&s->smp->wake, &s->smp->lock, &ts) == ETIMEDOUT)
             break;
-    pthread_mutex_unlock(&s->sampler_lock);
+    pthread_mutex_unlock(&s->smp->lock);
 }
 
 static void sampler_loop(sampler *m)
@@ -706,21 +719,42 @@ static void *sampler_main(void *arg)
 
 int sampler_start(termsight_session *s)
 {
-    atomic_store(&s->sampler_quit, 0);
-    if (util_thread_start(&s->sampler, 0, sampler_main, s, "termsight-smp") != 0)
+    sampler_ctl *c = calloc(1, sizeof *c);
+    if (!c)
         return -1;
-    s->sampler_running = 1;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    s->smp = c;
+    if (util_thread_start(&c->thread, 0, sampler_main, s, "termsight-smp") != 0)
+        return -1;
+    atomic_store(&c->running, 1);
     return 0;
 }
 
 void sampler_stop(termsight_session *s)
 {
-    if (!s->sampler_running)
+    sampler_ctl *c = s->smp;
+    if (!c || !atomic_load(&c->running))
         return;
-    pthread_mutex_lock(&s->sampler_lock);
-    atomic_store(&s->sampler_quit, 1);
-    pthread_cond_signal(&s->sampler_wake);
-    pthread_mutex_unlock(&s->sampler_lock);
-    pthread_join(s->sampler, NULL);
-    s->sampler_running = 0;
+    pthread_mutex_lock(&c->lock);
+    atomic_store(&c->quit, 1);
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    atomic_store(&c->running, 0);
+}
+
+void sampler_free(termsight_session *s)
+{
+    sampler_ctl *c = s->smp;
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
+    free(c);
+    s->smp = NULL;
 }

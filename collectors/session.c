@@ -7,12 +7,10 @@
 #include "collectors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,7 +171,7 @@ static void retire_segment(segment *seg)
 
 static void session_free(termsight_session *s)
 {
-    free(s->overflow);
+    recorder_free(s);
     pthread_mutex_destroy(&s->req_lock);
     pthread_mutex_destroy(&s->wake_lock);
     pthread_cond_destroy(&s->wake);
@@ -182,13 +180,10 @@ static void session_free(termsight_session *s)
     free(s->output_path);
     free(s->fp_start_op);
     free(s->bp_end_op);
-    free(s->lane_drops_seen);
-    free(s->runs);
     pthread_mutex_destroy(&s->control);
     pthread_mutex_destroy(&s->drain);
     pthread_mutex_destroy(&s->meta);
-    pthread_mutex_destroy(&s->sampler_lock);
-    pthread_cond_destroy(&s->sampler_wake);
+    sampler_free(s);
     free(s);
 }
 
@@ -387,18 +382,14 @@ static int session_create(const termsight_options *opts, const termsight_session
     pthread_mutex_init(&s->meta, NULL);
     pthread_mutex_init(&s->req_lock, NULL);
     pthread_mutex_init(&s->wake_lock, NULL);
-    /* The recorder's and the sampler's sleeps are timed on CLOCK_MONOTONIC, the collector
-     * clock's epoch. */
-    pthread_mutex_init(&s->sampler_lock, NULL);
+    /* The recorder's sleeps are timed on CLOCK_MONOTONIC, the collector clock's epoch. */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->sampler_wake, &ca);
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->done, NULL);
     s->opts = *opts;
-    s->recording_fd = -1;
     s->output_path = strdup(opts->output_path);
     s->fp_start_op = dup_or_null(opts->fp_start_op);
     s->bp_end_op = dup_or_null(opts->bp_end_op);
@@ -634,93 +625,6 @@ static void write_window_metadata(termsight_session *s)
     pthread_mutex_unlock(&s->meta);
 }
 
-/* The disk space kept beside the recording while it is written: when the disk fills up, it is
- * given back so that the recording can still be closed with a note of what was lost. */
-#define RESERVE_BYTES (64u << 10)
-
-static void reserve_take(const termsight_session *s)
-{
-    int fd = openat(s->recording_fd, TS_RECORDING_RESERVE,
-                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
-    if (fd < 0)
-        return; /* no reserve: a full disk then ends the recording without its note */
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
-        unlinkat(s->recording_fd, TS_RECORDING_RESERVE, 0);
-    close(fd);
-}
-
-static void reserve_give_back(const termsight_session *s)
-{
-    struct stat st;
-    if (s->recording_fd >= 0 &&
-        fstatat(s->recording_fd, TS_RECORDING_RESERVE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && st.st_uid == geteuid())
-        unlinkat(s->recording_fd, TS_RECORDING_RESERVE, 0);
-}
-
-/* On the recorder thread: the run folder and its recording/ made at the first start (kept open,
- * in the recorder's own descriptor table), the recording opened in it. */
-static int open_recording(termsight_session *s)
-{
-    if (s->writer)
-        return 0;
-    char why_dir[512];
-    if (s->recording_fd < 0 && (s->recording_fd = util_make_recording_dir(
-                                    s->output_path, s->run_folder, why_dir, sizeof why_dir)) < 0)
-        return session_fail(TERMSIGHT_E_RECORDING, "%s", why_dir);
-    recording_meta meta = {
-        .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
-    snprintf(meta.process, sizeof meta.process, "%s", s->process);
-    snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
-    meta.start_realtime_ns = s->start_realtime_ns;
-    meta.start_ns = s->start_ns;
-    gethostname(meta.host, sizeof meta.host - 1);
-    char *why = NULL;
-    if (recording_writer_openat(s->recording_fd, s->recording_dir, &meta, &s->writer, &why) != 0) {
-        int rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot open recording");
-        free(why);
-        return rc;
-    }
-    if (!atomic_load(&s->record_error))
-        reserve_take(s);
-    return 0;
-}
-
-/* The recording stopped early (a full disk, an I/O error): with the reserved space given back,
- * it is opened once more for the note of why and of how many events were lost, so the report can
- * say so. Under the drain lock, after the last drain. */
-static void close_failed_recording(termsight_session *s)
-{
-    reserve_give_back(s);
-    if (open_recording(s) != 0)
-        return;
-    ts_event note[2] = {
-        marker(TS_KIND_LOST, 0, 0, s->write_drops),
-        marker(TS_KIND_CONFIG, intern(s, "record_error"), intern(s, s->record_notice), 0)};
-    note[0].aux = TS_LOST_WRITE;
-    note[0].tid = (uint32_t)getpid();
-    char *why = NULL;
-    uint32_t count = strtab_count(s->names);
-    const char *bytes[2];
-    uint32_t lens[2];
-    int rc = 0;
-    /* The names the recorder could not write, then the two the note uses. */
-    for (uint32_t id = s->strings_recorded; rc == 0 && id < count; id++) {
-        bytes[0] = strtab_name(s->names, id, &lens[0]);
-        if (!bytes[0])
-            bytes[0] = "", lens[0] = 0;
-        rc = recording_append_strings(s->writer, id, 1, bytes, lens, &why);
-    }
-    if (rc == 0)
-        rc = recording_append_events(s->writer, note, 2, NULL, 0, &why);
-    if (rc == 0)
-        recording_sync(s->writer, NULL);
-    free(why);
-    recording_writer_close(s->writer, NULL);
-    s->writer = NULL;
-}
-
 /* Opens window s->window + 1 with its start marker at begin_ns. thread_opened: a training thread
  * already turned collection on and moved the threads' window (the step window, window.c), so
  * only the recording's side is left to do. */
@@ -734,7 +638,7 @@ static int window_open(termsight_session *s, uint64_t begin_ns, int thread_opene
         return session_fail(TERMSIGHT_E_RECORDING, "start: recording stopped earlier: %s",
                             s->record_notice);
     pthread_mutex_lock(&s->drain);
-    int rc = open_recording(s);
+    int rc = recorder_open_locked(s);
     if (rc == 0) {
         s->window++;
         ts_event ev = marker(TS_KIND_COLLECT_START, 0, 0, s->window);
@@ -799,7 +703,7 @@ int session_recording_open_locked(termsight_session *s)
         return session_fail(TERMSIGHT_E_RECORDING, "recording stopped earlier: %s",
                             s->record_notice);
     pthread_mutex_lock(&s->drain);
-    int rc = open_recording(s);
+    int rc = recorder_open_locked(s);
     pthread_mutex_unlock(&s->drain);
     return rc;
 }
@@ -809,11 +713,7 @@ static int cmd_flush(termsight_session *s)
     cupti_flush(s, 0);
     recorder_drain(s);
     pthread_mutex_lock(&s->drain);
-    int rc = 0;
-    char *why = NULL;
-    if (s->writer && recording_sync(s->writer, &why) != 0)
-        rc = session_fail(TERMSIGHT_E_RECORDING, "flush: %s", why ? why : "sync failed");
-    free(why);
+    int rc = recorder_sync_locked(s);
     if (!rc && atomic_load(&s->record_error))
         rc = session_fail(TERMSIGHT_E_RECORDING, "flush: recording stopped earlier: %s",
                           s->record_notice);
@@ -850,21 +750,8 @@ static int cmd_end(termsight_session *s)
      * producers have stopped, so that comes). */
     while (recorder_drain(s))
         ;
-    int rc = 0;
     pthread_mutex_lock(&s->drain);
-    if (s->writer) {
-        char *why = NULL;
-        if (recording_sync(s->writer, &why) != 0 || recording_writer_close(s->writer, &why) != 0)
-            rc = session_fail(TERMSIGHT_E_RECORDING, "%s", why ? why : "cannot close recording");
-        free(why);
-        s->writer = NULL;
-    } else if (atomic_load(&s->record_error) && s->window) {
-        close_failed_recording(s);
-    }
-    reserve_give_back(s);
-    if (s->recording_fd >= 0)
-        close(s->recording_fd);
-    s->recording_fd = -1;
+    int rc = recorder_close_locked(s, s->window != 0);
     pthread_mutex_unlock(&s->drain);
     set_state(s, TS_STATE_ENDED);
     atomic_store(&s->recorder_quit, 1);
