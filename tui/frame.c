@@ -53,7 +53,7 @@ static int item(canvas *c, rect r, int y, int x, const char *label, const char *
 }
 
 void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
-                  const char *last_command, int last_failed, int frozen)
+                  const char *message, int message_role, double progress, int frozen)
 {
     canvas_fill(c, r, ' ', ROLE_HEADER);
     char buf[96];
@@ -105,14 +105,20 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     x = item(c, r, 1, x, "step", buf, ROLE_HEADER);
     format_duration(ss.steps ? ss.avg_total_ns : -1, buf, sizeof buf);
     x = item(c, r, 1, x, "avg step", buf, ROLE_HEADER);
-    const char *last = last_command && *last_command ? last_command : "-";
-    int lw = canvas_text_width(c, last, strlen(last));
-    int room = r.w - x - 6;
-    if (room > 10) {
-        x += canvas_str(c, r, 1, x, ROLE_HEADER_KEY, "last ");
-        x += canvas_text_fit(c, r, 1, x, lw < room / 2 ? lw : room / 2,
-                             last_failed ? ROLE_ERROR : ROLE_HEADER, last, strlen(last), 0) +
-             2;
+    if (progress >= 0 && r.w - x > 32) {
+        /* The analysis at work: a bar of its progress. */
+        int bw = 16, fill = (int)(progress * bw + 0.5);
+        x += canvas_str(c, r, 1, x, ROLE_HEADER_KEY, "analysing [");
+        for (int i = 0; i < bw; i++)
+            canvas_put(c, r, 1, x + i, i < fill ? c->g->used : ' ',
+                       i < fill ? ROLE_PROGRESS : ROLE_DIM);
+        x += bw;
+        x += canvas_printf(c, r, 1, x, ROLE_HEADER, "] %3d %%  ", (int)(progress * 100 + 0.5));
+    }
+    if (message && *message && r.w - x > 10) {
+        /* The latest answer or event, while it is news; else the run folder. */
+        canvas_text_fit(c, r, 1, x, r.w - x - 1, message_role, message, strlen(message), 0);
+        return;
     }
     if (st->record_error) {
         /* The reason first: the notice starts with a path that a narrow header cuts short. */
@@ -145,25 +151,100 @@ void frame_tabs(canvas *c, rect r, int screen)
     }
 }
 
-void frame_status(canvas *c, rect r, const char *message, int role, double progress, int frozen)
+/* The keys every screen has, around the screen's own (key_hint.drop: the higher, the sooner
+ * it goes when the bar is narrow; 0 stays). */
+static const key_hint global_first[] = {{"F1", "Help", 0}, {"F5", NULL, 0}, {"F6", "Analyse", 0}};
+static const key_hint global_last[] = {
+    {"Tab", "Screen", 5}, {"Space", NULL, 6}, {"F10", "Quit", 0}};
+
+/* A key as the terminal can show it: the arrows in ASCII where the locale has no UTF-8. */
+static const char *key_text(const canvas *c, const char *key)
 {
-    canvas_fill(c, r, ' ', ROLE_NORMAL);
-    const char *hints = frozen ? "space thaw  ? help  q quit" : "? help  q quit";
-    int hw = (int)strlen(hints);
-    int x = 1;
-    if (progress >= 0) {
-        int bw = 20;
-        int fill = (int)(progress * bw + 0.5);
-        x += canvas_str(c, r, 0, x, ROLE_NORMAL, "[");
-        for (int i = 0; i < bw; i++)
-            canvas_put(c, r, 0, x + i, i < fill ? c->g->used : ' ',
-                       i < fill ? ROLE_PROGRESS : ROLE_DIM);
-        x += bw;
-        x += canvas_printf(c, r, 0, x, ROLE_NORMAL, "] %3d %% ", (int)(progress * 100 + 0.5));
+    if (c->g->utf8)
+        return key;
+    if (!strcmp(key, "\u2190\u2192"))
+        return "<>";
+    if (!strcmp(key, "\u2191\u2193"))
+        return "^v";
+    return key;
+}
+
+static int hint_width(const canvas *c, const key_hint *h)
+{
+    const char *k = key_text(c, h->key);
+    return canvas_text_width(c, k, strlen(k)) + canvas_text_width(c, h->what, strlen(h->what));
+}
+
+void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p)
+{
+    canvas_fill(c, r, ' ', ROLE_TAB);
+    if (v->confirm) {
+        const char *ask = v->confirm == VA_STARTSTOP
+                              ? " Stop collecting? The window ends here.   y stop   any other "
+                                "key: no "
+                              : " Run the analysis? It writes the report folder, replacing an "
+                                "earlier one.   y run   any other key: no ";
+        canvas_text_fit(c, r, 0, 0, r.w, ROLE_WARN, ask, strlen(ask), 0);
+        return;
     }
-    if (message)
-        canvas_text_fit(c, r, 0, x, r.w - x - hw - 3, role, message, strlen(message), 0);
-    canvas_str(c, r, 0, r.w - hw - 1, ROLE_DIM, hints);
+    if (v->searching) {
+        canvas_str(c, r, 0, 1, ROLE_TAB, "Search: type a part of a name   Enter keep   Esc cancel");
+        return;
+    }
+    if (v->help || v->notice) {
+        canvas_str(c, r, 0, 1, ROLE_TAB, "any key closes this page   q quit");
+        return;
+    }
+    /* The bar's entries: the global first ones, the screen's (on the overview, the keys that
+     * reach its panels: operators, timeline), the global last ones. */
+    key_hint all[32];
+    size_t n = 0;
+    int collecting = p && p->st && !p->st->gone && p->st->state == TS_STATE_COLLECTING;
+    for (size_t i = 0; i < sizeof global_first / sizeof global_first[0]; i++) {
+        all[n] = global_first[i];
+        if (!all[n].what)
+            all[n].what = collecting ? "Stop" : "Collect";
+        n++;
+    }
+    const panel_class *own[2] = {NULL, NULL};
+    if (v->screen == SCREEN_OVERVIEW)
+        own[0] = panels[PANEL_TIMELINE], own[1] = panels[PANEL_OPS];
+    else
+        own[0] = panels[v->screen - 1];
+    for (int k = 0; k < 2; k++)
+        for (const key_hint *h = own[k] ? own[k]->hints : NULL; h && h->key && n < 28; h++)
+            all[n++] = *h;
+    for (size_t i = 0; i < sizeof global_last / sizeof global_last[0]; i++) {
+        all[n] = global_last[i];
+        if (!all[n].what)
+            all[n].what = v->frozen ? "Thaw" : "Freeze";
+        n++;
+    }
+    /* Step down: the entry that goes soonest leaves first, until the rest fit. */
+    int keep[32], width = 0;
+    for (size_t i = 0; i < n; i++) {
+        keep[i] = 1;
+        width += hint_width(c, &all[i]) + 2;
+    }
+    while (width > r.w) {
+        size_t worst = n;
+        for (size_t i = 0; i < n; i++)
+            if (keep[i] && all[i].drop && (worst == n || all[i].drop >= all[worst].drop))
+                worst = i;
+        if (worst == n)
+            break;
+        keep[worst] = 0;
+        width -= hint_width(c, &all[worst]) + 2;
+    }
+    int x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!keep[i])
+            continue;
+        const char *k = key_text(c, all[i].key);
+        x += canvas_str(c, r, 0, x, ROLE_TAB_ACTIVE, k);
+        x += canvas_str(c, r, 0, x, ROLE_TAB, all[i].what);
+        x += canvas_str(c, r, 0, x, ROLE_TAB, "  ");
+    }
 }
 
 int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
@@ -210,9 +291,9 @@ static const struct {
 } help_keys[] = {
     {"Tab  Shift-Tab", "next / previous screen"},
     {"1 .. 7", "overview, step trace, operators, queues, CPU and memory, timeline, ranks"},
-    {"s", "start or stop collecting (the collector's answer is shown); of a job: every rank"},
-    {"a", "analyse: flush, write the report folder, show its path and top suggestions; of a "
-          "job: every rank's, then the job report"},
+    {"F5  c", "start or stop collecting (a stop asks first: y); of a job: every rank"},
+    {"F6  r", "analyse (asks first: y): flush, write the report folder, show its path and top "
+              "suggestions; of a job: every rank's, then the job report"},
     {"space", "freeze or thaw the display"},
     {"?  h  F1", "this help (any key closes it)"},
     {"q  F10", "quit (the terminal is restored; training goes on)"},
@@ -225,8 +306,8 @@ static const struct {
     {"/", "operators: search (Enter keeps it, Esc cancels)"},
     {"Enter", "operators: the selected type's ops (Esc or Backspace: back); ranks: show that "
               "rank on every screen"},
-    {"W  S", "timeline: zoom in / out (shifted: lower-case s and a are start/stop and analyse)"},
-    {"A  D", "timeline: move left / right (D past the end follows the latest again)"},
+    {"w  s", "timeline: zoom in / out (either case)"},
+    {"a  d", "timeline: move left / right (d past the end follows the latest again)"},
 };
 
 void frame_help(canvas *c, rect r)
@@ -273,11 +354,12 @@ void frame_too_small(canvas *c, int rows, int cols)
                    "q quits");
 }
 
-void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *last_command,
-                int last_failed)
+void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *message,
+                int message_role, double progress)
 {
-    frame_header(c, L->header, p->st, p->a, last_command, last_failed, v->frozen);
+    frame_header(c, L->header, p->st, p->a, message, message_role, progress, v->frozen);
     frame_tabs(c, L->tabs, v->screen);
+    frame_keys(c, L->status, v, p);
     canvas_fill(c, L->body, ' ', ROLE_NORMAL);
     if (v->help) {
         frame_help(c, L->body);

@@ -237,9 +237,12 @@ static int cpu_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint cpu_hints[] = {{"\u2191\u2193", "Scroll", 4}, {NULL}};
+
 const panel_class panel_cpu = {
     .title = "CPU and memory",
     .tab = "CPU/Memory",
     .draw = cpu_draw,
     .key = cpu_key,
+    .hints = cpu_hints,
 };

@@ -301,7 +301,7 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         const source_status *st = p->st;
         const char *why = v->search[0] ? "no operator matches the search"
                           : st && st->state != TS_STATE_COLLECTING && !st->gone
-                              ? "no operators yet: press s to start collecting"
+                              ? "no operators yet: press F5 (or c) to start collecting"
                               : "no operators yet";
         canvas_str(c, body, 0, 2, ROLE_DIM, why);
         free(rows);
@@ -413,9 +413,13 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint ops_hints[] = {
+    {"/", "Search", 1}, {"o", "Sort", 2}, {"t", "Type/op", 3}, {"k", "Kernels", 4}, {NULL}};
+
 const panel_class panel_ops = {
     .title = "Operators",
     .tab = "Operators",
     .draw = ops_draw,
     .key = ops_key,
+    .hints = ops_hints,
 };

@@ -186,9 +186,12 @@ static int queues_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint queues_hints[] = {{"\u2191\u2193", "Scroll", 4}, {NULL}};
+
 const panel_class panel_queues = {
     .title = "Data queues",
     .tab = "Queues",
     .draw = queues_draw,
     .key = queues_key,
+    .hints = queues_hints,
 };

@@ -289,9 +289,13 @@ static int ranks_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint ranks_hints[] = {
+    {"Enter", "Show rank", 1}, {"\u2191\u2193", "Choose", 4}, {NULL}};
+
 const panel_class panel_ranks = {
     .title = "Ranks",
     .tab = "Ranks",
     .draw = ranks_draw,
     .key = ranks_key,
+    .hints = ranks_hints,
 };

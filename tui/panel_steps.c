@@ -198,7 +198,7 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         const source_status *st = p->st;
         canvas_str(c, area, area.h / 2, 2, ROLE_DIM,
                    st && st->state != TS_STATE_COLLECTING && !st->gone
-                       ? "not collecting: press s to start"
+                       ? "not collecting: press F5 (or c) to start"
                        : "waiting for steps (termsight_step_begin / step_end)");
     }
     draw_axis(c, r, 1 + area.h, rows + first, end - first);
@@ -237,9 +237,12 @@ static int steps_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint steps_hints[] = {{"\u2190\u2192", "Older/newer", 2}, {NULL}};
+
 const panel_class panel_steps = {
     .title = "Step trace",
     .tab = "Steps",
     .draw = steps_draw,
     .key = steps_key,
+    .hints = steps_hints,
 };

@@ -215,7 +215,7 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     format_duration((double)span, s, sizeof s);
     if (v->tl_follow || !ring || end >= ring->latest_ns)
         snprintf(extra, sizeof extra, "span %s, following the latest%s", s,
-                 full ? "  (W/S zoom, A/D move, arrows: op and lane)" : ", W/S zoom, A/D move");
+                 full ? "  (w/s zoom, a/d move, arrows: op and lane)" : ", w/s zoom, a/d move");
     else {
         format_duration((double)(ring->latest_ns - end), d, sizeof d);
         snprintf(extra, sizeof extra, "span %s, ending %s before the latest%s", s, d,
@@ -226,7 +226,7 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
         const source_status *st = p->st;
         canvas_str(c, r, 2, 2, ROLE_DIM,
                    st && st->state != TS_STATE_COLLECTING && !st->gone
-                       ? "no ops yet: press s to start collecting"
+                       ? "no ops yet: press F5 (or c) to start collecting"
                        : "no ops yet");
         return;
     }
@@ -368,6 +368,7 @@ static int timeline_key(const panel_ctx *p, view *v, int key, int full)
     uint64_t latest = ring ? ring->latest_ns : 0;
     switch (key) {
     case 'W':
+    case 'w':
         v->tl_span_ns = span / 2 < SPAN_MIN_NS ? SPAN_MIN_NS : span / 2;
         if (!v->tl_follow && v->tl_cursor) /* zoom toward the op under the cursor */
             v->tl_end_ns = v->tl_cursor + v->tl_span_ns / 2 < latest
@@ -377,6 +378,7 @@ static int timeline_key(const panel_ctx *p, view *v, int key, int full)
             v->tl_end_ns = end - (span - v->tl_span_ns) / 2;
         return 1;
     case 'S':
+    case 's':
         v->tl_span_ns = span * 2 > SPAN_MAX_NS ? SPAN_MAX_NS : span * 2;
         if (!v->tl_follow) {
             v->tl_end_ns = end + span / 2;
@@ -387,11 +389,13 @@ static int timeline_key(const panel_ctx *p, view *v, int key, int full)
         }
         return 1;
     case 'A':
+    case 'a':
         v->tl_span_ns = span;
         v->tl_end_ns = end > span / 4 ? end - span / 4 : 0;
         v->tl_follow = 0;
         return 1;
     case 'D':
+    case 'd':
         v->tl_span_ns = span;
         v->tl_end_ns = end + span / 4;
         if (v->tl_end_ns >= latest) {
@@ -455,9 +459,16 @@ static int timeline_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+static const key_hint timeline_hints[] = {{"W/S", "Zoom", 1},
+                                          {"A/D", "Move", 1},
+                                          {"\u2190\u2192", "Op", 3},
+                                          {"\u2191\u2193", "Lane", 4},
+                                          {NULL}};
+
 const panel_class panel_timeline = {
     .title = "Timeline",
     .tab = "Timeline",
     .draw = timeline_draw,
     .key = timeline_key,
+    .hints = timeline_hints,
 };

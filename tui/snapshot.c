@@ -32,7 +32,7 @@ void snapshot_text(FILE *out, const panel_ctx *p, const glyphs *g, int cols)
     canvas c;
     if (canvas_init(&c, 2, cols, g) != 0)
         return;
-    frame_header(&c, (rect){0, 0, 2, cols}, p->st, p->a, NULL, 0, 0);
+    frame_header(&c, (rect){0, 0, 2, cols}, p->st, p->a, NULL, ROLE_NORMAL, -1, 0);
     print_canvas(out, &c);
     if (canvas_resize(&c, PANEL_ROWS, cols) != 0) {
         canvas_free(&c);

@@ -3,9 +3,9 @@
  * match), then observes, draws and answers keys until q. A session that is a rank of a job brings
  * the job's other ranks on this machine along (ranks.c): the screens show one rank, the Ranks
  * screen all of them, and commands go to every rank. Commands to the collectors go through their
- * mailboxes and the answers are awaited without blocking the display; 'a' runs the report writer
- * (of a job: each rank's, then the job report's merge) on a thread of its own with a progress
- * bar. */
+ * mailboxes and the answers are awaited without blocking the display; F6 (or r, confirmed) runs the
+ * report writer (of a job: each rank's, then the job report's merge) on a thread of its own with a
+ * progress bar. */
 #include "job.h"
 #include "report.h"
 #include "tui_internal.h"
@@ -154,6 +154,7 @@ typedef struct app {
 
     char message[640];
     int message_role;
+    uint64_t message_ns; /* when it was said: shown while it is news */
 
     /* The analysis thread: one run folder, or a job's (then the job report's merge). */
     int analysing;
@@ -178,6 +179,17 @@ static void say(app *a, int role, const char *fmt, ...)
     vsnprintf(a->message, sizeof a->message, fmt, ap);
     va_end(ap);
     a->message_role = role;
+    a->message_ns = tsclock_monotonic_ns();
+}
+
+/* How long a message stays in the header (an error longer), before the run folder is back. */
+#define MESSAGE_NEWS_NS  20000000000ull
+#define MESSAGE_ERROR_NS 60000000000ull
+
+static const char *message_now(const app *a, uint64_t now)
+{
+    uint64_t keep = a->message_role == ROLE_ERROR ? MESSAGE_ERROR_NS : MESSAGE_NEWS_NS;
+    return a->message[0] && now - a->message_ns < keep ? a->message : NULL;
 }
 
 static int is_job(const app *a)
@@ -574,7 +586,8 @@ static void on_analyse(app *a)
     }
     if (!is_job(a)) {
         if (!st->window) {
-            say(a, ROLE_ERROR, "analyse: nothing recorded yet: press s to start collecting");
+            say(a, ROLE_ERROR,
+                "analyse: nothing recorded yet: press F5 (or c) to start collecting");
             return;
         }
         if (st->gone) { /* nothing left to flush: the session wrote everything when it ended */
@@ -594,7 +607,7 @@ static void on_analyse(app *a)
         live += s->window && !s->gone;
     }
     if (!recorded) {
-        say(a, ROLE_ERROR, "analyse: no rank has recorded anything yet: press s to start");
+        say(a, ROLE_ERROR, "analyse: no rank has recorded anything yet: press F5 (or c) to start");
         return;
     }
     if (live) {
@@ -631,13 +644,12 @@ static void draw(app *a)
         frame_too_small(c, a->L.rows, a->L.cols);
         return;
     }
-    frame_draw(c, &a->L, &a->v, &a->pc, a->last_command, a->last_failed);
-    if (a->v.notice && !a->v.help)
-        frame_notice(c, a->L.body, "Analysis", a->notice);
     double progress =
         a->analysing ? atomic_load_explicit(&a->permille, memory_order_relaxed) / 1000.0 : -1;
-    frame_status(c, a->L.status, a->message[0] ? a->message : NULL, a->message_role, progress,
-                 a->v.frozen);
+    frame_draw(c, &a->L, &a->v, &a->pc, message_now(a, tsclock_monotonic_ns()), a->message_role,
+               progress);
+    if (a->v.notice && !a->v.help)
+        frame_notice(c, a->L.body, "Analysis", a->notice);
 }
 
 static int relayout(app *a)

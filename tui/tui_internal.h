@@ -361,6 +361,8 @@ enum view_key_code {
     VK_HOME = 0406,
     VK_BACKSPACE = 0407,
     VK_F1 = 0411,
+    VK_F5 = 0415,
+    VK_F6 = 0416,
     VK_F10 = 0422,
     VK_NPAGE = 0522,
     VK_PPAGE = 0523,
@@ -387,6 +389,7 @@ typedef struct view {
     int help;   /* the help screen is up */
     int notice; /* a notice (the analysis result) is up */
     int frozen;
+    int confirm; /* VA_STARTSTOP (a stop) or VA_ANALYSE waiting for 'y'; 0: none */
 
     /* Operators. */
     int ops_by_type; /* 1: types; 0: ops */
@@ -435,9 +438,17 @@ struct panel_ctx {
     const ranks_table *rk;   /* the job's ranks; NULL when unknown (tests) */
 };
 
+/* One entry of the bottom key bar: the key as shown, what it does (short), and how soon it
+ * goes when the bar is too narrow (0: never; higher goes first). */
+typedef struct key_hint {
+    const char *key, *what;
+    int drop;
+} key_hint;
+
 typedef struct panel_class {
     const char *title;
-    const char *tab; /* its screen's name */
+    const char *tab;       /* its screen's name */
+    const key_hint *hints; /* its keys for the key bar, ending with {NULL} */
     /* Fills r. full: the panel has the screen to itself. The view's scroll positions are
      * clamped to what there is. */
     void (*draw)(const panel_ctx *p, view *v, canvas *c, rect r, int full);
@@ -460,24 +471,27 @@ extern const panel_class *const panels[PANEL__COUNT];
 /* The title line of a panel: its name, then extra text dimmed, then a rule. */
 void frame_title(canvas *c, rect r, const char *title, const char *extra);
 
-/* The header band: process, pid, state, rates, step, the last command's result (last_failed:
- * shown as an error), the run folder. The tab line, the help screen, the "too small" screen. */
+/* The header band: process, pid, state, rates; then the step, the analysis's progress
+ * (progress < 0: none, else 0..1), and the latest message (message_role: its role) or, with
+ * none, the run folder. The tab line, the help screen, the "too small" screen. */
 void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
-                  const char *last_command, int last_failed, int frozen);
+                  const char *message, int message_role, double progress, int frozen);
 void frame_tabs(canvas *c, rect r, int screen);
 void frame_help(canvas *c, rect r);
 void frame_too_small(canvas *c, int rows, int cols);
 /* A titled page of text (the analysis result), paragraphs split at '\n' and wrapped. */
 void frame_notice(canvas *c, rect r, const char *title, const char *text);
-/* The status line: a message on the left (progress < 0: none, else a bar of 0..1 before it),
- * the key hints on the right. */
-void frame_status(canvas *c, rect r, const char *message, int role, double progress, int frozen);
+/* The key bar (the bottom line, htop's): the keys of the screen shown, the global ones around
+ * them, the least needed left out when the line is narrow; a question while an action waits
+ * for its confirmation. */
+void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p);
 /* Writes text wrapped to r's width from row y; returns the rows used. */
 int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text);
 
-/* Everything but the status line: header, tabs, the screen's panels (or help). */
-void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *last_command,
-                int last_failed);
+/* Everything: header (with message and progress as frame_header), tabs, the screen's panels
+ * (or help), the key bar. */
+void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const char *message,
+                int message_role, double progress);
 
 /* ---- Snapshot without curses (snapshot.c) ---------------------------------------------- */
 

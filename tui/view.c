@@ -47,10 +47,31 @@ static int search_key(view *v, int key)
     return VA_REDRAW;
 }
 
+/* The keys that change the run rather than the view: function keys, each with a letter away
+ * from the navigation keys (htop's way); a stop or an analysis waits for 'y' (or the same key
+ * again), any other key cancels it. */
+static int is_collect_key(int key)
+{
+    return key == VK_F5 || key == 'c';
+}
+
+static int is_analyse_key(int key)
+{
+    return key == VK_F6 || key == 'r';
+}
+
 int view_key(view *v, int key, const panel_ctx *p)
 {
     if (v->searching)
         return search_key(v, key);
+    if (v->confirm) {
+        int action = v->confirm;
+        v->confirm = 0;
+        if (key == 'y' || key == 'Y' || (action == VA_STARTSTOP && is_collect_key(key)) ||
+            (action == VA_ANALYSE && is_analyse_key(key)))
+            return action;
+        return VA_REDRAW; /* cancelled */
+    }
     if (key == 'q' || key == VK_F10)
         return VA_QUIT;
     if (v->help || v->notice) {
@@ -63,10 +84,17 @@ int view_key(view *v, int key, const panel_ctx *p)
     case VK_F1:
         v->help = 1;
         return VA_REDRAW;
-    case 's':
+    case VK_F5:
+    case 'c':
+        if (p && p->st && !p->st->gone && p->st->state == TS_STATE_COLLECTING) {
+            v->confirm = VA_STARTSTOP; /* a stop ends the window: asked first */
+            return VA_REDRAW;
+        }
         return VA_STARTSTOP;
-    case 'a':
-        return VA_ANALYSE;
+    case VK_F6:
+    case 'r':
+        v->confirm = VA_ANALYSE; /* it replaces the report folder: asked first */
+        return VA_REDRAW;
     case ' ':
         v->frozen = !v->frozen;
         return VA_FREEZE;

@@ -155,14 +155,16 @@ wait_for "pid $trainer"
 wait_for "$name"
 screen | head -n 1 | grep -qF "idle" || fail "the header does not say idle"
 wait_for "1 Overview"
-wait_for "press s to start"
+wait_for "press F5 (or c) to start"
 [ "$(t display -p -t top '#{alternate_on}')" = 1 ] || fail "top did not use the alternate screen"
 ok "the header shows the trainer ($name), its pid and idle"
 
-t send-keys -t top s
+wait_for "F5Collect"
+t send-keys -t top F5
 wait_for "collecting"
 wait_for "start: ok"
-ok "s starts collecting"
+wait_for "F5Stop"
+ok "F5 starts collecting; the key bar then offers Stop"
 
 wait_for "MatMul"
 wait_for "BiasAdd"
@@ -171,7 +173,13 @@ wait_for "Default/"
 wait_for "avg step"
 ok "panels show the trainer's ops, queue and steps"
 
-t send-keys -t top a
+t send-keys -t top F6
+wait_for "Run the analysis?"
+t send-keys -t top n
+wait_gone "Run the analysis?"
+t send-keys -t top r
+wait_for "Run the analysis?"
+t send-keys -t top y
 wait_for "report written:"
 wait_for "Report folder:"
 run=""
@@ -183,7 +191,7 @@ done
 [ -f "$run/report/op_statistics.csv" ] || fail "no $run/report/op_statistics.csv"
 t send-keys -t top x
 wait_gone "Report folder:"
-ok "a writes the report folder ($run/report)"
+ok "F6 asks, n cancels, r then y writes the report folder ($run/report)"
 
 t send-keys -t top 6
 wait_for "Timeline span"
@@ -192,13 +200,14 @@ t send-keys -t top W
 wait_span_change "$before"
 zoomed=$(span)
 wait_for "following the latest"
-t send-keys -t top A
+t send-keys -t top a
 wait_for "before the latest"
-t send-keys -t top D D D D D D
+t send-keys -t top d d d d d d
 wait_for "following the latest"
-t send-keys -t top S
+t send-keys -t top s
 wait_span_change "$zoomed"
-ok "W/S zoom ($before -> $zoomed -> $(span)), A/D move the timeline window"
+screen | head -n 1 | grep -qF "collecting" || fail "a navigation key changed the run"
+ok "W/s zoom ($before -> $zoomed -> $(span)), a/d move the timeline window; still collecting"
 
 t send-keys -t top 1
 wait_for "Data queues"
@@ -212,7 +221,7 @@ while [ "$i" -lt 100 ]; do
     i=$((i + 1))
 done
 for part in "$name" "1 Overview" "Step trace" "Operators" "Data queues" "CPU and memory" \
-    "Timeline" "q quit"; do
+    "Timeline" "F1Help" "F10Quit"; do
     wait_for "$part"
 done
 t resize-window -t top -x 60 -y 20
@@ -301,7 +310,9 @@ t send-keys -t top "clear" C-j
 wait_gone "Step trace"
 t send-keys -t top "$TERMSIGHT_BIN top $trainer" C-j
 wait_for "collecting"
-t send-keys -t top s
+t send-keys -t top c
+wait_for "Stop collecting?"
+t send-keys -t top y
 wait_for "stop: ok"
 wait_for "stopped"
 t send-keys -t top q
@@ -400,18 +411,18 @@ for p in "$rank0" "$rank1" "$rank2"; do
 done
 ok "attached to rank 1 of a job, the Ranks screen lists its three ranks"
 
-t send-keys -t top s
+t send-keys -t top F5
 wait_for "start: 3 of 3 ranks acknowledged"
 for p in "$rank0" "$rank1" "$rank2"; do
     i=0
     while [ "$(state_of "$p")" != collecting ]; do
-        [ "$i" -lt 100 ] || fail "after s, ls says pid $p is \"$(state_of "$p")\""
+        [ "$i" -lt 100 ] || fail "after F5, ls says pid $p is \"$(state_of "$p")\""
         sleep 0.1
         i=$((i + 1))
     done
 done
 wait_for "straggler" # "no verdict until ...", "none", or the straggler
-ok "s starts collecting on every rank (ls says so of each)"
+ok "F5 starts collecting on every rank (ls says so of each)"
 
 t send-keys -t top Down Enter
 wait_for "pid $rank2"
@@ -427,7 +438,9 @@ wait_for "sleep" 30
 wait_for "$worker" 30
 ok "rank 0's CPU screen lists its worker process (pid $worker)"
 
-t send-keys -t top a
+t send-keys -t top F6
+wait_for "Run the analysis?"
+t send-keys -t top y
 wait_for "Job report:" 120
 [ -f "$work/jobout/$job/report/summary.json" ] || fail "no job report under $work/jobout/$job"
 for p in "$rank0" "$rank1" "$rank2"; do
@@ -435,9 +448,11 @@ for p in "$rank0" "$rank1" "$rank2"; do
 done
 t send-keys -t top x
 wait_gone "Job report:"
-ok "a analyses every rank and merges the job report"
+ok "F6 then y analyses every rank and merges the job report"
 
-t send-keys -t top s
+t send-keys -t top F5
+wait_for "Stop collecting?"
+t send-keys -t top F5
 wait_for "stop: 3 of 3 ranks acknowledged"
 t send-keys -t top q
 wait_for 'ts-prompt$'

@@ -311,9 +311,9 @@ START_TEST(test_steps_empty)
         draw_panel(&r, &v, &c, p, 40, 140, 1, &glyphs_utf8);
     }
     draw_panel(&r, &v, &c, PANEL_STEPS, 10, 60, 0, &glyphs_ascii);
-    ck_assert_canvas_has(&c, "press s to start");
+    ck_assert_canvas_has(&c, "press F5 (or c) to start");
     draw_panel(&r, &v, &c, PANEL_OPS, 10, 60, 0, &glyphs_ascii);
-    ck_assert_canvas_has(&c, "press s to start collecting");
+    ck_assert_canvas_has(&c, "press F5 (or c) to start collecting");
     draw_panel(&r, &v, &c, PANEL_TIMELINE, 10, 60, 0, &glyphs_ascii);
     ck_assert_canvas_has(&c, "no ops yet");
     canvas_free(&c);
@@ -687,9 +687,19 @@ START_TEST(test_timeline_wasd)
     for (int i = 0; i < 5; i++)
         view_key(&v, 'D', &r.p);
     ck_assert(v.tl_follow);
-    /* Lower-case s and a are start/stop and analyse, not the timeline. */
-    ck_assert_int_eq(view_key(&v, 's', &r.p), VA_STARTSTOP);
-    ck_assert_int_eq(view_key(&v, 'a', &r.p), VA_ANALYSE);
+    /* Lower case navigates as well (users type it so): a moves left, d right, w and s zoom;
+     * none of them touches the run. */
+    ck_assert_int_eq(view_key(&v, 'a', &r.p), VA_REDRAW);
+    ck_assert(!v.tl_follow);
+    ck_assert_uint_eq(v.tl_end_ns, last_end() - 1 * MS);
+    ck_assert_int_eq(view_key(&v, 'w', &r.p), VA_REDRAW);
+    ck_assert_uint_eq(v.tl_span_ns, 2 * MS);
+    ck_assert_int_eq(view_key(&v, 's', &r.p), VA_REDRAW);
+    ck_assert_uint_eq(v.tl_span_ns, 4 * MS);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(view_key(&v, 'd', &r.p), VA_REDRAW);
+    ck_assert(v.tl_follow);
+    ck_assert(!v.confirm);
     /* Home: the oldest ops; End: follow again. */
     v.screen = 1 + PANEL_TIMELINE;
     ck_assert_int_eq(view_key(&v, VK_HOME, &r.p), VA_REDRAW);
@@ -739,7 +749,7 @@ START_TEST(test_header)
     make_run(&r, 0);
     canvas c = {0};
     ck_assert_int_eq(canvas_init(&c, 2, 120, &glyphs_ascii), 0);
-    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, "start: ok", 0, 0);
+    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, NULL, ROLE_NORMAL, -1, 0);
     char line[512];
     canvas_line(&c, 0, line, sizeof line);
     ck_assert_msg(strstr(line, "trainer") && strstr(line, "pid 4242") &&
@@ -749,27 +759,39 @@ START_TEST(test_header)
                   "%s", line);
     canvas_line(&c, 1, line, sizeof line);
     ck_assert_msg(strstr(line, "step 20") && strstr(line, "avg step") &&
-                      strstr(line, "last start: ok") && strstr(line, "run /tmp/runs/"),
+                      strstr(line, "run /tmp/runs/") && !strstr(line, "last"),
                   "%s", line);
+    /* A message, while it is news, in place of the run folder. */
+    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, "start: ok", ROLE_GOOD, -1, 0);
+    canvas_line(&c, 1, line, sizeof line);
+    ck_assert_msg(strstr(line, "start: ok") && !strstr(line, "run /tmp/runs/"), "%s", line);
+    /* The analysis's progress. */
+    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, NULL, ROLE_NORMAL, 0.5, 0);
+    canvas_line(&c, 1, line, sizeof line);
+    ck_assert_msg(strstr(line, "analysing [||||||||        ]  50 %"), "%s", line);
     /* At 80 columns the run folder keeps its end. */
     canvas_free(&c);
     ck_assert_int_eq(canvas_init(&c, 2, 80, &glyphs_ascii), 0);
     r.st.gone = 1;
     r.st.record_error = 0;
-    frame_header(&c, (rect){0, 0, 2, 80}, &r.st, r.a, "stop: error: not collecting", 1, 1);
+    frame_header(&c, (rect){0, 0, 2, 80}, &r.st, r.a, NULL, ROLE_NORMAL, -1, 1);
     canvas_line(&c, 0, line, sizeof line);
     ck_assert_msg(strstr(line, "ended (process gone)") && strstr(line, "FROZEN"), "%s", line);
     canvas_line(&c, 1, line, sizeof line);
     ck_assert_msg(strstr(line, "-000000"), "%s", line);
-    /* A failed command is an error; a stopped recording says why, in place of the folder. */
+    /* A failed command is an error. */
+    frame_header(&c, (rect){0, 0, 2, 80}, &r.st, r.a, "stop: error: not collecting", ROLE_ERROR, -1,
+                 1);
+    canvas_line(&c, 1, line, sizeof line);
+    ck_assert_ptr_nonnull(strstr(line, "stop: error"));
     int x = (int)(strstr(line, "stop: error") - line);
     ck_assert_int_eq(canvas_role_at(&c, 1, x), ROLE_ERROR);
+    /* A stopped recording says why, in place of the folder. */
     r.st.record_error = 28;
     strcpy(r.st.record_notice, "cannot write events.tsr: No space left on device");
-    frame_header(&c, (rect){0, 0, 2, 80}, &r.st, r.a, "start: ok", 0, 0);
+    frame_header(&c, (rect){0, 0, 2, 80}, &r.st, r.a, NULL, ROLE_NORMAL, -1, 0);
     canvas_line(&c, 1, line, sizeof line);
-    ck_assert_msg(strstr(line, "last start: ok") && strstr(line, "recording stopped (No space"),
-                  "%s", line);
+    ck_assert_msg(strstr(line, "recording stopped (No space"), "%s", line);
     canvas_free(&c);
     free_run(&r);
 }
@@ -789,7 +811,7 @@ START_TEST(test_frame_and_screens)
         ck_assert_int_eq(v.screen, s);
         layout_compute(40, 120, v.screen, &L);
         canvas_clear(&c);
-        frame_draw(&c, &L, &v, &r.p, "", 0);
+        frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
         char line[1024];
         canvas_line(&c, 2, line, sizeof line);
         ck_assert_msg(strstr(line, "1 Overview") && strstr(line, "6 Timeline"), "%s", line);
@@ -804,9 +826,9 @@ START_TEST(test_frame_and_screens)
     /* Help lists every key and closes on any key; q quits from anywhere. */
     ck_assert_int_eq(view_key(&v, '?', &r.p), VA_REDRAW);
     layout_compute(40, 120, v.screen, &L);
-    frame_draw(&c, &L, &v, &r.p, "", 0);
-    static const char *const keys[] = {"Tab",  "1 .. 7", "s ", "a ",    "space",    "?",   "q ",
-                                       "W  S", "A  D",   "/",  "Enter", "Home End", "PgUp"};
+    frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+    static const char *const keys[] = {"Tab",  "1 .. 7", "F5  c", "F6  r", "space",    "?",   "q ",
+                                       "w  s", "a  d",   "/",     "Enter", "Home End", "PgUp"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         ck_assert_canvas_has(&c, keys[i]);
     ck_assert_int_eq(view_key(&v, 'x', &r.p), VA_REDRAW);
@@ -820,15 +842,98 @@ START_TEST(test_frame_and_screens)
     ck_assert_int_eq(canvas_init(&c, 24, 80, &glyphs_ascii), 0);
     view_init(&v);
     layout_compute(24, 80, SCREEN_OVERVIEW, &L);
-    frame_draw(&c, &L, &v, &r.p, "", 0);
-    frame_status(&c, L.status, "report written: /x/report", ROLE_GOOD, -1, 0);
-    static const char *const parts[] = {"Step trace",     "Operators", "Data queues",
-                                        "CPU and memory", "Timeline",  "report written",
-                                        "? help  q quit", "MatMul",    "batch_queue"};
+    frame_draw(&c, &L, &v, &r.p, "report written: /x/report", ROLE_GOOD, -1);
+    static const char *const parts[] = {"Step trace",     "Operators",  "Data queues",
+                                        "CPU and memory", "Timeline",   "report written",
+                                        "MatMul",         "batch_queue"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         ck_assert_canvas_has(&c, parts[i]);
-    frame_status(&c, L.status, "analysing", ROLE_NORMAL, 0.5, 0);
-    ck_assert_canvas_has(&c, "[||||||||||          ]  50 %");
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
+/* The key bar: the screen's keys with the global ones, always on the bottom line, the least
+ * needed left out at 80 columns, never cut in the middle of an entry; a question while an
+ * action waits for its confirmation. */
+START_TEST(test_key_bar)
+{
+    run r;
+    make_run(&r, 0);
+    view v;
+    canvas c = {0};
+    layout L;
+    static const int widths[] = {80, 100, 200};
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        int cols = widths[w];
+        ck_assert_int_eq(canvas_init(&c, 24, cols, &glyphs_ascii), 0);
+        for (int s = 0; s < SCREEN__COUNT; s++) {
+            view_init(&v);
+            v.screen = s;
+            layout_compute(24, cols, s, &L);
+            canvas_clear(&c);
+            frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+            char bar[1024];
+            canvas_line(&c, 23, bar, sizeof bar);
+            /* The run's keys and quitting are always there; collecting shows Stop. */
+            ck_assert_msg(strstr(bar, "F1Help") && strstr(bar, "F5Stop") &&
+                              strstr(bar, "F6Analyse") && strstr(bar, "F10Quit"),
+                          "%d cols, screen %d: %s", cols, s, bar);
+            if (s == 1 + PANEL_TIMELINE || (s == SCREEN_OVERVIEW && cols >= 100))
+                ck_assert_msg(strstr(bar, "W/SZoom") && strstr(bar, "A/DMove"), "%s", bar);
+            if (s == 1 + PANEL_OPS)
+                ck_assert_msg(strstr(bar, "/Search"), "%s", bar);
+            if (s == 1 + PANEL_RANKS)
+                ck_assert_msg(strstr(bar, "EnterShow rank"), "%s", bar);
+            if (cols >= 200)
+                ck_assert_msg(strstr(bar, "TabScreen") && strstr(bar, "SpaceFreeze"), "%s", bar);
+            /* Nothing cut: the line ends in blanks. */
+            ck_assert_int_eq(bar[cols - 1], ' ');
+        }
+        canvas_free(&c);
+    }
+    /* Not collecting: F5 collects at once; collecting: F5 (or c) asks first. */
+    view_init(&v);
+    ck_assert_int_eq(canvas_init(&c, 24, 80, &glyphs_ascii), 0);
+    layout_compute(24, 80, v.screen, &L);
+    ck_assert_int_eq(view_key(&v, 'c', &r.p), VA_REDRAW);
+    ck_assert_int_eq(v.confirm, VA_STARTSTOP);
+    frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+    char bar[1024];
+    canvas_line(&c, 23, bar, sizeof bar);
+    ck_assert_msg(strstr(bar, "Stop collecting?") && strstr(bar, "y stop"), "%s", bar);
+    ck_assert_int_eq(view_key(&v, 'x', &r.p), VA_REDRAW); /* any other key: no */
+    ck_assert(!v.confirm);
+    ck_assert_int_eq(view_key(&v, VK_F5, &r.p), VA_REDRAW);
+    ck_assert_int_eq(view_key(&v, 'y', &r.p), VA_STARTSTOP);
+    ck_assert_int_eq(view_key(&v, VK_F5, &r.p), VA_REDRAW);
+    ck_assert_int_eq(view_key(&v, VK_F5, &r.p), VA_STARTSTOP); /* the same key again */
+    ck_assert_int_eq(view_key(&v, 'q', &r.p), VA_QUIT);
+    r.st.state = TS_STATE_STOPPED;
+    ck_assert_int_eq(view_key(&v, VK_F5, &r.p), VA_STARTSTOP);
+    frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+    canvas_line(&c, 23, bar, sizeof bar);
+    ck_assert_msg(strstr(bar, "F5Collect"), "%s", bar);
+    /* The analysis always asks: it replaces the report folder. */
+    ck_assert_int_eq(view_key(&v, 'r', &r.p), VA_REDRAW);
+    frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+    canvas_line(&c, 23, bar, sizeof bar);
+    ck_assert_msg(strstr(bar, "Run the analysis?"), "%s", bar);
+    ck_assert_int_eq(view_key(&v, 'Y', &r.p), VA_ANALYSE);
+    ck_assert_int_eq(view_key(&v, VK_F6, &r.p), VA_REDRAW);
+    ck_assert_int_eq(view_key(&v, 'n', &r.p), VA_REDRAW);
+    ck_assert(!v.confirm);
+    /* No run key is reachable from the navigation keys on any screen. */
+    for (int s = 0; s < SCREEN__COUNT; s++) {
+        view_init(&v);
+        v.screen = s;
+        const int nav[] = {'w', 'a', 's', 'd', 'W', 'A', 'S', 'D'};
+        for (size_t k = 0; k < sizeof nav / sizeof nav[0]; k++) {
+            int act = view_key(&v, nav[k], &r.p);
+            ck_assert_msg(act != VA_STARTSTOP && act != VA_ANALYSE && !v.confirm,
+                          "screen %d key %c", s, nav[k]);
+        }
+    }
     canvas_free(&c);
     free_run(&r);
 }
@@ -979,6 +1084,7 @@ int main(void)
     tcase_add_test(tc, test_timeline_wasd);
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
+    tcase_add_test(tc, test_key_bar);
     tcase_add_test(tc, test_frame_and_screens);
     tcase_add_test(tc, test_glyph_tables);
     tcase_add_test(tc, test_format);
