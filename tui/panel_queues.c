@@ -72,8 +72,8 @@ static void queues_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full
         return;
     }
     /* Columns: name, [role], heatmap, usage, [empty], [verdict]. */
-    int namew = full ? 20 : 12, rolew = full ? 9 : 0, usew = 6, emptyw = full ? 8 : 0;
-    int verdw = full ? 22 : 0;
+    int namew = full ? (r.w >= 110 ? 20 : 14) : 12, rolew = full ? 9 : 0, usew = 6;
+    int emptyw = full ? 8 : 0, verdw = full ? 21 : 0; /* the longest verdict and a blank */
     int heatw = r.w - 1 - namew - 1 - rolew - usew - emptyw - verdw - 1;
     /* Rows: the head, the queues, a finding (all of them on the full screen, up to half the
      * rows), and the legend on the full screen. */
@@ -96,7 +96,11 @@ static void queues_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full
     if (rolew)
         canvas_str(c, head, 0, x, ROLE_LABEL, "ROLE");
     x += rolew;
-    canvas_str(c, head, 0, x, ROLE_LABEL, full ? "USAGE OVER TIME (newest right)" : "USAGE");
+    /* The heatmap's head as long as its column allows. */
+    const char *usage = full && heatw >= 30   ? "USAGE OVER TIME (newest right)"
+                        : full && heatw >= 15 ? "USAGE OVER TIME"
+                                              : "USAGE";
+    canvas_text_fit(c, head, 0, x, heatw, ROLE_LABEL, usage, strlen(usage), 0);
     x += heatw + 1;
     canvas_str(c, head, 0, x, ROLE_LABEL, "  AVG");
     x += usew;

@@ -232,6 +232,34 @@ wait_for "6 Timeline"
 wait_for "Data queues"
 ok "resizing to 80x24 keeps every panel; 60x20 says too small; back to 120x40"
 
+# Every screen at 80x24, 100x30 and 200x60: its title, the tabs and the key bar, and on the
+# Queues screen a head of whole words.
+for size in 80x24 100x30 200x60; do
+    t resize-window -t top -x "${size%x*}" -y "${size#*x}"
+    for screen in "1 Data queues" "2 Step trace" "3 Operators" "4 Data queues" \
+        "5 CPU and memory" "6 Timeline" "7 Ranks"; do
+        t send-keys -t top "${screen%% *}"
+        wait_for "${screen#* }"
+        wait_for "F10Quit"
+        wait_for "1 Overview"
+        screen | grep -qF "terminal too small" && fail "$size: screen ${screen%% *} too small"
+        if [ "${screen%% *}" = 4 ]; then
+            wait_for " QUEUE "
+            head=$(screen | grep -F " QUEUE " | head -n 1)
+            for word in $head; do
+                case "$word" in
+                QUEUE | ROLE | USAGE | OVER | TIME | "(newest" | "right)" | AVG | EMPTY | VERDICT) ;;
+                *) fail "$size: the Queues head has \"$word\": $head" ;;
+                esac
+            done
+        fi
+    done
+done
+t resize-window -t top -x 120 -y 40
+t send-keys -t top 1
+wait_for "Data queues"
+ok "every screen at 80x24, 100x30 and 200x60 has its title, the tabs and the key bar"
+
 t send-keys -t top q
 wait_gone "1 Overview"
 wait_for 'ts-prompt$'

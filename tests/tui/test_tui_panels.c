@@ -853,6 +853,72 @@ START_TEST(test_frame_and_screens)
 }
 END_TEST
 
+/* Every screen at 80x24, 100x30 and 200x60: the tables' column heads are whole words of their
+ * own (none written over another), the tabs and the key bar are there. */
+static int head_words_ok(const char *line, const char *const *words, size_t n)
+{
+    char copy[2048];
+    snprintf(copy, sizeof copy, "%s", line);
+    for (char *save = NULL, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        int known = 0;
+        for (size_t i = 0; i < n && !known; i++)
+            known = !strcmp(w, words[i]);
+        if (!known)
+            return 0;
+    }
+    return 1;
+}
+
+START_TEST(test_screens_at_three_sizes)
+{
+    run r;
+    make_run(&r, 0);
+    static const int sizes[][2] = {{24, 80}, {30, 100}, {60, 200}};
+    static const char *const queue_words[] = {"QUEUE",   "ROLE",   "USAGE", "OVER",  "TIME",
+                                              "(newest", "right)", "AVG",   "EMPTY", "VERDICT"};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int rows = sizes[k][0], cols = sizes[k][1];
+        canvas c = {0};
+        ck_assert_int_eq(canvas_init(&c, rows, cols, &glyphs_ascii), 0);
+        for (int s = 0; s < SCREEN__COUNT; s++) {
+            view v;
+            view_init(&v);
+            v.screen = s;
+            layout L;
+            layout_compute(rows, cols, s, &L);
+            ck_assert(!L.too_small);
+            canvas_clear(&c);
+            frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+            char line[2048];
+            canvas_line(&c, 2, line, sizeof line);
+            ck_assert_msg(strstr(line, "1 Overview") && strstr(line, "7 Ranks"), "%s", line);
+            canvas_line(&c, rows - 1, line, sizeof line);
+            ck_assert_msg(strstr(line, "F1Help") && strstr(line, "F10Quit"), "%s", line);
+            int queue_heads = 0;
+            for (int y = 0; y < rows; y++) {
+                canvas_line(&c, y, line, sizeof line);
+                const char *q = strstr(line, " QUEUE ");
+                if (!q)
+                    continue;
+                /* The queues' head, up to the overview's separator when there is one. */
+                char head[2048];
+                snprintf(head, sizeof head, "%s", q);
+                char *bar = strchr(head, '|');
+                if (bar)
+                    *bar = 0;
+                ck_assert_msg(head_words_ok(head, queue_words, 10), "%dx%d screen %d: '%s'", cols,
+                              rows, s, head);
+                queue_heads++;
+            }
+            if (s == SCREEN_OVERVIEW || s == 1 + PANEL_QUEUES)
+                ck_assert_msg(queue_heads == 1, "%dx%d screen %d", cols, rows, s);
+        }
+        canvas_free(&c);
+    }
+    free_run(&r);
+}
+END_TEST
+
 /* The key bar: the screen's keys with the global ones, always on the bottom line, the least
  * needed left out at 80 columns, never cut in the middle of an entry; a question while an
  * action waits for its confirmation. */
@@ -1085,6 +1151,7 @@ int main(void)
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
+    tcase_add_test(tc, test_screens_at_three_sizes);
     tcase_add_test(tc, test_frame_and_screens);
     tcase_add_test(tc, test_glyph_tables);
     tcase_add_test(tc, test_format);
