@@ -15,10 +15,23 @@
 
 #define THREADS 2
 
+/* Every thread has emitted (a thread can start late: a sanitizer's, on a busy machine). */
+static int all_threads_emit(void *ctx)
+{
+    const emitter *e = ctx;
+    for (unsigned k = 0; k < e->threads; k++)
+        if (atomic_load(&e->progress[k]) < 1000)
+            return 0;
+    return 1;
+}
+
+/* The recorder recorded at least ctx[1] events: more than two drains can take (every lane
+ * full), so a whole drain began after the threads' first events. */
 static int recorded_enough(void *ctx)
 {
-    const ts_segment_header *h = ctx;
-    return atomic_load(&((ts_segment_header *)h)->events_recorded) >= 100000;
+    uint64_t *args = ctx;
+    ts_segment_header *h = (ts_segment_header *)(uintptr_t)args[0];
+    return atomic_load(&h->events_recorded) >= args[1];
 }
 
 START_TEST(sigkill_while_collecting)
@@ -31,7 +44,11 @@ START_TEST(sigkill_while_collecting)
     char *why = NULL;
     ck_assert_msg(segment_attach(e.pid, 0, &seg, &why) == 0, "attach: %s", why);
     ts_segment_header *h = segment_header(seg);
-    ck_assert_msg(wait_for(recorded_enough, h, 60), "the recorder did not record 100000 events");
+    ck_assert_msg(wait_for(all_threads_emit, &e, 60), "the emitter's threads did not start");
+    uint64_t enough[2] = {(uintptr_t)h,
+                          atomic_load(&h->events_recorded) + 100000 + 2ull * (THREADS + 1) * 65536};
+    ck_assert_msg(wait_for(recorded_enough, enough, 60), "the recorder did not record %" PRIu64,
+                  enough[1]);
     ck_assert(emitter_advances(&e, 10)); /* still emitting at full speed */
     uint64_t kill_ns = faults_now_ns();
     emitter_kill(&e);
