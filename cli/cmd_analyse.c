@@ -16,7 +16,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void analyse_usage(FILE *out)
@@ -411,6 +414,80 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
     return 0;
 }
 
+/* ---- A folder that holds run folders --------------------------------------------------- */
+
+typedef struct found_run {
+    char name[256];
+    int job; /* a job folder, else a run folder */
+    time_t when;
+} found_run;
+
+static int newest_first(const void *a, const void *b)
+{
+    const found_run *x = a, *y = b;
+    return x->when < y->when ? 1 : x->when > y->when ? -1 : strcmp(x->name, y->name);
+}
+
+/* What to analyse in path when it is no run folder itself (an output folder): its run folders
+ * and job folders, the newest first, as commands to copy. Says nothing when it holds none. */
+static void suggest_runs(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    found_run *list = NULL;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof list->name)
+            continue;
+        char sub[4096], file[4200];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        snprintf(file, sizeof file, "%s/%s/%s", sub, TS_RECORDING_DIR, TS_RECORDING_FILE);
+        struct stat st;
+        int job = 0;
+        if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+            if (!job_is_folder(sub) || stat(sub, &st) != 0)
+                continue;
+            job = 1;
+        }
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 16;
+            found_run *grown = realloc(list, c * sizeof *grown);
+            if (!grown)
+                break;
+            list = grown;
+            cap = c;
+        }
+        snprintf(list[n].name, sizeof list[n].name, "%s", e->d_name);
+        list[n].job = job;
+        list[n].when = st.st_mtime;
+        n++;
+    }
+    closedir(d);
+    if (n) {
+        qsort(list, n, sizeof *list, newest_first);
+        size_t runs = 0;
+        for (size_t i = 0; i < n; i++)
+            runs += !list[i].job;
+        fprintf(stderr,
+                "%s holds %zu run folder%s and %zu job folder%s; analyse one of them (the "
+                "newest first):\n",
+                path, runs, runs == 1 ? "" : "s", n - runs, n - runs == 1 ? "" : "s");
+        const char *sep = path[0] && path[strlen(path) - 1] == '/' ? "" : "/";
+        for (size_t i = 0; i < n && i < 10; i++) {
+            char when[32] = "";
+            struct tm tm;
+            if (localtime_r(&list[i].when, &tm))
+                strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+            fprintf(stderr, "  termsight analyse %s%s%s   (%s, %s)\n", path, sep, list[i].name,
+                    list[i].job ? "job" : "run", when);
+        }
+        if (n > 10)
+            fprintf(stderr, "  ... and %zu older\n", n - 10);
+    }
+    free(list);
+}
+
 /* Analyses a->path (a run folder, a recording or a job folder) as a asks. */
 static int analyse_exec(const analyse_opts *a)
 {
@@ -452,6 +529,7 @@ static int analyse_exec(const analyse_opts *a)
             fputs("\r                \r", stderr);
         cli_error("%s", cause ? cause : "analyse failed");
         free(cause);
+        suggest_runs(path);
         return 1;
     }
     const report_info *info = report_info_of(r);

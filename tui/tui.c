@@ -781,10 +781,13 @@ static void draw_waiting(canvas *c, const target *t, double waited_s)
         snprintf(what, sizeof what, "Waiting for a profiler session to appear");
     format_elapsed(waited_s, el, sizeof el);
     frame_wrap(c, (rect){2, 2, c->rows - 3, c->cols - 4}, 0, 0, ROLE_NORMAL, what);
-    frame_wrap(c, (rect){4, 2, c->rows - 5, c->cols - 4}, 0, 0, ROLE_DIM,
-               "Start the training with libtermsight (termsight run, or a program linked with "
-               "it); the monitor attaches as soon as its session exists.");
-    canvas_printf(c, all, 7, 2, ROLE_DIM, "waited %s", el);
+    int rows = frame_wrap(
+        c, (rect){4, 2, c->rows - 5, c->cols - 4}, 0, 0, ROLE_DIM,
+        "Start the training with termsight: `termsight run -- python3 train.py` (a "
+        "PyTorch script is profiled unchanged), `termsight run -- ./program`, a Python "
+        "program that makes a termsight.Profiler, or a program linked with libtermsight. "
+        "The monitor attaches as soon as its session exists.");
+    canvas_printf(c, all, 5 + rows, 2, ROLE_DIM, "waited %s", el);
     canvas_str(c, all, c->rows - 1, c->cols - 9, ROLE_DIM, "q quits");
 }
 

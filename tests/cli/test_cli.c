@@ -929,6 +929,47 @@ START_TEST(test_analyse_bad_files)
 }
 END_TEST
 
+/* An output folder given where a run folder belongs: the error lists the run folders and job
+ * folders it holds, the newest first, as commands to copy. */
+START_TEST(test_analyse_output_folder)
+{
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    static const char *const runs[] = {"old-1-20260101-000000-aaaaaaaa",
+                                       "new-2-20260102-000000-bbbbbbbb", "job7/rank0-h-3-x"};
+    static const time_t when[] = {1000000000, 1700000000, 1500000000};
+    for (size_t i = 0; i < 3; i++) {
+        char dir[1024], file[1100];
+        snprintf(dir, sizeof dir, "%s/%s/recording", out, runs[i]);
+        ck_assert(path_mkdirs(dir, 1, 0700, NULL) == 0);
+        snprintf(file, sizeof file, "%s/events.tsr", dir);
+        file_write(file, "", 0);
+        struct timespec t[2] = {{when[i], 0}, {when[i], 0}};
+        ck_assert_int_eq(utimensat(AT_FDCWD, file, t, 0), 0);
+        snprintf(dir, sizeof dir, "%s/%.4s", out, runs[i]);
+        if (i == 2) /* the job folder's own time */
+            ck_assert_int_eq(utimensat(AT_FDCWD, dir, t, 0), 0);
+    }
+    char *junk = path_join(out, "notes");
+    ck_assert_int_eq(mkdir(junk, 0700), 0);
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"analyse", out, NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    err_expect(&r, "holds no termsight recording");
+    err_expect(&r, "holds 2 run folders and 1 job folder");
+    const char *n = strstr(r.err, "new-2-"), *j = strstr(r.err, "/job7 "),
+               *o = strstr(r.err, "old-1-");
+    ck_assert_msg(n && j && o && n < j && j < o, "not the newest first:\n%s", r.err);
+    err_expect(&r, "termsight analyse ");
+    ck_assert_ptr_null(strstr(r.err, "notes"));
+    cli_result_free(&r);
+    free(junk);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(test_analyse_truncated)
 {
     char *tmp = tmp_make();
@@ -1028,6 +1069,7 @@ Suite *analyse_suite(void)
     tcase_add_test(tc, test_analyse_job);
     tcase_add_test(tc, test_analyse_op);
     tcase_add_test(tc, test_analyse_bad_files);
+    tcase_add_test(tc, test_analyse_output_folder);
     tcase_add_test(tc, test_analyse_truncated);
     tcase_add_loop_test(tc, test_option_forms, 0,
                         (int)(sizeof option_forms / sizeof option_forms[0]));

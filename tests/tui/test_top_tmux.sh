@@ -369,6 +369,7 @@ late="tsl$$"
 ln -s "$MLP_TRAIN" "$work/$late" || exit 1
 t send-keys -t top "$TERMSIGHT_BIN top $late" C-j
 wait_for "Waiting for a profiler session of '$late' to appear"
+wait_for "termsight run -- python3 train.py"
 "$work/$late" --steps 300 --output "$work/out" >>"$work/train.log" 2>&1 &
 late_pid=$!
 wait_for "pid $late_pid"
