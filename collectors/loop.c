@@ -52,6 +52,15 @@ void loop_wake(termsight_session *s)
     pthread_mutex_unlock(&s->wake_lock);
 }
 
+/* The step count for monitors, who see the steps' events only while collecting (and may miss
+ * some): the training's own count, a load and a store a turn, none on the training thread. */
+static void mirror_steps(termsight_session *s, ts_segment_header *h)
+{
+    uint64_t step = atomic_load_explicit(&s->step, memory_order_relaxed);
+    atomic_store_explicit(&h->steps, step > UINT32_MAX ? UINT32_MAX : (uint32_t)step,
+                          memory_order_relaxed);
+}
+
 static void *loop_main(void *arg)
 {
     termsight_session *s = arg;
@@ -82,6 +91,7 @@ static void *loop_main(void *arg)
 
         uint64_t now = tsclock_now(&ts_clock);
         atomic_store_explicit(&h->heartbeat_ns, now, memory_order_relaxed);
+        mirror_steps(s, h);
         if (atomic_load_explicit(&ts_forked, memory_order_relaxed)) {
             /* Forked children that ended with _exit (a DataLoader worker does) left their
              * segments: their last events into their recordings, the segments removed. First
@@ -107,6 +117,7 @@ static void *loop_main(void *arg)
             sleep_for(s, n ? FILLING_SLEEP_NS : IDLE_SLEEP_NS);
     }
     recorder_drain(s);
+    mirror_steps(s, h);
     if (atomic_load_explicit(&ts_forked, memory_order_relaxed))
         session_reap_children(s);
     return NULL;

@@ -262,7 +262,7 @@ static inline uint64_t tsclock_now(const tsclock *c)
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
 #define TS_SEGMENT_MAJOR  2
-#define TS_SEGMENT_MINOR  0
+#define TS_SEGMENT_MINOR  1
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
@@ -324,7 +324,8 @@ typedef struct ts_segment_header {
     _Atomic uint32_t record_error;     /* nonzero: recording stopped (errno) */
     char record_notice[256];           /* why recording stopped; valid when record_error != 0 */
     _Atomic uint32_t strings_recorded; /* ids written to the recording so far */
-    uint32_t reserved0;
+    _Atomic uint32_t steps;       /* the last step begun, as the recorder last saw it (saturates;
+                                   * minor 1: 0 from an older writer, unknown) */
     _Atomic uint64_t write_drops; /* events lost because the recording could not be written */
 
     /* The job (README: Distributed training), set at creation. */

@@ -89,17 +89,21 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     x = item(c, r, 0, x, "events/s", buf, ROLE_HEADER);
     format_count((double)st->drops, buf, sizeof buf);
     x = item(c, r, 0, x, "drops", buf, st->drops ? ROLE_WARN : ROLE_HEADER);
+    /* Missed is the live view's sample, not a loss (the recording has them): no alarm. */
     format_count((double)st->missed, buf, sizeof buf);
-    x = item(c, r, 0, x, "missed", buf, st->missed ? ROLE_WARN : ROLE_HEADER);
+    x = item(c, r, 0, x, "missed", buf, ROLE_HEADER);
     format_elapsed(st->elapsed_s, buf, sizeof buf);
     x = item(c, r, 0, x, "up", buf, ROLE_HEADER);
     if (frozen)
         canvas_str(c, r, 0, r.w - 8, ROLE_WARN, "FROZEN");
 
     x = 1;
+    /* The training's own count where the collector says it (the live view sees steps only
+     * while collecting, and may miss some); final once the process has ended. */
     step_summary ss = analysis_steps(a);
-    if (ss.current_step)
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ss.current_step);
+    uint64_t step = st->steps > ss.current_step ? st->steps : ss.current_step;
+    if (step)
+        snprintf(buf, sizeof buf, "%llu%s", (unsigned long long)step, st->gone ? " (final)" : "");
     else
         snprintf(buf, sizeof buf, "-");
     x = item(c, r, 1, x, "step", buf, ROLE_HEADER);
@@ -191,7 +195,13 @@ void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p)
         canvas_str(c, r, 0, 1, ROLE_TAB, "Search: type a part of a name   Enter keep   Esc cancel");
         return;
     }
-    if (v->help || v->notice) {
+    if (v->help) {
+        canvas_str(c, r, 0, 1, ROLE_TAB,
+                   v->help_more ? "Up Down PgUp PgDn scroll   any other key closes"
+                                : "any key closes this page   q quit");
+        return;
+    }
+    if (v->notice) {
         canvas_str(c, r, 0, 1, ROLE_TAB, "any key closes this page   q quit");
         return;
     }
@@ -247,7 +257,8 @@ void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p)
     }
 }
 
-int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
+/* frame_wrap's work; draw 0: only counts the rows. */
+static int wrap(canvas *c, rect r, int y, int x, int role, const char *text, int draw)
 {
     int width = r.w - x, rows = 0;
     const char *p = text;
@@ -274,7 +285,7 @@ int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
                 while (i + best < para && canvas_text_width(c, p + i, best + 1) <= width)
                     best++;
             }
-            if (y + rows < r.h)
+            if (draw && y + rows < r.h)
                 canvas_text(c, r, y + rows, x, width, role, p + i, best);
             rows++;
             i += best;
@@ -286,9 +297,15 @@ int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
     return rows;
 }
 
+int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text)
+{
+    return wrap(c, r, y, x, role, text, 1);
+}
+
 static const struct {
     const char *keys, *what;
-} help_keys[] = {
+} help_lines[] = {
+    {NULL, "Keys"},
     {"Tab  Shift-Tab", "next / previous screen"},
     {"1 .. 7", "overview, step trace, operators, queues, CPU and memory, timeline, ranks"},
     {"F5  c", "start or stop collecting (a stop asks first: y); of a job: every rank"},
@@ -308,22 +325,56 @@ static const struct {
               "rank on every screen"},
     {"w  s", "timeline: zoom in / out (either case)"},
     {"a  d", "timeline: move left / right (d past the end follows the latest again)"},
+    {"", ""},
+    {NULL, "The header"},
+    {"state", "idle (no window yet), collecting, stopped, or ended (session closed, or the "
+              "process gone: its last figures stay)"},
+    {"events/s", "events the process wrote into its lanes per second, counted by the monitor"},
+    {"drops", "events the collector lost (a full lane, no free lane, a full disk): the "
+              "recording lacks them and the report says so"},
+    {"missed", "events the live view skipped to keep up (it reads a sample when the process "
+               "writes faster); they are in the recording, the report has them all"},
+    {"up", "time since the session began"},
+    {"rank", "of a job: this rank / the job's world size (screen 7 lists the ranks)"},
+    {"step", "the training's own step count; (final) once it ended"},
+    {"avg step", "the mean step time of the steps the live view has seen"},
+    {"run", "the run folder (the recording, and the report once analysed); in its place for a "
+            "while, the latest answer or event"},
+    {"FROZEN", "the display is frozen (space thaws it); the training goes on"},
 };
 
-void frame_help(canvas *c, rect r)
+void frame_help(canvas *c, rect r, view *v)
 {
     canvas_fill(c, r, ' ', ROLE_NORMAL);
-    frame_title(c, r, "Help", "termsight top: keys");
-    int kw = 20;
-    int y = 2;
-    for (size_t i = 0; i < sizeof help_keys / sizeof help_keys[0] && y < r.h; i++, y++) {
-        canvas_str(c, r, y, 2, ROLE_HEADER_KEY, help_keys[i].keys);
-        canvas_text_fit(c, r, y, 2 + kw, r.w - kw - 3, ROLE_NORMAL, help_keys[i].what,
-                        strlen(help_keys[i].what), 0);
+    frame_title(c, r, "Help", "termsight top: keys and the header's figures");
+    int kw = 20, rows = r.h - 1, n = (int)(sizeof help_lines / sizeof help_lines[0]);
+    /* Entries wrap; the page scrolls by entries where the terminal is short. */
+    if (v->help_top > n - 1)
+        v->help_top = n - 1;
+    if (v->help_top < 0)
+        v->help_top = 0;
+    int y = 1, shown = 0;
+    for (int i = v->help_top; i < n && y <= rows; i++) {
+        if (!help_lines[i].keys) {
+            canvas_str(c, r, y++, 2, ROLE_TITLE, help_lines[i].what);
+            shown++;
+            continue;
+        }
+        rect text = {r.y + y, r.x + 2 + kw, rows - y + 1, r.w - kw - 3};
+        /* Only whole entries: one that does not fit waits for the next page. */
+        int need = wrap(c, (rect){0, 0, 1 << 20, text.w}, 0, 0, ROLE_NORMAL, help_lines[i].what, 0);
+        if (y + need - 1 > rows)
+            break;
+        canvas_str(c, r, y, 2, ROLE_HEADER_KEY, help_lines[i].keys);
+        y += frame_wrap(c, text, 0, 0, ROLE_NORMAL, help_lines[i].what);
+        shown++;
     }
-    if (y + 1 < r.h)
-        canvas_str(c, r, y + 1, 2, ROLE_DIM,
+    if (v->help_top + shown >= n && y <= rows)
+        canvas_str(c, r, y, 2, ROLE_DIM,
                    "Colors: NO_COLOR=1 for monochrome. Glyphs: ASCII under LANG=C.");
+    v->help_rows = n;
+    v->help_page = shown;
+    v->help_more = v->help_top > 0 || v->help_top + shown < n;
 }
 
 void frame_notice(canvas *c, rect r, const char *title, const char *text)
@@ -359,12 +410,13 @@ void frame_draw(canvas *c, const layout *L, view *v, const panel_ctx *p, const c
 {
     frame_header(c, L->header, p->st, p->a, message, message_role, progress, v->frozen);
     frame_tabs(c, L->tabs, v->screen);
-    frame_keys(c, L->status, v, p);
     canvas_fill(c, L->body, ' ', ROLE_NORMAL);
     if (v->help) {
-        frame_help(c, L->body);
+        frame_help(c, L->body, v);
+        frame_keys(c, L->status, v, p); /* after the help: it says whether the help scrolls */
         return;
     }
+    frame_keys(c, L->status, v, p);
     for (int i = 0; i < PANEL__COUNT; i++)
         if (L->panel[i].h > 0)
             panels[i]->draw(p, v, c, L->panel[i], v->screen != SCREEN_OVERVIEW);

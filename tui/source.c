@@ -86,6 +86,7 @@ static void read_header(source *s)
     st->state = atomic_load_explicit(&h->state, memory_order_acquire);
     st->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
     st->window = atomic_load_explicit(&h->window, memory_order_relaxed);
+    st->steps = atomic_load_explicit(&h->steps, memory_order_relaxed);
     st->record_error = atomic_load_explicit(&h->record_error, memory_order_acquire);
     if (st->record_error)
         copy_field(st->record_notice, sizeof st->record_notice, h->record_notice,

@@ -233,6 +233,7 @@ typedef struct source_status {
     uint64_t missed;     /* events the monitor missed: lapped by the writers */
     uint64_t observed;   /* events the monitor read */
     uint32_t window;
+    uint64_t steps; /* the last step the training began (its own count; 0: unknown) */
     uint32_t record_error;
     char record_notice[256];
     char job[64];                         /* the job the session is a rank of; "" when none */
@@ -385,9 +386,11 @@ enum view_action {
 };
 
 typedef struct view {
-    int screen; /* SCREEN_OVERVIEW or 1 + enum panel_id */
-    int help;   /* the help screen is up */
-    int notice; /* a notice (the analysis result) is up */
+    int screen;                         /* SCREEN_OVERVIEW or 1 + enum panel_id */
+    int help;                           /* the help screen is up */
+    int help_top, help_rows, help_page; /* its first entry shown, its entries, entries shown */
+    int help_more;                      /* the help does not fit: it scrolls */
+    int notice;                         /* a notice (the analysis result) is up */
     int frozen;
     int confirm; /* VA_STARTSTOP (a stop) or VA_ANALYSE waiting for 'y'; 0: none */
 
@@ -477,7 +480,7 @@ void frame_title(canvas *c, rect r, const char *title, const char *extra);
 void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
                   const char *message, int message_role, double progress, int frozen);
 void frame_tabs(canvas *c, rect r, int screen);
-void frame_help(canvas *c, rect r);
+void frame_help(canvas *c, rect r, view *v);
 void frame_too_small(canvas *c, int rows, int cols);
 /* A titled page of text (the analysis result), paragraphs split at '\n' and wrapped. */
 void frame_notice(canvas *c, rect r, const char *title, const char *text);

@@ -74,8 +74,29 @@ int view_key(view *v, int key, const panel_ctx *p)
     }
     if (key == 'q' || key == VK_F10)
         return VA_QUIT;
-    if (v->help || v->notice) {
-        v->help = v->notice = 0;
+    if (v->help) {
+        /* Scrolled by the arrows and pages; any other key closes it. */
+        int page = v->help_page > 1 ? v->help_page : 1;
+        switch (key) {
+        case VK_UP:
+            v->help_top--;
+            return VA_REDRAW;
+        case VK_DOWN:
+            v->help_top++;
+            return VA_REDRAW;
+        case VK_PPAGE:
+            v->help_top -= page;
+            return VA_REDRAW;
+        case VK_NPAGE:
+            v->help_top += page;
+            return VA_REDRAW;
+        default:
+            v->help = 0;
+            return VA_REDRAW;
+        }
+    }
+    if (v->notice) {
+        v->notice = 0;
         return VA_REDRAW;
     }
     switch (key) {
@@ -83,6 +104,7 @@ int view_key(view *v, int key, const panel_ctx *p)
     case 'h':
     case VK_F1:
         v->help = 1;
+        v->help_top = 0;
         return VA_REDRAW;
     case VK_F5:
     case 'c':

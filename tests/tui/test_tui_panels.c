@@ -853,6 +853,57 @@ START_TEST(test_frame_and_screens)
 }
 END_TEST
 
+/* The help explains every header figure and scrolls where the terminal is short; missed is
+ * not an alarm; the step is the training's own count, final once the process ended. */
+START_TEST(test_help_and_header_figures)
+{
+    run r;
+    make_run(&r, 0);
+    view v;
+    view_init(&v);
+    canvas c = {0};
+    ck_assert_int_eq(canvas_init(&c, 24, 80, &glyphs_ascii), 0);
+    layout L;
+    layout_compute(24, 80, v.screen, &L);
+    ck_assert_int_eq(view_key(&v, VK_F1, &r.p), VA_REDRAW);
+    frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+    ck_assert_canvas_has(&c, "F5  c");
+    ck_assert_canvas_has(&c, "PgDn scroll");
+    ck_assert(v.help_more);
+    static const char *const figures[] = {"The header", "events/s", "drops", "missed", "avg step",
+                                          "FROZEN", "(final)",
+                                          /* wrapped, not cut: an entry's last words */
+                                          "the report has them all"};
+    enum { NF = sizeof figures / sizeof figures[0] };
+    int seen[NF] = {0};
+    for (int page = 0; page < 6; page++) {
+        ck_assert_int_eq(view_key(&v, VK_NPAGE, &r.p), VA_REDRAW);
+        ck_assert(v.help);
+        frame_draw(&c, &L, &v, &r.p, NULL, ROLE_NORMAL, -1);
+        for (size_t i = 0; i < NF; i++)
+            seen[i] |= strstr(dump(&c), figures[i]) != NULL;
+    }
+    for (size_t i = 0; i < NF; i++)
+        ck_assert_msg(seen[i], "the help never shows \"%s\"", figures[i]);
+    ck_assert_int_eq(view_key(&v, 'x', &r.p), VA_REDRAW); /* any other key closes it */
+    ck_assert(!v.help);
+    canvas_free(&c);
+
+    ck_assert_int_eq(canvas_init(&c, 2, 120, &glyphs_ascii), 0);
+    r.st.steps = 5000;
+    r.st.gone = 1;
+    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, NULL, ROLE_NORMAL, -1, 0);
+    char line[512];
+    canvas_line(&c, 0, line, sizeof line);
+    ck_assert_int_eq(canvas_role_at(&c, 0, (int)(strstr(line, "missed 17") - line) + 7),
+                     ROLE_HEADER);
+    canvas_line(&c, 1, line, sizeof line);
+    ck_assert_msg(strstr(line, "step 5000 (final)"), "%s", line);
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
 /* Every screen at 80x24, 100x30 and 200x60: the tables' column heads are whole words of their
  * own (none written over another), the tabs and the key bar are there. */
 static int head_words_ok(const char *line, const char *const *words, size_t n)
@@ -1151,6 +1202,7 @@ int main(void)
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
+    tcase_add_test(tc, test_help_and_header_figures);
     tcase_add_test(tc, test_screens_at_three_sizes);
     tcase_add_test(tc, test_frame_and_screens);
     tcase_add_test(tc, test_glyph_tables);
