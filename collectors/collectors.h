@@ -379,6 +379,9 @@ int procfs_parse_stat(const char *text, size_t len, procfs_machine *out);
 /* comm may hold spaces and parentheses: the fields are read after the last ')', up to rss
  * (field 24), which every kernel since 2.6 writes. */
 int procfs_parse_task_stat(const char *text, size_t len, procfs_task *out);
+/* /proc/<pid>/task/<tid>/schedstat: the thread's time on a CPU, in nanoseconds (the
+ * scheduler's own figure, where stat's are clock ticks). */
+int procfs_parse_schedstat(const char *text, size_t len, uint64_t *run_ns);
 /* VmRSS and VmHWM, in bytes. */
 int procfs_parse_status(const char *text, size_t len, uint64_t *rss_bytes, uint64_t *hwm_bytes);
 /* A thread's comm without its newline into out (cap bytes with the NUL); -1 when empty input,

@@ -218,3 +218,16 @@ int procfs_parse_comm(const char *text, size_t len, char *out, size_t cap)
     out[len] = 0;
     return 0;
 }
+
+int procfs_parse_schedstat(const char *text, size_t len, uint64_t *run_ns)
+{
+    if (!text || !run_ns)
+        return -1;
+    cursor c = {text, text + len};
+    uint64_t run = 0, wait = 0;
+    /* Three numbers: time on a CPU (ns), time waiting to run (ns), timeslices. */
+    if (read_u64(&c, &run) != 0 || read_u64(&c, &wait) != 0)
+        return -1;
+    *run_ns = run;
+    return 0;
+}

@@ -49,6 +49,7 @@ typedef struct task_ticks {
     uint32_t ppid;
     uint64_t utime, stime, start; /* clock ticks; start since boot */
     uint64_t rss;                 /* bytes; descendants only */
+    uint64_t run_ns;              /* threads: time on a CPU from schedstat; 0 when unknown */
     int exited;                   /* a zombie: its times are final */
 } task_ticks;
 
@@ -77,6 +78,7 @@ typedef struct sampler {
     int task_fd;
     int private_fds;    /* the thread's descriptor table is its own (util_private_fds) */
     int children_files; /* /proc/<pid>/task/<tid>/children exist */
+    int schedstat;      /* /proc/thread-self/schedstat exists (CONFIG_SCHED_INFO) */
     uint32_t pid;
     uint64_t tick_ns; /* ns per clock tick */
     uint64_t page_size;
@@ -239,6 +241,13 @@ static int read_task(sampler *m, int dir, const char *prefix, uint32_t id, task_
     n = read_at(m, dir, path, text, sizeof text);
     if (n > 0 && procfs_parse_comm(text, (size_t)n, comm, sizeof comm) == 0)
         t->name = strtab_intern(m->s->names, comm, strlen(comm), NULL);
+    if (dir == m->task_fd && m->schedstat) {
+        /* A thread's CPU time to the nanosecond: ticks make 10 % steps over 100 ms. */
+        snprintf(path, sizeof path, "%u/schedstat", id);
+        n = read_at(m, dir, path, text, sizeof text);
+        if (n <= 0 || procfs_parse_schedstat(text, (size_t)n, &t->run_ns) != 0)
+            t->run_ns = 0;
+    }
     return 0;
 }
 
@@ -489,6 +498,17 @@ static uint64_t ticks_ns(const sampler *m, uint64_t ticks)
     return ticks * m->tick_ns;
 }
 
+/* total nanoseconds into user and system as the ticks ut and st share them (all user when
+ * neither ticked). */
+static void split_ns(uint64_t total, uint64_t ut, uint64_t st, uint64_t *user, uint64_t *sys)
+{
+    uint64_t ticks = ut + st;
+    *user = ticks ? (uint64_t)((double)total * (double)ut / (double)ticks) : total;
+    if (*user > total)
+        *user = total;
+    *sys = total - *user;
+}
+
 /* One event of kind per task of now (threads or descendants, sorted by id) into ev: their
  * count. A task is new when the previous sample did not have it (or had another task under its
  * id, which was reused): its interval begins at its start, clamped into the sample's. */
@@ -509,8 +529,18 @@ static size_t build_tasks(const sampler *m, const ts_event *base, uint16_t kind,
         e->kind = kind;
         e->tid = t->id;
         e->name = t->name;
-        e->v0 = ticks_ns(m, p ? delta(t->utime, p->utime) : t->utime);
-        e->v1 = ticks_ns(m, p ? delta(t->stime, p->stime) : t->stime);
+        uint64_t ut = p ? delta(t->utime, p->utime) : t->utime;
+        uint64_t st = p ? delta(t->stime, p->stime) : t->stime;
+        if (t->run_ns && (!p || p->run_ns)) {
+            /* The scheduler's nanoseconds, split into user and system as the ticks split; a
+             * thread new to this sample ran at most the interval's length in it. */
+            uint64_t run = p ? delta(t->run_ns, p->run_ns) : t->run_ns;
+            uint64_t span = e->end_ns - e->begin_ns;
+            split_ns(!p && run > span ? span : run, ut, st, &e->v0, &e->v1);
+        } else {
+            e->v0 = ticks_ns(m, ut);
+            e->v1 = ticks_ns(m, st);
+        }
         if (!p) {
             uint64_t start = delta(ticks_ns(m, t->start), boot_ns);
             e->begin_ns = start < e->begin_ns ? e->begin_ns : start > e->end_ns ? e->end_ns : start;
@@ -552,8 +582,30 @@ static size_t build(sampler *m, const snapshot *prev, const snapshot *cur, int m
     ev = &m->events[n++];
     *ev = base;
     ev->kind = TS_KIND_CPU_PROCESS;
-    ev->v0 = ticks_ns(m, delta(cur->process.utime, prev->process.utime));
-    ev->v1 = ticks_ns(m, delta(cur->process.stime, prev->process.stime));
+    uint64_t put = delta(cur->process.utime, prev->process.utime);
+    uint64_t pst = delta(cur->process.stime, prev->process.stime);
+    ev->v0 = ticks_ns(m, put);
+    ev->v1 = ticks_ns(m, pst);
+    /* Where every thread's schedstat was read, the process's time is theirs summed: to the
+     * nanosecond, and never less than one of its threads shows (ticks, 10 ms each, make the
+     * two disagree by a tick an interval). A thread that ended during the interval is then
+     * missed for its last part; with ticks it would not be. */
+    uint64_t threads_ns = 0;
+    int all = m->schedstat && !cur->truncated && !prev->truncated;
+    for (uint32_t i = 0; all && i < cur->nthreads; i++) {
+        const task_ticks *t = &cur->threads[i];
+        const task_ticks *p = bsearch(t, prev->threads, prev->nthreads, sizeof *t, by_id);
+        if (p && p->start != t->start)
+            p = NULL;
+        if (!t->run_ns || (p && !p->run_ns)) {
+            all = 0;
+            break;
+        }
+        uint64_t span = delta(cur->t_ns, prev->t_ns);
+        threads_ns += p ? delta(t->run_ns, p->run_ns) : t->run_ns < span ? t->run_ns : span;
+    }
+    if (all && cur->nthreads)
+        split_ns(threads_ns, put, pst, &ev->v0, &ev->v1);
     ev->aux = cur->process.num_threads;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ev->corr = (cpus > 0 ? (uint64_t)(uint32_t)cpus : 0) | (uint64_t)cur->children_left << 32;
@@ -699,6 +751,7 @@ static void *sampler_main(void *arg)
     m.private_fds = util_private_fds();
     m.task_fd = -1;
     m.children_files = access("/proc/thread-self/children", R_OK) == 0;
+    m.schedstat = access("/proc/thread-self/schedstat", R_OK) == 0;
     /* Without memory there is nothing to sample: the thread answers and idles until the end. */
     if (m.buf && m.prev && m.cur && m.events) {
         sampler_loop(&m);

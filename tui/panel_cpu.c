@@ -100,9 +100,10 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
     cpu_row last;
     int have_last = analysis_cpu_recent(p->a, &last, 1) == 1;
     char extra[96];
-    if (cs.samples)
-        snprintf(extra, sizeof extra, "%llu samples, %u CPUs", (unsigned long long)cs.samples,
-                 cs.cpus);
+    unsigned cpus = cs.cpus ? cs.cpus : 1;
+    if (cs.samples) /* one unit for every figure: percent of one CPU */
+        snprintf(extra, sizeof extra, "%% of one CPU, %u CPU%s = %u%%, %llu samples", cpus,
+                 cpus == 1 ? "" : "s", 100 * cpus, (unsigned long long)cs.samples);
     else
         snprintf(extra, sizeof extra, "no CPU samples yet");
     frame_title(c, r, "CPU and memory", extra);
@@ -123,7 +124,9 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         part parts[3] = {{user, g->user, ROLE_CPU_USER},
                          {sys, g->system, ROLE_CPU_SYSTEM},
                          {io, g->iowait, ROLE_CPU_IOWAIT}};
-        snprintf(t, sizeof t, "%5.1f%% usr %.0f sys %.0f io %.0f", user + sys + io, user, sys, io);
+        /* The shares are of the whole machine: in units of one CPU for the text. */
+        snprintf(t, sizeof t, "%5.1f%% of %u%% usr %.0f sys %.0f io %.0f", (user + sys + io) * cpus,
+                 100 * cpus, user * cpus, sys * cpus, io * cpus);
         gauge(c, body, y++, "machine", parts, 3, t);
     }
     if (cs.samples && row_take(&rw, &y)) {
@@ -132,27 +135,42 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         double scale = cs.cpus ? 100.0 * cs.cpus : 100.0;
         part parts[2] = {{100 * pu / scale, g->user, ROLE_PROCESS},
                          {100 * ps / scale, g->system, ROLE_CPU_SYSTEM}};
-        snprintf(t, sizeof t, "%5.1f%% of %u CPU%s", pu + ps, cs.cpus ? cs.cpus : 1,
-                 cs.cpus == 1 ? "" : "s");
+        snprintf(t, sizeof t, "%5.1f%% of %u%%", pu + ps, 100 * cpus);
         gauge(c, body, y++, "process", parts, 2, t);
     }
+    /* Threads, busiest first, each of one CPU, told apart by their tid; the collector's own
+     * (termsight-rec, -smp ...) in one row: what profiling costs. */
     cpu_thread *th = NULL;
     size_t nt = analysis_cpu_threads(p->a, &th);
-    size_t show_threads = full ? nt : nt < 3 ? nt : 3;
-    for (size_t i = 0; i < show_threads; i++) {
-        if (!row_take(&rw, &y))
-            continue;
-        char label[64];
+    size_t show_threads = full ? nt : 3, shown = 0;
+    double own_last = 0, own_avg = 0;
+    int own = 0;
+    for (size_t i = 0; i < nt; i++) {
         uint32_t len = 0;
         const char *name = th[i].name ? analysis_name(p->a, th[i].name, &len) : NULL;
+        if (name && len > 10 && !memcmp(name, "termsight-", 10)) {
+            own++;
+            own_last += th[i].last_total;
+            own_avg += th[i].avg_user + th[i].avg_system;
+            continue;
+        }
+        if (shown++ >= show_threads || !row_take(&rw, &y))
+            continue;
+        char label[64];
         if (name && len)
             snprintf(label, sizeof label, "%.*s", (int)(len < 40 ? len : 40), name);
         else
-            snprintf(label, sizeof label, "tid %u", th[i].tid);
+            snprintf(label, sizeof label, "thread");
         part parts[1] = {{th[i].last_total, g->used, ROLE_PROCESS}};
-        snprintf(t, sizeof t, "%5.1f%% avg %.1f%%", th[i].last_total,
-                 th[i].avg_user + th[i].avg_system);
+        snprintf(t, sizeof t, "%5.1f%% avg %5.1f%% tid %u", th[i].last_total,
+                 th[i].avg_user + th[i].avg_system, th[i].tid);
         gauge(c, body, y++, label, parts, 1, t);
+    }
+    if (own && row_take(&rw, &y)) {
+        part parts[1] = {{own_last, g->used, ROLE_DIM}};
+        snprintf(t, sizeof t, "%5.1f%% avg %5.1f%% %d thread%s: profiling's cost", own_last,
+                 own_avg, own, own == 1 ? "" : "s");
+        gauge(c, body, y++, "termsight", parts, 1, t);
     }
     free(th);
     if (full)
@@ -198,7 +216,7 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
                       cs.machine[TS_CPU_IOWAIT], cs.machine[TS_CPU_IDLE], cs.context_switches_per_s,
                       cs.avg_running, cs.avg_blocked);
         canvas_printf(c, body, y++, 1, ROLE_NORMAL,
-                      "process: user %.1f%%  system %.1f%% of one CPU", cs.process_user,
+                      "process: user %.1f%%  system %.1f%% (of one CPU)", cs.process_user,
                       cs.process_system);
     }
     if (full && y < body.h) {

@@ -27,6 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rss % 1024 == 0 && hwm % 1024 == 0 && memmem(text, size, "VmRSS:", 6) &&
                    memmem(text, size, "VmHWM:", 6));
 
+    uint64_t run = 0;
+    if (procfs_parse_schedstat(text, size, &run) == 0)
+        FUZZ_CHECK(size >= 3); /* two numbers and a blank at least */
+
     /* comm: the text without one trailing newline, exactly, or a refusal. The first byte
      * chooses the room given (1 .. 16 bytes). */
     char comm[16];

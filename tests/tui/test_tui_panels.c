@@ -26,6 +26,8 @@ enum {
     N_EVIL,
     N_EVIL_TYPE,
     N_KERNEL,
+    N_REC,
+    N_SMP,
     N__COUNT
 };
 
@@ -43,6 +45,8 @@ static const char *const names[N__COUNT] = {
     [N_EVIL] = "evil\x1b[2J\r\nname\xff\xfe\x07",
     [N_EVIL_TYPE] = "Evil",
     [N_KERNEL] = "volta_sgemm_128x64_nn",
+    [N_REC] = "termsight-rec",
+    [N_SMP] = "termsight-smp",
 };
 
 static const char *names_fn(void *ctx, uint32_t id, uint32_t *len)
@@ -163,8 +167,14 @@ static void make_run(run *r, int evil)
         w.v0 = 70 * MS;
         w.corr = 200ull << 20;
         ts_event gone = ev(TS_KIND_CPU_CHILD, 5152, b, e);
-        ts_event batch[6] = {m, p, th, mem, w, gone};
-        feed(r, batch, i == 0 ? 6 : 5);
+        /* The collector's own threads: 2 % and 1 % of one CPU. */
+        ts_event rec = ev(TS_KIND_CPU_THREAD, 300, b, e), smp = ev(TS_KIND_CPU_THREAD, 301, b, e);
+        rec.name = N_REC;
+        rec.v0 = 2 * MS;
+        smp.name = N_SMP;
+        smp.v1 = 1 * MS;
+        ts_event batch[8] = {m, p, th, mem, w, rec, smp, gone};
+        feed(r, batch, i == 0 ? 8 : 7);
     }
     analysis_finish(r->a);
     r->st = (source_status){.pid = 4242,
@@ -578,14 +588,28 @@ START_TEST(test_cpu_gauges)
     draw_panel(&r, &v, &c, PANEL_CPU, 8, 70, 0, &glyphs_ascii);
     char line[512];
     ck_assert_int_ge(line_with(&c, "machine", line, sizeof line), 1);
-    ck_assert_msg(strstr(line, "45.0% usr 30 sys 10 io 5"), "%s", line);
+    /* One unit for every figure, stated: percent of one CPU (4 CPUs: 400 %). */
+    ck_assert_canvas_has(&c, "% of one CPU, 4 CPUs = 400%");
+    ck_assert_msg(strstr(line, "180.0% of 400% usr 120 sys 40 io 20"), "%s", line);
     /* The bar: user '|', then system '+', then iowait '!', in that order. */
     char *u = strchr(line, '|'), *s = strchr(line, '+'), *i = strchr(line, '!');
     ck_assert_msg(u && s && i && u < s && s < i, "%s", line);
     ck_assert_int_ge(line_with(&c, "process", line, sizeof line), 1);
-    ck_assert_msg(strstr(line, "150.0% of 4 CPUs"), "%s", line);
+    ck_assert_msg(strstr(line, "150.0% of 400%"), "%s", line);
+    /* The bar says what the text says: 150 of 400 is three eighths of it. */
+    const char *open = strchr(line, '['), *close = strchr(line, ']');
+    ck_assert_ptr_nonnull(open);
+    ck_assert_ptr_nonnull(close);
+    int filled = 0, width = (int)(close - open - 1);
+    for (const char *q = open + 1; q < close; q++)
+        filled += *q != ' ';
+    ck_assert_msg(abs(filled * 8 - width * 3) <= 8, "%d of %d: %s", filled, width, line);
     ck_assert_int_ge(line_with(&c, "train", line, sizeof line), 1);
-    ck_assert_msg(strstr(line, "95.0%"), "%s", line);
+    ck_assert_msg(strstr(line, "95.0%") && strstr(line, "tid 100"), "%s", line);
+    /* The collector's threads in one row, its cost; not each on its own. */
+    ck_assert_int_lt(line_with(&c, "termsight-rec", line, sizeof line), 0);
+    ck_assert_int_ge(line_with(&c, "termsight", line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "3.0%") && strstr(line, "2 threads: profiling's cost"), "%s", line);
     ck_assert_int_ge(line_with(&c, "host RSS", line, sizeof line), 1);
     ck_assert_msg(strstr(line, "300 MiB of peak 512 MiB"), "%s", line);
     ck_assert_int_lt(line_with(&c, "pid 5151", line, sizeof line), 0); /* full screen only */
