@@ -138,28 +138,53 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     }
 }
 
+static const char *tab_name(int s)
+{
+    return s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab;
+}
+
+/* The tab line's geometry: a blank between tabs where they fit with it (at 80 columns they
+ * fit without); tab s spans [x0[s], x0[s] + width(s)). */
+static int tab_gap(int cols)
+{
+    int need = 1;
+    for (int s = 0; s < SCREEN__COUNT; s++)
+        need += (int)strlen(tab_name(s)) + 5;
+    return need <= cols ? 1 : 0;
+}
+
+static int tab_width(int s)
+{
+    return (int)strlen(tab_name(s)) + 4; /* " %d %s " with a one-digit number */
+}
+
 void frame_tabs(canvas *c, rect r, int screen)
 {
     canvas_fill(c, r, ' ', ROLE_TAB);
-    /* A blank between tabs where they fit with it (at 80 columns they fit without). */
-    int need = 1;
+    int gap = tab_gap(r.w), x = 1;
     for (int s = 0; s < SCREEN__COUNT; s++)
-        need += (int)strlen(s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab) + 5;
-    int gap = need <= r.w ? 1 : 0;
-    int x = 1;
-    for (int s = 0; s < SCREEN__COUNT; s++) {
-        const char *name = s == SCREEN_OVERVIEW ? "Overview" : panels[s - 1]->tab;
         x += canvas_printf(c, r, 0, x, s == screen ? ROLE_TAB_ACTIVE : ROLE_TAB, " %d %s ", s + 1,
-                           name) +
+                           tab_name(s)) +
              gap;
+}
+
+int frame_tab_at(int cols, int x)
+{
+    int gap = tab_gap(cols), at = 1;
+    for (int s = 0; s < SCREEN__COUNT; s++) {
+        if (x >= at && x < at + tab_width(s))
+            return s;
+        at += tab_width(s) + gap;
     }
+    return -1;
 }
 
 /* The keys every screen has, around the screen's own (key_hint.drop: the higher, the sooner
  * it goes when the bar is narrow; 0 stays). */
-static const key_hint global_first[] = {{"F1", "Help", 0}, {"F5", NULL, 0}, {"F6", "Analyse", 0}};
+static const key_hint global_first[] = {
+    {"F1", "Help", 0, VK_F1}, {"F5", NULL, 0, VK_F5}, {"F6", "Analyse", 0, VK_F6}};
 static const key_hint global_last[] = {
-    {"Tab", "Screen", 5}, {"Space", NULL, 6}, {"F10", "Quit", 0}};
+    {"Tab", "Screen", 5, VK_TAB}, {"Space", NULL, 6, ' '}, {"F10", "Quit", 0, VK_F10}};
 
 /* A key as the terminal can show it: the arrows in ASCII where the locale has no UTF-8. */
 static const char *key_text(const canvas *c, const char *key)
@@ -179,9 +204,10 @@ static int hint_width(const canvas *c, const key_hint *h)
     return canvas_text_width(c, k, strlen(k)) + canvas_text_width(c, h->what, strlen(h->what));
 }
 
-void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p)
+void frame_keys(canvas *c, rect r, view *v, const panel_ctx *p)
 {
     canvas_fill(c, r, ' ', ROLE_TAB);
+    v->nbar = 0;
     if (v->confirm) {
         const char *ask = v->confirm == VA_STARTSTOP
                               ? " Stop collecting? The window ends here.   y stop   any other "
@@ -251,8 +277,15 @@ void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p)
         if (!keep[i])
             continue;
         const char *k = key_text(c, all[i].key);
+        int x0 = x;
         x += canvas_str(c, r, 0, x, ROLE_TAB_ACTIVE, k);
         x += canvas_str(c, r, 0, x, ROLE_TAB, all[i].what);
+        if (all[i].code && v->nbar < (int)(sizeof v->bar / sizeof v->bar[0])) {
+            v->bar[v->nbar].x0 = x0;
+            v->bar[v->nbar].x1 = x;
+            v->bar[v->nbar].key = all[i].code;
+            v->nbar++;
+        }
         x += canvas_str(c, r, 0, x, ROLE_TAB, "  ");
     }
 }
@@ -325,6 +358,8 @@ static const struct {
               "rank on every screen"},
     {"w  s", "timeline: zoom in / out (either case)"},
     {"a  d", "timeline: move left / right (d past the end follows the latest again)"},
+    {"mouse", "click a tab, a key bar entry, a row (again: open it; a rank: show it) or a "
+              "timeline block; the wheel scrolls tables and moves the timeline"},
     {"", ""},
     {NULL, "The header"},
     {"state", "idle (no window yet), collecting, stopped, or ended (session closed, or the "

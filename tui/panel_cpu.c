@@ -255,7 +255,7 @@ static int cpu_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
-static const key_hint cpu_hints[] = {{"\u2191\u2193", "Scroll", 4}, {NULL}};
+static const key_hint cpu_hints[] = {{"\u2191\u2193", "Scroll", 4, 0}, {NULL, NULL, 0, 0}};
 
 const panel_class panel_cpu = {
     .title = "CPU and memory",
@@ -263,4 +263,6 @@ const panel_class panel_cpu = {
     .draw = cpu_draw,
     .key = cpu_key,
     .hints = cpu_hints,
+    .wheel_up = VK_UP,
+    .wheel_down = VK_DOWN,
 };

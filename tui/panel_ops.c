@@ -413,8 +413,25 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
-static const key_hint ops_hints[] = {
-    {"/", "Search", 1}, {"o", "Sort", 2}, {"t", "Type/op", 3}, {"k", "Kernels", 4}, {NULL}};
+/* A click on a row selects it; on the selected type's row, opens its ops (Enter). */
+static int ops_click(const panel_ctx *p, view *v, rect r, int y, int x, int full)
+{
+    (void)x;
+    int row = y - 2; /* under the title and the column heads */
+    if (row < 0 || row >= v->ops_page || v->ops_top + row >= v->ops_rows)
+        return VA_NONE;
+    if (v->ops_top + row == v->ops_sel && v->ops_sel_id)
+        return ops_key(p, v, VK_ENTER, full) ? VA_REDRAW : VA_NONE;
+    (void)r;
+    select_row(v, v->ops_top + row);
+    return VA_REDRAW;
+}
+
+static const key_hint ops_hints[] = {{"/", "Search", 1, '/'},
+                                     {"o", "Sort", 2, 'o'},
+                                     {"t", "Type/op", 3, 't'},
+                                     {"k", "Kernels", 4, 'k'},
+                                     {NULL, NULL, 0, 0}};
 
 const panel_class panel_ops = {
     .title = "Operators",
@@ -422,4 +439,7 @@ const panel_class panel_ops = {
     .draw = ops_draw,
     .key = ops_key,
     .hints = ops_hints,
+    .click = ops_click,
+    .wheel_up = VK_UP,
+    .wheel_down = VK_DOWN,
 };

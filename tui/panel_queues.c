@@ -190,7 +190,7 @@ static int queues_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
-static const key_hint queues_hints[] = {{"\u2191\u2193", "Scroll", 4}, {NULL}};
+static const key_hint queues_hints[] = {{"\u2191\u2193", "Scroll", 4, 0}, {NULL, NULL, 0, 0}};
 
 const panel_class panel_queues = {
     .title = "Data queues",
@@ -198,4 +198,6 @@ const panel_class panel_queues = {
     .draw = queues_draw,
     .key = queues_key,
     .hints = queues_hints,
+    .wheel_up = VK_UP,
+    .wheel_down = VK_DOWN,
 };

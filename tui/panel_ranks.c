@@ -289,8 +289,22 @@ static int ranks_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
+/* A click on a rank's row selects it; on the selected one, shows that rank (Enter). */
+static int ranks_click(const panel_ctx *p, view *v, rect r, int y, int x, int full)
+{
+    (void)r;
+    (void)x;
+    int n = p->rk ? (int)p->rk->n : 0, i = v->ranks_top + y - 2;
+    if (!full || y < 2 || i >= n)
+        return VA_NONE;
+    if (i == v->ranks_sel)
+        return VA_RANK;
+    v->ranks_sel = i;
+    return VA_REDRAW;
+}
+
 static const key_hint ranks_hints[] = {
-    {"Enter", "Show rank", 1}, {"\u2191\u2193", "Choose", 4}, {NULL}};
+    {"Enter", "Show rank", 1, VK_ENTER}, {"\u2191\u2193", "Choose", 4, 0}, {NULL, NULL, 0, 0}};
 
 const panel_class panel_ranks = {
     .title = "Ranks",
@@ -298,4 +312,7 @@ const panel_class panel_ranks = {
     .draw = ranks_draw,
     .key = ranks_key,
     .hints = ranks_hints,
+    .click = ranks_click,
+    .wheel_up = VK_UP,
+    .wheel_down = VK_DOWN,
 };

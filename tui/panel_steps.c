@@ -237,7 +237,7 @@ static int steps_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
-static const key_hint steps_hints[] = {{"\u2190\u2192", "Older/newer", 2}, {NULL}};
+static const key_hint steps_hints[] = {{"\u2190\u2192", "Older/newer", 2, 0}, {NULL, NULL, 0, 0}};
 
 const panel_class panel_steps = {
     .title = "Step trace",
@@ -245,4 +245,6 @@ const panel_class panel_steps = {
     .draw = steps_draw,
     .key = steps_key,
     .hints = steps_hints,
+    .wheel_up = VK_LEFT,
+    .wheel_down = VK_RIGHT,
 };

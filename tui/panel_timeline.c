@@ -459,11 +459,46 @@ static int timeline_key(const panel_ctx *p, view *v, int key, int full)
     }
 }
 
-static const key_hint timeline_hints[] = {{"W/S", "Zoom", 1},
-                                          {"A/D", "Move", 1},
-                                          {"\u2190\u2192", "Op", 3},
-                                          {"\u2191\u2193", "Lane", 4},
-                                          {NULL}};
+/* A click on a lane selects it and puts the cursor on the op under the click (the one
+ * covering that moment, else the nearest before it); the window stops following, so the op
+ * stays in view. */
+static int timeline_click(const panel_ctx *p, view *v, rect r, int y, int x, int full)
+{
+    (void)full;
+    const tlring *ring = p->tl;
+    int w = r.w - LABEL_W - 1, lane = v->tl_lane_top + y - 2;
+    if (!ring || !ring->n || w < 8 || y < 2 || y >= r.h - 1 || lane >= (int)ring->nlanes)
+        return VA_NONE;
+    v->tl_lane = lane;
+    if (x < LABEL_W + 1)
+        return VA_REDRAW; /* on the lane's name: the lane only */
+    uint64_t span = span_of(p, v), end = end_of(p, v);
+    uint64_t start = end > span ? end - span : 0;
+    uint64_t at = start + (uint64_t)(((double)(x - LABEL_W - 1) + 0.5) * (double)span / w);
+    long best = -1;
+    for (size_t k = 0; k < ring->n; k++) {
+        const ts_event *e = ring_at(ring, k);
+        if (tlring_lane_of(ring, e) != lane || e->begin_ns > at)
+            continue;
+        /* Covering the moment beats ending before it; then the later begin (the inner op). */
+        const ts_event *b = best >= 0 ? ring_at(ring, (size_t)best) : NULL;
+        int covers = e->end_ns >= at, b_covers = b && b->end_ns >= at;
+        if (!b || covers > b_covers || (covers == b_covers && e->begin_ns > b->begin_ns))
+            best = (long)k;
+    }
+    v->tl_follow = 0;
+    v->tl_span_ns = span;
+    v->tl_end_ns = end;
+    if (best >= 0)
+        v->tl_cursor = ring_at(ring, (size_t)best)->begin_ns;
+    return VA_REDRAW;
+}
+
+static const key_hint timeline_hints[] = {{"W/S", "Zoom", 1, 0},
+                                          {"A/D", "Move", 1, 0},
+                                          {"\u2190\u2192", "Op", 3, 0},
+                                          {"\u2191\u2193", "Lane", 4, 0},
+                                          {NULL, NULL, 0, 0}};
 
 const panel_class panel_timeline = {
     .title = "Timeline",
@@ -471,4 +506,7 @@ const panel_class panel_timeline = {
     .draw = timeline_draw,
     .key = timeline_key,
     .hints = timeline_hints,
+    .click = timeline_click,
+    .wheel_up = 'a',
+    .wheel_down = 'd',
 };

@@ -19,7 +19,7 @@ _Static_assert(VK_DOWN == KEY_DOWN && VK_UP == KEY_UP && VK_LEFT == KEY_LEFT &&
                    VK_F1 == KEY_F(1) && VK_F5 == KEY_F(5) && VK_F6 == KEY_F(6) &&
                    VK_F10 == KEY_F(10) && VK_NPAGE == KEY_NPAGE && VK_PPAGE == KEY_PPAGE &&
                    VK_ENTER_KP == KEY_ENTER && VK_BTAB == KEY_BTAB && VK_END == KEY_END &&
-                   VK_RESIZE == KEY_RESIZE,
+                   VK_RESIZE == KEY_RESIZE && VK_MOUSE == KEY_MOUSE,
                "view_key_code follows curses' key numbers");
 
 enum { S_BOLD = 1, S_REV = 2, S_UL = 4, S_DIM = 8 };
@@ -260,6 +260,10 @@ int screen_init(char **cause)
     leaveok(stdscr, TRUE);
     curs_set(0);
     set_escdelay(25);
+    /* The mouse, as htop and nvtop take it (tmux and SSH pass it on): clicks and the wheel;
+     * no click delay. A terminal without a mouse simply sends none. */
+    mousemask(BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+    mouseinterval(0);
     return 0;
 }
 
@@ -342,6 +346,20 @@ int screen_key(int timeout_ms)
     if (r == ERR)
         return -1;
     return (int)wc;
+}
+
+int screen_mouse(int *y, int *x)
+{
+    MEVENT me;
+    if (!started || getmouse(&me) != OK)
+        return 0;
+    *y = me.y;
+    *x = me.x;
+    if (me.bstate & BUTTON4_PRESSED)
+        return MOUSE_WHEEL_UP;
+    if (me.bstate & BUTTON5_PRESSED)
+        return MOUSE_WHEEL_DOWN;
+    return me.bstate & BUTTON1_PRESSED ? MOUSE_CLICK : 0;
 }
 
 int screen_quit_signal(void)

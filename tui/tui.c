@@ -731,7 +731,14 @@ static int monitor(app *a, char **cause)
             dirty = 1;
             continue;
         }
-        switch (view_key(&a->v, key, &a->pc)) {
+        int action;
+        if (key == VK_MOUSE) {
+            int my = 0, mx = 0, kind = screen_mouse(&my, &mx);
+            action = view_mouse(&a->v, &a->L, &a->pc, kind, my, mx);
+        } else {
+            action = view_key(&a->v, key, &a->pc);
+        }
+        switch (action) {
         case VA_QUIT:
             return 0;
         case VA_STARTSTOP:

@@ -186,6 +186,9 @@ void screen_paint(const canvas *c, int all);
 void screen_invalidate(void);
 /* The next key within timeout_ms (curses numbering, see enum view_key_code), or -1. */
 int screen_key(int timeout_ms);
+/* After screen_key returned VK_MOUSE: the event (enum mouse_kind, 0 for one to ignore) and
+ * where, in terminal cells. */
+int screen_mouse(int *y, int *x);
 /* A quit signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) received, or 0. */
 int screen_quit_signal(void);
 
@@ -371,7 +374,11 @@ enum view_key_code {
     VK_BTAB = 0541,
     VK_END = 0550,
     VK_RESIZE = 0632,
+    VK_MOUSE = 0631, /* a mouse event: screen_mouse says which */
 };
+
+/* A mouse event, as screen.c reads it (the room's tests make them by hand). */
+enum mouse_kind { MOUSE_CLICK = 1, MOUSE_WHEEL_UP, MOUSE_WHEEL_DOWN };
 
 /* What a key asks of the loop. */
 enum view_action {
@@ -393,6 +400,11 @@ typedef struct view {
     int notice;                         /* a notice (the analysis result) is up */
     int frozen;
     int confirm; /* VA_STARTSTOP (a stop) or VA_ANALYSE waiting for 'y'; 0: none */
+    /* The key bar as last drawn: each entry's columns and the key it stands for (clicks). */
+    struct {
+        int x0, x1, key;
+    } bar[32];
+    int nbar;
 
     /* Operators. */
     int ops_by_type; /* 1: types; 0: ops */
@@ -427,6 +439,12 @@ typedef struct view {
 
 void view_init(view *v);
 
+/* A mouse event at (y, x) of the terminal laid out as L: a click on a tab shows its screen, on
+ * a key bar entry does what its key does, on a table row or a timeline block selects it (a
+ * second click on the selected rank shows it); the wheel scrolls tables and moves the
+ * timeline. Returns a view_action, as view_key. */
+int view_mouse(view *v, const layout *L, const panel_ctx *p, int kind, int y, int x);
+
 /* Handles one key. Keys reach the help screen, the search line, the global keys, then the
  * panel on screen (on the overview: the operators table, then the timeline). */
 int view_key(view *v, int key, const panel_ctx *p);
@@ -446,6 +464,7 @@ struct panel_ctx {
 typedef struct key_hint {
     const char *key, *what;
     int drop;
+    int code; /* the key a click on the entry presses (0: none, as for a pair of keys) */
 } key_hint;
 
 typedef struct panel_class {
@@ -457,6 +476,12 @@ typedef struct panel_class {
     void (*draw)(const panel_ctx *p, view *v, canvas *c, rect r, int full);
     /* Returns 1 when it handled key. full 0: the key came on the overview. */
     int (*key)(const panel_ctx *p, view *v, int key, int full);
+    /* A click at (y, x) in the panel's rect r (NULL: clicks do nothing). Returns a view_action:
+     * VA_NONE when nothing there, VA_REDRAW when it selected something, or the action of a
+     * second click on a selected row (the Ranks screen's Enter). */
+    int (*click)(const panel_ctx *p, view *v, rect r, int y, int x, int full);
+    /* The keys the wheel stands for in this panel: up, down (0: the wheel does nothing). */
+    int wheel_up, wheel_down;
 } panel_class;
 
 extern const panel_class panel_steps;
@@ -487,7 +512,9 @@ void frame_notice(canvas *c, rect r, const char *title, const char *text);
 /* The key bar (the bottom line, htop's): the keys of the screen shown, the global ones around
  * them, the least needed left out when the line is narrow; a question while an action waits
  * for its confirmation. */
-void frame_keys(canvas *c, rect r, const view *v, const panel_ctx *p);
+void frame_keys(canvas *c, rect r, view *v, const panel_ctx *p);
+/* The screen whose tab holds column x of a tab line cols wide, or -1. */
+int frame_tab_at(int cols, int x);
 /* Writes text wrapped to r's width from row y; returns the rows used. */
 int frame_wrap(canvas *c, rect r, int y, int x, int role, const char *text);
 

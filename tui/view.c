@@ -143,3 +143,43 @@ int view_key(view *v, int key, const panel_ctx *p)
         return VA_REDRAW;
     return VA_NONE;
 }
+
+static int inside(rect r, int y, int x)
+{
+    return r.h > 0 && y >= r.y && y < r.y + r.h && x >= r.x && x < r.x + r.w;
+}
+
+int view_mouse(view *v, const layout *L, const panel_ctx *p, int kind, int y, int x)
+{
+    if (!kind || L->too_small || v->searching)
+        return VA_NONE;
+    if (v->help && kind != MOUSE_CLICK) /* the wheel scrolls the help */
+        return view_key(v, kind == MOUSE_WHEEL_UP ? VK_UP : VK_DOWN, p);
+    if (v->help || v->notice || v->confirm)
+        return kind == MOUSE_CLICK ? view_key(v, VK_ESC, p) : VA_NONE; /* closes, or: no */
+    if (kind == MOUSE_CLICK && inside(L->tabs, y, x)) {
+        int s = frame_tab_at(L->tabs.w, x - L->tabs.x);
+        if (s < 0 || s == v->screen)
+            return VA_NONE;
+        v->screen = s;
+        return VA_REDRAW;
+    }
+    if (kind == MOUSE_CLICK && inside(L->status, y, x)) {
+        for (int i = 0; i < v->nbar; i++)
+            if (x - L->status.x >= v->bar[i].x0 && x - L->status.x < v->bar[i].x1)
+                return view_key(v, v->bar[i].key, p);
+        return VA_NONE;
+    }
+    int full = v->screen != SCREEN_OVERVIEW;
+    for (int i = 0; i < PANEL__COUNT; i++) {
+        rect r = L->panel[i];
+        if (!inside(r, y, x))
+            continue;
+        const panel_class *pc = panels[i];
+        if (kind == MOUSE_CLICK)
+            return pc->click ? pc->click(p, v, r, y - r.y, x - r.x, full) : VA_NONE;
+        int key = kind == MOUSE_WHEEL_UP ? pc->wheel_up : pc->wheel_down;
+        return key && pc->key(p, v, key, full) ? VA_REDRAW : VA_NONE;
+    }
+    return VA_NONE;
+}

@@ -928,6 +928,89 @@ START_TEST(test_help_and_header_figures)
 }
 END_TEST
 
+/* The mouse: a click on a tab shows its screen, on a key bar entry presses its key, on a row
+ * selects it (again: opens it), on a timeline block puts the cursor there; the wheel scrolls
+ * tables and moves the timeline. */
+static void draw_all(canvas *c, layout *L, view *v, run *r)
+{
+    layout_compute(c->rows, c->cols, v->screen, L);
+    canvas_clear(c);
+    frame_draw(c, L, v, &r->p, NULL, ROLE_NORMAL, -1);
+}
+
+START_TEST(test_mouse)
+{
+    run r;
+    make_run(&r, 0);
+    view v;
+    view_init(&v);
+    canvas c = {0};
+    ck_assert_int_eq(canvas_init(&c, 30, 100, &glyphs_ascii), 0);
+    layout L;
+    char line[1024];
+    /* Tabs. */
+    for (int s = SCREEN__COUNT - 1; s >= 0; s--) {
+        draw_all(&c, &L, &v, &r);
+        canvas_line(&c, L.tabs.y, line, sizeof line);
+        char tab[32];
+        snprintf(tab, sizeof tab, "%d %s", s + 1, s ? panels[s - 1]->tab : "Overview");
+        const char *at = strstr(line, tab);
+        ck_assert_ptr_nonnull(at);
+        ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, L.tabs.y, (int)(at - line) + 2),
+                         VA_REDRAW);
+        ck_assert_int_eq(v.screen, s);
+    }
+    /* The key bar: F6 asks, a click anywhere says no. */
+    draw_all(&c, &L, &v, &r);
+    canvas_line(&c, L.status.y, line, sizeof line);
+    const char *f6 = strstr(line, "F6Analyse");
+    ck_assert_ptr_nonnull(f6);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, L.status.y, (int)(f6 - line) + 3),
+                     VA_REDRAW);
+    ck_assert_int_eq(v.confirm, VA_ANALYSE);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, 10, 10), VA_REDRAW);
+    ck_assert(!v.confirm);
+    /* The operators: a click selects the second row; the wheel moves the selection; a click
+     * on the selected type opens its ops. */
+    v.screen = 1 + PANEL_OPS;
+    draw_all(&c, &L, &v, &r);
+    rect ops = L.panel[PANEL_OPS];
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, ops.y + 3, 5), VA_REDRAW);
+    ck_assert_int_eq(v.ops_sel, 1);
+    draw_all(&c, &L, &v, &r);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_WHEEL_UP, ops.y + 5, 5), VA_REDRAW);
+    ck_assert_int_eq(v.ops_sel, 0);
+    draw_all(&c, &L, &v, &r);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, ops.y + 2, 5), VA_REDRAW);
+    ck_assert_uint_ne(v.ops_type, 0);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, ops.y + 25, 5), VA_NONE); /* none */
+    /* The timeline: a click on a block puts the cursor on that op and stops following. */
+    v.screen = 1 + PANEL_TIMELINE;
+    draw_all(&c, &L, &v, &r);
+    rect tl = L.panel[PANEL_TIMELINE];
+    int bx = -1;
+    canvas_line(&c, tl.y + 2, line, sizeof line);
+    for (int x = 16; x < tl.w && bx < 0; x++)
+        if (line[x] != ' ')
+            bx = x;
+    ck_assert_msg(bx > 0, "no block on the first lane: %s", line);
+    ck_assert(v.tl_follow);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, tl.y + 2, bx), VA_REDRAW);
+    ck_assert(!v.tl_follow);
+    ck_assert_uint_ne(v.tl_cursor, 0);
+    ck_assert_int_eq(v.tl_lane, 0);
+    uint64_t end = v.tl_end_ns;
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_WHEEL_UP, tl.y + 3, bx), VA_REDRAW);
+    ck_assert_uint_lt(v.tl_end_ns, end); /* older */
+    /* On the help, the wheel scrolls and a click closes it. */
+    view_key(&v, VK_F1, &r.p);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, 5, 5), VA_REDRAW);
+    ck_assert(!v.help);
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
 /* Every screen at 80x24, 100x30 and 200x60: the tables' column heads are whole words of their
  * own (none written over another), the tabs and the key bar are there. */
 static int head_words_ok(const char *line, const char *const *words, size_t n)
@@ -1226,6 +1309,7 @@ int main(void)
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
+    tcase_add_test(tc, test_mouse);
     tcase_add_test(tc, test_help_and_header_figures);
     tcase_add_test(tc, test_screens_at_three_sizes);
     tcase_add_test(tc, test_frame_and_screens);
