@@ -336,6 +336,10 @@ typedef struct cpu_thread {
     double last_total;           /* the latest sample's user+system */
 } cpu_thread;
 
+/* A thread's name: the one the program gave it (THREAD_NAME), else the one the OS gave it as
+ * the CPU samples carry it; TS_STR_NONE when neither is known. */
+uint32_t analysis_thread_label(const analysis *a, uint32_t tid);
+
 /* Threads by average CPU descending. */
 size_t analysis_cpu_threads(const analysis *a, cpu_thread **rows);
 

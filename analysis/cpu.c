@@ -434,6 +434,16 @@ static int thread_cmp(const void *x, const void *y)
     return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
+uint32_t analysis_thread_label(const analysis *a, uint32_t tid)
+{
+    uint32_t given = analysis_thread_name(a, tid);
+    if (given != TS_STR_NONE)
+        return given;
+    const cpu_state *s = analysis_state(a, &cpu_module);
+    uint32_t i = s ? index_map_find(&s->threads.by_id, tid) : UINT32_MAX;
+    return i == UINT32_MAX ? TS_STR_NONE : s->threads.rows[i].name;
+}
+
 size_t analysis_cpu_threads(const analysis *a, cpu_thread **rows)
 {
     const cpu_state *s = analysis_state(a, &cpu_module);

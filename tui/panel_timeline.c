@@ -102,8 +102,9 @@ static void lane_label(const panel_ctx *p, const tl_lane *l, char *out, size_t c
         snprintf(out, cap, "dev%u s%u", l->device, l->tid);
         return;
     }
+    /* The name the program gave the thread, else the OS's (its comm, as sampled). */
     uint32_t len = 0;
-    uint32_t id = analysis_thread_name(p->a, l->tid);
+    uint32_t id = analysis_thread_label(p->a, l->tid);
     const char *name = id ? analysis_name(p->a, id, &len) : NULL;
     if (name && len)
         snprintf(out, cap, "%.*s", (int)(len < 64 ? len : 64), name);
@@ -136,6 +137,24 @@ static uint64_t nice_tick(uint64_t min_ns)
 
 /* Ticks at multiples of a round interval back from the latest event, each labelled on its left
  * with its distance to the latest ("now" for the latest itself). */
+/* An offset from the latest event in the unit its size asks for, with the decimals that tell
+ * ticks tick_ns apart (format_duration's three digits would print "-11.2 s" for every tick
+ * 2 ms apart, 11 s back). */
+static void format_offset(uint64_t ns, uint64_t tick_ns, char *out, size_t cap)
+{
+    static const struct {
+        uint64_t ns;
+        const char *unit;
+    } units[] = {{1000000000ull, "s"}, {1000000ull, "ms"}, {1000ull, "us"}, {1, "ns"}};
+    size_t u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && ns < units[u].ns)
+        u++;
+    int decimals = 0;
+    for (uint64_t step = units[u].ns; step > tick_ns && step > 1 && decimals < 6; step /= 10)
+        decimals++;
+    snprintf(out, cap, "%.*f %s", decimals, (double)ns / (double)units[u].ns, units[u].unit);
+}
+
 static void draw_axis(canvas *c, rect r, int y, int x0, int w, uint64_t start, uint64_t end,
                       uint64_t latest)
 {
@@ -155,7 +174,7 @@ static void draw_axis(canvas *c, rect r, int y, int x0, int w, uint64_t start, u
         if (t == latest) {
             snprintf(lab, sizeof lab, "now");
         } else {
-            format_duration((double)(t < latest ? latest - t : t - latest), d, sizeof d);
+            format_offset(t < latest ? latest - t : t - latest, tick, d, sizeof d);
             snprintf(lab, sizeof lab, "%c%s", t < latest ? '-' : '+', d);
         }
         int lw = (int)strlen(lab);
@@ -234,6 +253,21 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     int lanes_h = r.h - 3; /* title, axis, details */
     if (w < 8 || lanes_h < 1)
         return;
+    /* Looking back past what the live view keeps: say so, how much it keeps, and where the
+     * whole run is, rather than a blank. */
+    uint64_t oldest = ring_at(ring, 0)->begin_ns;
+    if (!v->tl_follow && end < oldest) {
+        char kept[32], text[400];
+        format_duration((double)(ring->latest_ns - oldest), kept, sizeof kept);
+        snprintf(text, sizeof text,
+                 "This moment has left the live view, which keeps the latest %s of ops (%zu "
+                 "events). End returns to the latest. The recording has the whole run: F6 "
+                 "writes the report, whose trace.json opens in ui.perfetto.dev or "
+                 "chrome://tracing.",
+                 kept, ring->n);
+        frame_wrap(c, (rect){r.y + 2, r.x + 2, r.h - 2, r.w - 4}, 0, 0, ROLE_WARN, text);
+        return;
+    }
     int nl = (int)ring->nlanes;
     if (v->tl_lane >= nl)
         v->tl_lane = nl - 1;

@@ -28,6 +28,7 @@ enum {
     N_KERNEL,
     N_REC,
     N_SMP,
+    N_AUTOGRAD,
     N__COUNT
 };
 
@@ -47,6 +48,7 @@ static const char *const names[N__COUNT] = {
     [N_KERNEL] = "volta_sgemm_128x64_nn",
     [N_REC] = "termsight-rec",
     [N_SMP] = "termsight-smp",
+    [N_AUTOGRAD] = "pt_autograd_0",
 };
 
 static const char *names_fn(void *ctx, uint32_t id, uint32_t *len)
@@ -736,6 +738,62 @@ START_TEST(test_timeline_wasd)
 }
 END_TEST
 
+/* Far back in time the axis labels still tell the ticks apart; a thread the program did not
+ * name is named as the OS names it; a moment the live view no longer holds is said to be gone,
+ * with how much the view keeps and where the whole run is. */
+START_TEST(test_timeline_far_and_named)
+{
+    run r;
+    make_run(&r, 0);
+    /* An op of an unnamed thread 11.2 s after the run's, and that thread's CPU sample. */
+    uint64_t later = last_end() + 11200 * MS;
+    ts_event far = op(N_MATMUL1, N_MATMUL, later, later + 1 * MS);
+    far.tid = 555;
+    ts_event cpu = ev(TS_KIND_CPU_THREAD, 555, later - 100 * MS, later);
+    cpu.name = N_AUTOGRAD;
+    feed(&r, &far, 1);
+    analysis_feed(r.a, &cpu, 1);
+    view v;
+    view_init(&v);
+    v.tl_follow = 0;
+    v.tl_span_ns = 8 * MS;
+    v.tl_end_ns = last_end(); /* 11.2 s before the latest */
+    canvas c = {0};
+    draw_panel(&r, &v, &c, PANEL_TIMELINE, 10, 120, 1, &glyphs_ascii);
+    char axis[512];
+    canvas_line(&c, 1, axis, sizeof axis);
+    /* The labels: distinct, each with the tick's precision. */
+    char seen[16][32];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(axis, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
+        while (*t == ' ')
+            t++;
+        if (!*t)
+            continue;
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(strcmp(seen[i], t), "the label \"%s\" twice on the axis", t);
+        if (n < 16)
+            snprintf(seen[n++], sizeof seen[0], "%s", t);
+    }
+    ck_assert_int_ge(n, 2);
+    ck_assert_msg(strstr(seen[0], "-11.2") && strlen(seen[0]) > strlen("-11.2 s"), "%s", seen[0]);
+    /* Following: the new thread's lane has its OS name. */
+    v.tl_follow = 1;
+    draw_panel(&r, &v, &c, PANEL_TIMELINE, 10, 120, 1, &glyphs_ascii);
+    ck_assert_canvas_has(&c, "pt_autograd_0");
+    ck_assert_canvas_lacks(&c, "tid 555");
+    /* Before the oldest op the view holds: said, not blank. */
+    v.tl_follow = 0;
+    v.tl_end_ns = T0 - 50 * MS;
+    draw_panel(&r, &v, &c, PANEL_TIMELINE, 10, 120, 1, &glyphs_ascii);
+    ck_assert_canvas_has(&c, "left the live view");
+    ck_assert_canvas_has(&c, "End returns to the latest");
+    ck_assert_canvas_lacks(&c, "no op under the cursor");
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
 START_TEST(test_tlring_bounded)
 {
     tlring t;
@@ -1309,6 +1367,7 @@ int main(void)
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
+    tcase_add_test(tc, test_timeline_far_and_named);
     tcase_add_test(tc, test_mouse);
     tcase_add_test(tc, test_help_and_header_figures);
     tcase_add_test(tc, test_screens_at_three_sizes);
