@@ -212,6 +212,7 @@ static int finish_files(report *r, int existed, char **cause)
     }
 
     report_json_write_summary(r, qf, nqf, adv, nadv);
+    report_html_write(r, qf, nqf, adv, nadv);
     FILE *f = report_file_create(r, "report.txt");
     if (f) {
         report_print(r, f, 0);
@@ -229,6 +230,7 @@ void report_free(report *r)
     if (!r)
         return;
     timeline_destroy(r->tl);
+    report_picture_free(r->picture);
     report_csv_close_streams(r);
     if (r->dirfd >= 0)
         close(r->dirfd);
@@ -305,8 +307,10 @@ int report_run(const char *path, const report_options *opt, report **out, char *
     analysis_sink sink;
     report_csv_sink(r, &sink);
     cfg.sink = r->opt.write ? &sink : NULL;
+    if (r->opt.write)
+        r->picture = report_picture_create();
     r->a = analysis_create(&cfg, analysis_names_recording, r->rd);
-    if (!r->a) {
+    if (!r->a || (r->opt.write && !r->picture)) {
         cause_set(cause, "out of memory");
         goto fail;
     }

@@ -101,6 +101,7 @@ static void csv_close(report *r, csv *c, const char *name)
 static void sink_step(void *ctx, const step_row *s)
 {
     report *r = ctx;
+    report_picture_step(r->picture, s);
     if (r->steps.f) {
         csv *c = &r->steps;
         csv_u64(c, s->step);
@@ -162,6 +163,7 @@ static uint32_t queue_name(report *r, uint32_t q)
 static void sink_bucket(void *ctx, const queue_bucket *b)
 {
     report *r = ctx;
+    report_picture_bucket(r->picture, b);
     csv *c = &r->qusage;
     if (!c->f)
         return;

@@ -32,6 +32,7 @@ static const char *const report_files[] = {
     "flops.csv",
     "summary.json",
     "report.txt",
+    "report.html",
     "timeline.json",
     /* a job report's (job.c) */
     "ranks.csv",

@@ -1,6 +1,7 @@
 /* report_internal: what the files of the report writer share (report.c orchestrates;
  * report_dir.c the folder, its files and the swap; report_csv.c the CSV files; report_json.c
- * summary.json; report_text.c report.txt and the short summary). Only analysis/ includes it. */
+ * summary.json; report_text.c report.txt and the short summary; report_html.c report.html). Only
+ * analysis/ includes it. */
 #ifndef TERMSIGHT_REPORT_INTERNAL_H
 #define TERMSIGHT_REPORT_INTERNAL_H
 
@@ -18,6 +19,8 @@ typedef struct scratch {
     char *p;
     size_t cap;
 } scratch;
+
+typedef struct report_picture report_picture; /* report_html.c's */
 
 typedef struct csv {
     FILE *f;
@@ -48,6 +51,7 @@ struct report {
     size_t nfiles;
     int werr; /* first write error (errno) */
     char *werr_file;
+    report_picture *picture; /* what report.html draws, gathered as the analysis goes */
 };
 
 /* ---- report.c: shared helpers ----------------------------------------------------------- */
@@ -94,6 +98,17 @@ void report_csv_sink(report *r, analysis_sink *sink);
 /* The tables written at the end: operators, types, kernels, queues, threads, processes,
  * allocations, FLOPs. */
 void report_csv_tables(report *r, const queue_finding *qf, size_t nqf);
+
+/* ---- report_html.c: report.html ------------------------------------------------------------ */
+
+/* The bounded copy of the steps and queue buckets that report.html draws, fed from the sink. */
+report_picture *report_picture_create(void);
+void report_picture_free(report_picture *p);
+void report_picture_step(report_picture *p, const step_row *s);
+void report_picture_bucket(report_picture *p, const queue_bucket *b);
+/* report.html: the picture, the operator top 20, the CPU gauges, the suggestions. */
+void report_html_write(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
+                       size_t nadv);
 
 /* ---- report_json.c: summary.json ---------------------------------------------------------- */
 

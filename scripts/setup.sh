@@ -17,10 +17,10 @@ BUILD_DIR=${BUILD_DIR:-build}
 required=(build-essential cmake pkg-config libncurses-dev libcjson-dev check zlib1g-dev python3)
 optional=(tmux sysstat clang clang-format)
 # TERMSIGHT_SETUP_TESTS=1 (scripts/test.sh sets it): what the tests need beyond the build, a
-# real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB), and
-# Dask distributed for termsight.cluster's.
+# real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB), Dask
+# distributed for termsight.cluster's, and chromium to load report.html headless.
 if [ "${TERMSIGHT_SETUP_TESTS:-0}" = 1 ]; then
-    required+=(python3-torch libtorch-dev python3-distributed)
+    required+=(python3-torch libtorch-dev python3-distributed chromium)
 fi
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -400,15 +400,70 @@ START_TEST(test_files_and_headers)
         expect_header(&f, documented[i].header);
         csv_free(&f);
     }
-    const char *others[] = {"timeline.json", "summary.json", "report.txt"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *others[] = {"timeline.json", "summary.json", "report.txt", "report.html"};
+    for (size_t i = 0; i < 4; i++) {
         char *p = path_join(dir, others[i]);
         ck_assert_msg(exists(p), "%s missing", others[i]);
         free(p);
     }
-    /* Nothing else: 13 tables and these 3. */
-    ck_assert_int_eq(count_prefix(dir, ""), 13 + 3 + 2 /* . and .. */);
+    /* Nothing else: 13 tables and these 4. */
+    ck_assert_int_eq(count_prefix(dir, ""), 13 + 4 + 2 /* . and .. */);
     ck_assert_str_eq(report_info_of(r)->dir + strlen(report_info_of(r)->dir) - 7, "/report");
+    report_free(r);
+    free(dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* report.html: one page that stands alone (no script, no file or site it loads), the step
+ * bars (three parts a step), the operators with their names escaped for HTML (a name can say
+ * anything: "<script>" stays text), the queue with its verdict, the CPU gauges, and the links
+ * to the trace and the other files. */
+#define HOSTILE "<script>alert(1)</script>&'"
+
+static void build_hostile(golden *g)
+{
+    build_a(g);
+    golden_op(g, 100, HOSTILE, NULL, 2500, 2550, 0);
+}
+
+START_TEST(test_html)
+{
+    char *tmp, *dir;
+    report *r = report_golden(build_hostile, &tmp, &dir, NULL);
+    char *path = path_join(dir, "report.html");
+    size_t len = 0;
+    char *html = slurp(path, &len);
+    ck_assert_msg(!strncmp(html, "<!DOCTYPE html>", 15), "%.40s", html);
+    ck_assert_msg(strstr(html, "</html>\n"), "the page is cut short");
+    static const char *const absent[] = {"<script", "<link", " src=", "url(", "@import", "<iframe"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        ck_assert_msg(!strstr(html, absent[i]), "report.html has %s", absent[i]);
+    ck_assert_msg(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;&amp;&#39;"), "%s", html);
+    ck_assert_msg(strstr(html, "a,b&quot;c\\x0ad\\xff"), "the weird name is not there, escaped");
+    /* Two steps, three parts each. */
+    size_t rects = 0;
+    const char *steps = strstr(html, "id=\"steps\""), *ops = strstr(html, "id=\"ops\"");
+    ck_assert(steps && ops && steps < ops);
+    for (const char *q = steps; (q = strstr(q, "<rect")) && q < ops; q++)
+        rects++;
+    ck_assert_uint_eq(rects, 6);
+    ck_assert_ptr_nonnull(
+        strstr(html, "step 1: 1 ms = interval 100 us + forward/backward 600 us + tail 300 us"));
+    static const char *const present[] = {"Default/net/Conv2D-op1",
+                                          "Default/net/MatMul-op2",
+                                          "batch,q",
+                                          "data_processing",
+                                          "id=\"cpu\"",
+                                          ">machine<",
+                                          ">process<",
+                                          "href=\"timeline.json\"",
+                                          "href=\"summary.json\"",
+                                          "id=\"advice\""};
+    for (size_t i = 0; i < sizeof present / sizeof present[0]; i++)
+        ck_assert_msg(strstr(html, present[i]), "report.html lacks %s", present[i]);
+    free(html);
+    free(path);
     report_free(r);
     free(dir);
     tmp_remove(tmp);
@@ -1872,6 +1927,7 @@ static Suite *report_suite(void)
 
     tc = tcase_create("tables");
     tcase_add_test(tc, test_files_and_headers);
+    tcase_add_test(tc, test_html);
     tcase_add_test(tc, test_op_rows);
     tcase_add_test(tc, test_step_rows);
     tcase_add_test(tc, test_queue_cpu_memory_rows);
