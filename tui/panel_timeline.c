@@ -223,6 +223,113 @@ static void draw_details(const panel_ctx *p, canvas *c, rect r, int y, const ts_
     canvas_str(c, r, y, x, ROLE_NORMAL, tail);
 }
 
+/* Columns [x0, x1) of w that [b, e] covers in the window [start, start + span]; 0 when none. */
+static int columns_of(uint64_t b, uint64_t e, uint64_t start, uint64_t span, int w, int *x0,
+                      int *x1)
+{
+    if (e <= start || b >= start + span)
+        return 0;
+    double nspc = (double)span / w;
+    *x0 = (int)((double)(b > start ? b - start : 0) / nspc);
+    *x1 = (int)((double)(e < start + span ? e - start : span) / nspc + 0.999999);
+    *x1 = *x1 <= *x0 ? *x0 + 1 : *x1 > w ? w : *x1;
+    return 1;
+}
+
+/* The steps row: each step a block from its begin to its end (the open one to the latest),
+ * shaded in turn, its number inside where it fits. Returns whether the ring holds steps. */
+static int draw_steps(canvas *c, rect r, int y, int x0, int w, const tlring *ring, uint64_t start,
+                      uint64_t span)
+{
+    canvas_str(c, r, y, 1, ROLE_HEADER_KEY, "steps");
+    uint64_t begin = 0, number = 0;
+    for (size_t k = 0; k <= ring->nmarks; k++) {
+        const ts_event *m = k < ring->nmarks ? tlring_mark(ring, k) : NULL;
+        if (m && m->kind == TS_KIND_STEP_BEGIN) {
+            begin = m->begin_ns;
+            number = m->v0;
+            continue;
+        }
+        int end_now = !m && begin; /* the step still open at the latest */
+        if (!end_now && (!m || m->kind != TS_KIND_STEP_END || !begin || m->v0 != number))
+            continue;
+        uint64_t end = end_now ? ring->latest_ns : m->begin_ns;
+        int a, b;
+        if (columns_of(begin, end, start, span, w, &a, &b)) {
+            int role = number % 2 ? ROLE_INTERVAL : ROLE_FPBP;
+            canvas_put(c, r, y, x0 + a, c->g->edge, role);
+            for (int x = a + 1; x < b; x++)
+                canvas_put(c, r, y, x0 + x, c->g->interval, role);
+            char label[24];
+            int n = snprintf(label, sizeof label, "#%llu", (unsigned long long)number);
+            if (b - a - 1 >= n)
+                canvas_str(c, r, y, x0 + a + 1 + (b - a - 1 - n) / 2, role, label);
+        }
+        begin = 0;
+    }
+    return 1;
+}
+
+/* A mark's value: a queue's usage (size / capacity), a counter's number. */
+static double mark_value(const ts_event *m)
+{
+    if (m->kind == TS_KIND_QUEUE_SAMPLE)
+        return m->v1 ? (double)m->v0 / (double)m->v1 : 0;
+    if (m->flags & TS_EF_DOUBLE) {
+        double d;
+        memcpy(&d, &m->v0, sizeof d);
+        return d == d ? d : 0;
+    }
+    return (double)m->v0;
+}
+
+/* One track: the value in each column (the latest sample before the column's end), shaded from
+ * empty to full (a queue) or from the window's lowest to its highest value (a counter). */
+static void draw_track(const panel_ctx *p, canvas *c, rect r, int y, int x0, int w,
+                       const tl_track *t, uint64_t start, uint64_t span)
+{
+    const tlring *ring = p->tl;
+    uint32_t len = 0;
+    const char *name = analysis_name(p->a, t->name, &len);
+    canvas_text_fit(c, r, y, 1, LABEL_W - 1, ROLE_DIM, name ? name : "", name ? len : 0, 0);
+    double lo = 0, hi = 1, last = 0;
+    int have = 0;
+    if (t->kind == TS_KIND_COUNTER) { /* the window's range */
+        lo = 1e300, hi = -1e300;
+        for (size_t k = 0; k < ring->nmarks; k++) {
+            const ts_event *m = tlring_mark(ring, k);
+            if (m->kind != t->kind || m->name != t->name || m->begin_ns >= start + span)
+                continue;
+            double v = mark_value(m);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        if (hi < lo)
+            return;
+    }
+    double nspc = (double)span / w;
+    size_t k = 0;
+    for (int x = 0; x < w; x++) {
+        uint64_t col_end = start + (uint64_t)((x + 1) * nspc);
+        /* The track's own samples come in time order (other marks need not). */
+        for (; k < ring->nmarks; k++) {
+            const ts_event *m = tlring_mark(ring, k);
+            if (m->kind != t->kind || m->name != t->name)
+                continue;
+            if (m->begin_ns > col_end)
+                break;
+            last = mark_value(m);
+            have = 1;
+        }
+        if (!have)
+            continue;
+        double u = hi > lo ? (last - lo) / (hi - lo) : t->kind == TS_KIND_COUNTER ? 0.5 : last;
+        int s = (int)(u * 5);
+        s = s < 0 ? 0 : s > 4 ? 4 : s;
+        canvas_put(c, r, y, x0 + x, c->g->shade[s], ROLE_HEAT0 + s);
+    }
+}
+
 static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 {
     const tlring *ring = p->tl;
@@ -253,6 +360,18 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     int lanes_h = r.h - 3; /* title, axis, details */
     if (w < 8 || lanes_h < 1)
         return;
+    /* Above the lanes the steps, below them the queues' and counters' tracks (on the overview
+     * one), as the rows allow: one lane at least. */
+    int has_steps = 0;
+    for (size_t k = 0; k < ring->nmarks && !has_steps; k++)
+        has_steps = tlring_mark(ring, k)->kind == TS_KIND_STEP_BEGIN;
+    int steps_row = has_steps && lanes_h >= 3 ? 1 : 0;
+    int tracks = (int)ring->ntracks < (full ? TLRING_TRACKS : 1) ? (int)ring->ntracks
+                                                                 : (full ? TLRING_TRACKS : 1);
+    if (tracks > lanes_h - steps_row - 1)
+        tracks = lanes_h - steps_row - 1 > 0 ? lanes_h - steps_row - 1 : 0;
+    lanes_h -= steps_row + tracks;
+    v->tl_rows_above = steps_row;
     /* Looking back past what the live view keeps: say so, how much it keeps, and where the
      * whole run is, rather than a blank. */
     uint64_t oldest = ring_at(ring, 0)->begin_ns;
@@ -325,8 +444,12 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     }
     int x0 = LABEL_W + 1;
     draw_axis(c, r, 1, x0, w, start, end, ring->latest_ns);
+    if (steps_row)
+        draw_steps(c, r, 2, x0, w, ring, start, span);
+    for (int t = 0; t < tracks; t++)
+        draw_track(p, c, r, 2 + steps_row + lanes_h + t, x0, w, &ring->tracks[t], start, span);
     for (int li = 0; li < shown; li++) {
-        int y = 2 + li;
+        int y = 2 + steps_row + li;
         const tl_lane *l = &ring->lanes[v->tl_lane_top + li];
         char label[80];
         lane_label(p, l, label, sizeof label);
@@ -500,8 +623,8 @@ static int timeline_click(const panel_ctx *p, view *v, rect r, int y, int x, int
 {
     (void)full;
     const tlring *ring = p->tl;
-    int w = r.w - LABEL_W - 1, lane = v->tl_lane_top + y - 2;
-    if (!ring || !ring->n || w < 8 || y < 2 || y >= r.h - 1 || lane >= (int)ring->nlanes)
+    int w = r.w - LABEL_W - 1, row = y - 2 - v->tl_rows_above, lane = v->tl_lane_top + row;
+    if (!ring || !ring->n || w < 8 || row < 0 || y >= r.h - 1 || lane >= (int)ring->nlanes)
         return VA_NONE;
     v->tl_lane = lane;
     if (x < LABEL_W + 1)

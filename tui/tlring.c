@@ -26,13 +26,40 @@ int tlring_init(tlring *r, size_t cap)
     memset(r, 0, sizeof *r);
     r->cap = cap ? cap : 1;
     r->ev = calloc(r->cap, sizeof *r->ev);
-    return r->ev ? 0 : -1;
+    r->marks = calloc(TLRING_MARKS, sizeof *r->marks);
+    return r->ev && r->marks ? 0 : -1;
 }
 
 void tlring_free(tlring *r)
 {
     free(r->ev);
+    free(r->marks);
     memset(r, 0, sizeof *r);
+}
+
+/* Step edges, queue sizes and counter values: into the marks ring; a queue or counter seen
+ * for the first time gets a track while there is room. */
+static void keep_mark(tlring *r, const ts_event *e)
+{
+    if (e->kind == TS_KIND_QUEUE_SAMPLE || e->kind == TS_KIND_COUNTER) {
+        uint32_t t = 0;
+        while (t < r->ntracks && !(r->tracks[t].kind == e->kind && r->tracks[t].name == e->name))
+            t++;
+        if (t == r->ntracks) {
+            if (r->ntracks == TLRING_TRACKS)
+                return;
+            r->tracks[r->ntracks++] = (tl_track){.kind = e->kind, .name = e->name};
+        }
+    }
+    r->marks[r->next_mark] = *e;
+    r->next_mark = (r->next_mark + 1) % TLRING_MARKS;
+    if (r->nmarks < TLRING_MARKS)
+        r->nmarks++;
+}
+
+const ts_event *tlring_mark(const tlring *r, size_t k)
+{
+    return &r->marks[(r->next_mark + TLRING_MARKS - r->nmarks + k) % TLRING_MARKS];
 }
 
 static int is_device(uint32_t kind)
@@ -81,6 +108,12 @@ void tlring_feed(tlring *r, const ts_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const ts_event *e = &ev[i];
+        if (e->kind == TS_KIND_STEP_BEGIN || e->kind == TS_KIND_STEP_END ||
+            e->kind == TS_KIND_QUEUE_SAMPLE || e->kind == TS_KIND_COUNTER) {
+            if (r->marks)
+                keep_mark(r, e);
+            continue;
+        }
         if (!keeps(e->kind) || e->end_ns < e->begin_ns)
             continue;
         if (r->n == r->cap) { /* the oldest event leaves: so does its lane when it was the last */

@@ -202,22 +202,39 @@ typedef struct tl_lane {
     uint32_t count;  /* its events in the ring; a lane leaves with its last event */
 } tl_lane;
 
+#define TLRING_MARKS  8192 /* step edges, queue sizes and counter values kept */
+#define TLRING_TRACKS 8    /* queues and counters with a track; further ones are not drawn */
+
+/* A small track under the lanes: one queue's sizes or one counter's values. */
+typedef struct tl_track {
+    uint16_t kind; /* TS_KIND_QUEUE_SAMPLE or TS_KIND_COUNTER */
+    uint32_t name;
+} tl_track;
+
 typedef struct tlring {
     ts_event *ev;
     size_t cap, n, next; /* n events held, oldest at (next - n) mod cap; next slot written */
-    uint64_t latest_ns;  /* the latest end seen */
+    uint64_t latest_ns;  /* the latest end of a range seen ("now" for the timeline) */
     tl_lane lanes[TLRING_LANES];
     uint32_t nlanes;
     uint64_t refused; /* events of lanes beyond TLRING_LANES */
+    /* Instants beside the ranges, in a ring of their own (so a flood of queue sizes never
+     * pushes ops out): step begins and ends, queue sizes, counter values. */
+    ts_event *marks;
+    size_t nmarks, next_mark;
+    tl_track tracks[TLRING_TRACKS];
+    uint32_t ntracks;
 } tlring;
 
 int tlring_init(tlring *r, size_t cap);
 void tlring_free(tlring *r);
 /* Keeps ranges of the kinds the timeline shows (ops, NVTX, communication, kernels, copies,
- * memsets); other kinds are ignored. */
+ * memsets), and step edges, queue sizes and counter values as marks; other kinds are ignored. */
 void tlring_feed(tlring *r, const ts_event *ev, size_t n);
 /* The lane index of an event, -1 when it has none. */
 int tlring_lane_of(const tlring *r, const ts_event *ev);
+/* The k-th mark held, 0 = oldest (k < r->nmarks). */
+const ts_event *tlring_mark(const tlring *r, size_t k);
 
 /* ---- The live source (source.c) -------------------------------------------------------- */
 
@@ -435,6 +452,7 @@ typedef struct view {
     uint64_t tl_cursor; /* begin_ns of the op under the cursor; 0: none chosen */
     uint64_t tl_latest; /* the ring's latest end at the last draw */
     int tl_lane_top;    /* first lane shown */
+    int tl_rows_above;  /* rows between the axis and the first lane at the last draw (steps) */
 } view;
 
 void view_init(view *v);

@@ -667,8 +667,17 @@ START_TEST(test_timeline_lanes_and_cursor)
     ck_assert_msg(strstr(line, "Default/relu1/ReLU-op2") && strstr(line, "200 us"), "%s", line);
     int cursor_cells = 0;
     for (int x = 0; x < 140; x++)
-        cursor_cells += canvas_role_at(&c, 2, x) == ROLE_CURSOR;
+        cursor_cells += canvas_role_at(&c, 2 + v.tl_rows_above, x) == ROLE_CURSOR;
     ck_assert_int_ge(cursor_cells, 1);
+    /* The steps above the lanes, numbered; the queue's track below them. */
+    ck_assert_int_eq(v.tl_rows_above, 1);
+    canvas_line(&c, 2, line, sizeof line);
+    ck_assert_msg(strstr(line, "steps") && strstr(line, "#20"), "%s", line);
+    int qy = line_with(&c, "batch_queue", line, sizeof line);
+    ck_assert_int_ge(qy, 3);
+    /* Its size in the window is the sample before it (4 of 8, at the run's start): half. */
+    ck_assert_int_eq(canvas_role_at(&c, qy, 139), ROLE_HEAT2);
+    ck_assert_int_eq(canvas_role_at(&c, qy, 20), ROLE_HEAT2);
     /* Down: the device stream, its kernel. */
     ck_assert_int_eq(panels[PANEL_TIMELINE]->key(&r.p, &v, VK_DOWN, 1), 1);
     v.tl_span_ns = 200 * MS;
@@ -1046,19 +1055,19 @@ START_TEST(test_mouse)
     v.screen = 1 + PANEL_TIMELINE;
     draw_all(&c, &L, &v, &r);
     rect tl = L.panel[PANEL_TIMELINE];
-    int bx = -1;
-    canvas_line(&c, tl.y + 2, line, sizeof line);
+    int bx = -1, lane_y = tl.y + 2 + v.tl_rows_above; /* under the steps row */
+    canvas_line(&c, lane_y, line, sizeof line);
     for (int x = 16; x < tl.w && bx < 0; x++)
         if (line[x] != ' ')
             bx = x;
     ck_assert_msg(bx > 0, "no block on the first lane: %s", line);
     ck_assert(v.tl_follow);
-    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, tl.y + 2, bx), VA_REDRAW);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_CLICK, lane_y, bx), VA_REDRAW);
     ck_assert(!v.tl_follow);
     ck_assert_uint_ne(v.tl_cursor, 0);
     ck_assert_int_eq(v.tl_lane, 0);
     uint64_t end = v.tl_end_ns;
-    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_WHEEL_UP, tl.y + 3, bx), VA_REDRAW);
+    ck_assert_int_eq(view_mouse(&v, &L, &r.p, MOUSE_WHEEL_UP, lane_y, bx), VA_REDRAW);
     ck_assert_uint_lt(v.tl_end_ns, end); /* older */
     /* On the help, the wheel scrolls and a click closes it. */
     view_key(&v, VK_F1, &r.p);
