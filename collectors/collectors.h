@@ -335,6 +335,9 @@ void recorder_commit_locked(termsight_session *s);
 
 /* ---- The /proc sampler (sampler.c, procfs.c) ------------------------------------------ */
 
+/* The sampler's control block (its locks, its wake-ups), before any of the session's threads
+ * starts: the loop asks it for samples. Returns 0 or -1. */
+int sampler_init(termsight_session *s);
 /* Starts the thread "termsight-smp", which samples the machine, the process, its threads and
  * its memory every sample_interval_ms while s->sample_window is nonzero. Returns 0, or -1 when
  * the thread cannot start. */

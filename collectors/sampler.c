@@ -770,7 +770,7 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
-int sampler_start(termsight_session *s)
+int sampler_init(termsight_session *s)
 {
     sampler_ctl *c = calloc(1, sizeof *c);
     if (!c)
@@ -782,7 +782,13 @@ int sampler_start(termsight_session *s)
     pthread_cond_init(&c->wake, &ca);
     pthread_condattr_destroy(&ca);
     s->smp = c;
-    if (util_thread_start(&c->thread, 0, sampler_main, s, "termsight-smp") != 0)
+    return 0;
+}
+
+int sampler_start(termsight_session *s)
+{
+    sampler_ctl *c = s->smp;
+    if (!c || util_thread_start(&c->thread, 0, sampler_main, s, "termsight-smp") != 0)
         return -1;
     atomic_store(&c->running, 1);
     return 0;

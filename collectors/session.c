@@ -448,7 +448,7 @@ static int session_create(const termsight_options *opts, const termsight_session
     s->start_ns = segment_header(s->seg)->start_ns;
     s->start_realtime_ns = segment_header(s->seg)->start_realtime_ns;
     set_state(s, TS_STATE_IDLE);
-    if (loop_start(s) != 0) {
+    if (sampler_init(s) != 0 || loop_start(s) != 0) {
         segment_close(s->seg, 1);
         session_free(s);
         pthread_mutex_unlock(&create_lock);
