@@ -44,7 +44,7 @@ int cli_exe_dir(char *out, size_t cap);
 /* A file the command needs beside itself (the library, the demo trainer): the path in the
  * environment variable env when set, else the first of rel (paths relative to the directory of
  * the termsight binary) that exists with access mode. 0 and the absolute path in out, or -1 with
- * a message printed naming cmd, what was looked for and hint. */
+ * a message printed naming cmd, what was looked for (hint), every place looked at and env. */
 int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
                     const char *hint, char *out, size_t cap);
 

@@ -69,11 +69,10 @@ static int demo_bad_usage(const char *fmt, const char *arg)
 /* The trainer's path: 0 and its absolute path in out, or -1 with a message printed. */
 static int find_trainer(char out[static PATH_MAX])
 {
-    static const char *const rel[] = {"../examples/demo_train", "../libexec/termsight/demo_train"};
+    static const char *const rel[] = {"../examples/demo_train",
+                                      TERMSIGHT_REL_LIBEXECDIR "/demo_train"};
     return cli_find_beside("demo", "TERMSIGHT_DEMO", rel, sizeof rel / sizeof rel[0], X_OK,
-                           "demo_train not found next to termsight (../examples or "
-                           "../libexec/termsight); build it (cmake --build)",
-                           out, PATH_MAX);
+                           "demo_train not found (build it: cmake --build)", out, PATH_MAX);
 }
 
 /* A whole number from 1 to max, or -1. */

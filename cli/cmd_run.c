@@ -66,6 +66,8 @@ static int find_python_boot(char out[static PATH_MAX])
     if (env && *env)
         return realpath(env, out) ? 0 : -1;
     static const char *const rel[] = {"../../python/termsight/_boot",
+                                      TERMSIGHT_REL_LIBDIR
+                                      "/../python3/dist-packages/termsight/_boot",
                                       "../lib/python3/dist-packages/termsight/_boot"};
     char exe[PATH_MAX];
     if (cli_exe_dir(exe, sizeof exe) != 0)
@@ -102,10 +104,12 @@ static void set_python_path(const char *boot)
 /* The library to preload: 0 and its absolute path in out, or -1. */
 static int find_library(char out[static PATH_MAX])
 {
-    static const char *const rel[] = {"../collectors/libtermsight.so", "../lib/libtermsight.so"};
+    /* The build tree's, then an installed tree's (by its SONAME: the runtime package has no
+     * unversioned link). */
+    static const char *const rel[] = {"../collectors/libtermsight.so",
+                                      TERMSIGHT_REL_LIBDIR "/libtermsight.so.0"};
     return cli_find_beside("run", "TERMSIGHT_LIB", rel, sizeof rel / sizeof rel[0], R_OK,
-                           "libtermsight.so not found next to termsight (../collectors or ../lib)",
-                           out, PATH_MAX);
+                           "libtermsight.so not found", out, PATH_MAX);
 }
 
 static int check_seconds(const char *opt, const char *v)

@@ -91,7 +91,10 @@ int cli_find_beside(const char *cmd, const char *env, const char *const *rel, si
             return 0;
         }
     }
-    cli_error("%s: %s; set %s to its path", cmd, hint, env);
+    cli_error("%s: %s; looked at:", cmd, hint);
+    for (size_t i = 0; i < nrel; i++)
+        fprintf(stderr, "  %s/%s\n", exe, rel[i]);
+    fprintf(stderr, "set %s to its path\n", env);
     return -1;
 }
 
@@ -100,12 +103,24 @@ static void usage(FILE *out)
     fputs("usage: termsight COMMAND [ARGS]\n\ncommands:\n", out);
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fputs("\n'termsight COMMAND --help' describes one command.\n", out);
+    fputs("\n'termsight help COMMAND' (or 'termsight COMMAND --help') describes one command;\n"
+          "'termsight --version' prints the version.\n",
+          out);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* termsight help COMMAND */
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            if (!strcmp(argv[2], commands[i]->name)) {
+                commands[i]->usage(stdout);
+                return 0;
+            }
+        cli_error("help: unknown command '%s'", argv[2]);
         usage(stderr);
         return 2;
     }

@@ -12,6 +12,7 @@ import shutil
 import threading
 
 LIB_NAME = "libtermsight.so"
+LIB_SONAME = "libtermsight.so.0"  # an installed library, by the name the loader knows it by
 TORCH_HOOK_NAME = "libtermsight-torch.so"
 BIN_NAME = "termsight"
 
@@ -127,7 +128,24 @@ def _candidates():
         ("the build tree", os.path.join(_REPO_DIR, "build", "collectors", LIB_NAME)),
     ]
     yield from out
+    # Installed (the Debian package, cmake --install): by its SONAME, where the dynamic loader
+    # looks (its cache, LD_LIBRARY_PATH).
+    yield ("the loader's search path", LIB_SONAME)
     yield ("ctypes.util.find_library('termsight')", ctypes.util.find_library("termsight"))
+
+
+def _mapped(name):
+    """The file a library loaded by name came from (the loader chose it), from /proc/self/maps;
+    the name itself when it cannot be told."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path) == name or os.path.basename(path).startswith(name + "."):
+                    return path
+    except OSError:
+        pass
+    return name
 
 
 def load():
@@ -157,7 +175,7 @@ def load():
                 fn = getattr(lib, name)
                 fn.restype = res
                 fn.argtypes = args
-            _lib, _lib_path = lib, os.path.abspath(path) if os.sep in path else path
+            _lib, _lib_path = lib, os.path.abspath(path) if os.sep in path else _mapped(path)
             return lib
         raise RuntimeError(
             "termsight: cannot load %s; looked at: %s. Build it (cmake --build build) or set "
@@ -278,6 +296,9 @@ def find_cli():
         libdir = os.path.dirname(os.path.realpath(lib))
         places.append(os.path.join(os.path.dirname(libdir), "cli", BIN_NAME))
         places.append(os.path.join(libdir, BIN_NAME))
+        # Installed: <prefix>/lib/<multiarch>/ or <prefix>/lib/ beside <prefix>/bin/.
+        places.append(os.path.join(libdir, "..", "..", "bin", BIN_NAME))
+        places.append(os.path.join(libdir, "..", "bin", BIN_NAME))
     places.append(os.path.join(_PACKAGE_DIR, BIN_NAME))
     places.append(os.path.join(_REPO_DIR, "build", "cli", BIN_NAME))
     for p in places:
