@@ -4,6 +4,7 @@
 # command runs (the demo trainers) in libexec/termsight, the man page and bash completion.
 include(CMakePackageConfigHelpers)
 
+set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME termsight)
 install(TARGETS termsight_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS termsight EXPORT termsightTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
@@ -21,9 +22,9 @@ install(TARGETS demo_train mlp_train RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXEC
 # termsight.torch's native hook, where it was built, beside the library with the note of the
 # libtorch it was built against.
 if(TARGET termsight_torch)
-  install(TARGETS termsight_torch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS termsight_torch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT torch)
   install(FILES ${PROJECT_BINARY_DIR}/collectors/libtermsight-torch.so.libtorch
-    DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT torch)
 endif()
 
 # pkg-config: relocatable (${pcfiledir}), so a tree installed under another prefix still says
@@ -46,3 +47,35 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/termsightConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/termsightConfig.cmake
   ${PROJECT_BINARY_DIR}/termsightConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/termsight)
+
+# The Debian packages (cpack -G DEB in the build folder): termsight_<version>_<arch>.deb with
+# everything but the PyTorch hook, and termsight-torch_<version>_<arch>.deb with the hook (so
+# that the profiler does not pull in PyTorch). Depends are computed from the binaries
+# (dpkg-shlibdeps), never typed.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME termsight)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "live profiler for machine-learning training, watched from a terminal")
+set(CPACK_PACKAGE_DESCRIPTION
+  "termsight records operators, steps, data queues, CPU and memory of a training process (C, "
+  "Python, PyTorch, unmodified programs under termsight run) and shows them live in a terminal "
+  "(termsight top); termsight analyse writes the report folder.")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "termsight developers")
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# A shlibs file and the ldconfig trigger, as a Debian library package has.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# libtermsight.so.0, which the hook links, is the other package's: where dpkg-shlibdeps finds it.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR}/collectors)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_TERMSIGHT_PACKAGE_NAME termsight)
+set(CPACK_DEBIAN_TORCH_PACKAGE_NAME termsight-torch)
+set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS "termsight (= ${PROJECT_VERSION})")
+set(CPACK_COMPONENTS_ALL termsight)
+if(TARGET termsight_torch)
+  list(APPEND CPACK_COMPONENTS_ALL torch)
+endif()
+include(CPack)

@@ -105,6 +105,30 @@ cmake -S cm -B cm/build -DCMAKE_PREFIX_PATH="$prefix" >"$work/cm.log" 2>&1 &&
 analysed "$work/hello_cm.out" "find_package"
 ok "a C program built with find_package(termsight) records 10 steps"
 
+# The Debian package: made by cpack from the build, its Depends computed (the libraries the
+# binaries link, never PyTorch for the profiler itself), its tree working where it is unpacked.
+if command -v cpack >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 &&
+    command -v dpkg-shlibdeps >/dev/null 2>&1; then
+    (cd "$BUILD_DIR" && cpack -G DEB -B "$work/deb") >"$work/cpack.log" 2>&1 ||
+        fail "cpack -G DEB: $(tail -n 10 "$work/cpack.log")"
+    deb=$(ls "$work"/deb/termsight_*_*.deb 2>/dev/null | head -n 1)
+    [ -n "$deb" ] || fail "no termsight_<version>_<arch>.deb: $(ls "$work/deb")"
+    case "$(basename "$deb")" in "termsight_${want#termsight }_"*.deb) ;;
+    *) fail "the package is named $(basename "$deb")" ;; esac
+    depends=$(dpkg-deb -f "$deb" Depends)
+    for d in libc6 libncursesw6 libcjson1 zlib1g; do
+        echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
+    done
+    echo "$depends" | grep -q torch && fail "the profiler's package depends on PyTorch: $depends"
+    dpkg-deb -x "$deb" "$work/debroot" || fail "dpkg-deb -x"
+    "$work/debroot/usr/bin/termsight" --version | grep -qF "$want" || fail "the package's termsight"
+    "$work/debroot/usr/bin/termsight" demo --headless --seconds 2 -o "$work/debdemo" \
+        >"$work/debdemo.log" 2>&1 || fail "the package's demo: $(tail -n 5 "$work/debdemo.log")"
+    ok "cpack -G DEB makes $(basename "$deb") (Depends: $depends); its tree runs the demo"
+else
+    echo "test_install: (no cpack, dpkg-deb or dpkg-shlibdeps: the Debian package is not tested)"
+fi
+
 # Python: the package installed with pip into a venv (Debian's pip refuses system installs),
 # finding the installed library and command through the loader's path and PATH.
 py=/usr/bin/python3
