@@ -36,6 +36,13 @@ configure_file(${PROJECT_SOURCE_DIR}/packaging/termsight.pc.in
   ${PROJECT_BINARY_DIR}/termsight.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/termsight.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
+# The man page and bash completion.
+configure_file(${PROJECT_SOURCE_DIR}/packaging/termsight.1.in ${PROJECT_BINARY_DIR}/termsight.1
+  @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/termsight.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/termsight.bash-completion
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME termsight)
+
 # The CMake package: find_package(termsight) gives termsight::termsight.
 install(EXPORT termsightTargets NAMESPACE termsight::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/termsight)

@@ -33,6 +33,7 @@ for tool in pkg-config cc cmake objdump; do
 done
 
 prefix=$work/prefix
+want="termsight $(sed -n 's/^project(termsight VERSION \([0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")"
 cmake --install "$BUILD_DIR" --prefix "$prefix" >"$work/install.log" 2>&1 ||
     fail "cmake --install failed: $(tail -n 5 "$work/install.log")"
 bin=$prefix/bin/termsight
@@ -51,15 +52,17 @@ soname=$(objdump -p "$lib" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
 for f in "$prefix/include/termsight/termsight.h" "$libdir/pkgconfig/termsight.pc" \
     "$libdir/cmake/termsight/termsightConfig.cmake" \
     "$libdir/cmake/termsight/termsightConfigVersion.cmake" \
-    "$prefix/libexec/termsight/demo_train"; do
+    "$prefix/libexec/termsight/demo_train" "$prefix/share/man/man1/termsight.1" \
+    "$prefix/share/bash-completion/completions/termsight"; do
     [ -e "$f" ] || fail "not installed: $f"
 done
-ok "installed under a prefix: bin/termsight, ${libdir#"$prefix/"}/libtermsight.so.0, the header, termsight.pc, the CMake package, libexec/termsight"
+grep -q "^\.TH TERMSIGHT 1 .*${want#termsight }" "$prefix/share/man/man1/termsight.1" ||
+    fail "the man page does not carry the version"
+ok "installed under a prefix: bin/termsight, ${libdir#"$prefix/"}/libtermsight.so.0, the header, termsight.pc, the CMake package, libexec/termsight, termsight(1), the bash completion"
 
 # From here on: an empty folder, and the build tree on no path.
 mkdir "$work/empty" && cd "$work/empty" || exit 1
 unset TERMSIGHT_BIN TERMSIGHT_LIB TERMSIGHT_DEMO TERMSIGHT_PYTHON_BOOT PYTHONPATH LD_LIBRARY_PATH
-want="termsight $(sed -n 's/^project(termsight VERSION \([0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")"
 [ "$("$bin" --version)" = "$want" ] || fail "--version says '$("$bin" --version)', not '$want'"
 "$bin" help analyse | grep -q "usage: termsight analyse" || fail "help analyse"
 ok "termsight --version ($want) and help COMMAND"
