@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <regex.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
 
 #define TS_MAX_QUEUES       256
 #define TS_MAX_THREAD_NAMES 4096
@@ -166,6 +168,27 @@ struct termsight_session {
     /* The windows the session opens by itself (window.c). */
     auto_window windows;
 };
+
+/* An instant of the collector itself (a window marker, an option, a note) at this moment, on
+ * the calling thread. */
+static inline ts_event session_marker(uint16_t kind, uint32_t name, uint32_t type, uint64_t v0)
+{
+    uint64_t now = tsclock_now(&ts_clock);
+    return (ts_event){.kind = kind,
+                      .tid = (uint32_t)gettid(),
+                      .device = TS_DEVICE_HOST,
+                      .name = name,
+                      .type = type,
+                      .begin_ns = now,
+                      .end_ns = now,
+                      .v0 = v0};
+}
+
+/* The id of a text in the session's names ("" for NULL). */
+static inline uint32_t session_intern(termsight_session *s, const char *text)
+{
+    return strtab_intern(s->names, text ? text : "", text ? strlen(text) : 0, NULL);
+}
 
 /* Checks options as termsight_session_create does: TERMSIGHT_OK, or TERMSIGHT_E_INVALID with
  * termsight_last_error() naming the option (or its environment variable when that is set). */

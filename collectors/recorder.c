@@ -45,11 +45,6 @@ struct recorder {
     uint64_t overflow_lost, overflow_lost_seen;
 };
 
-static uint32_t intern(termsight_session *s, const char *text)
-{
-    return strtab_intern(s->names, text ? text : "", text ? strlen(text) : 0, NULL);
-}
-
 void session_record_failed(termsight_session *s, int err, const char *why)
 {
     if (!atomic_load_explicit(&s->record_error, memory_order_relaxed)) {
@@ -356,21 +351,11 @@ static void close_failed_recording(termsight_session *s)
     reserve_give_back(s);
     if (recorder_open_locked(s) != 0)
         return;
-    uint64_t now = tsclock_now(&ts_clock);
-    ts_event note[2] = {{.kind = TS_KIND_LOST,
-                         .tid = (uint32_t)getpid(),
-                         .device = TS_DEVICE_HOST,
-                         .aux = TS_LOST_WRITE,
-                         .begin_ns = now,
-                         .end_ns = now,
-                         .v0 = s->rec->write_drops},
-                        {.kind = TS_KIND_CONFIG,
-                         .tid = (uint32_t)gettid(),
-                         .device = TS_DEVICE_HOST,
-                         .name = intern(s, "record_error"),
-                         .type = intern(s, s->record_notice),
-                         .begin_ns = now,
-                         .end_ns = now}};
+    ts_event note[2] = {session_marker(TS_KIND_LOST, 0, 0, s->rec->write_drops),
+                        session_marker(TS_KIND_CONFIG, session_intern(s, "record_error"),
+                                       session_intern(s, s->record_notice), 0)};
+    note[0].aux = TS_LOST_WRITE;
+    note[0].tid = (uint32_t)getpid();
     char *why = NULL;
     uint32_t count = strtab_count(s->names);
     const char *bytes[2];

@@ -537,24 +537,6 @@ static void set_state(termsight_session *s, uint32_t state)
     atomic_store(&segment_header(s->seg)->state, state);
 }
 
-static ts_event marker(uint16_t kind, uint32_t name, uint32_t type, uint64_t v0)
-{
-    uint64_t now = tsclock_now(&ts_clock);
-    return (ts_event){.kind = kind,
-                      .tid = (uint32_t)gettid(),
-                      .device = TS_DEVICE_HOST,
-                      .name = name,
-                      .type = type,
-                      .begin_ns = now,
-                      .end_ns = now,
-                      .v0 = v0};
-}
-
-static uint32_t intern(termsight_session *s, const char *text)
-{
-    return strtab_intern(s->names, text ? text : "", text ? strlen(text) : 0, NULL);
-}
-
 /* Options and registered names at the head of every window, so any window reads alone. */
 static void write_window_metadata(termsight_session *s)
 {
@@ -568,14 +550,15 @@ static void write_window_metadata(termsight_session *s)
     for (size_t i = 0; i < sizeof config / sizeof config[0]; i++) {
         if (!config[i].value)
             continue;
-        ts_event ev =
-            marker(TS_KIND_CONFIG, intern(s, config[i].key), intern(s, config[i].value), 0);
+        ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, config[i].key),
+                                     session_intern(s, config[i].value), 0);
         recorder_append_locked(s, &ev, 1);
     }
     if (s->job.parent_pid > 0) {
         char v[16];
         snprintf(v, sizeof v, "%d", (int)s->job.parent_pid);
-        ts_event ev = marker(TS_KIND_CONFIG, intern(s, "parent_pid"), intern(s, v), 0);
+        ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, "parent_pid"),
+                                     session_intern(s, v), 0);
         recorder_append_locked(s, &ev, 1);
     }
     if (s->job.id[0]) {
@@ -588,7 +571,8 @@ static void write_window_metadata(termsight_session *s)
         const char *texts[][2] = {
             {"job", s->job.id}, {"job_source", s->job.source}, {"host", s->job.host}};
         for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-            ts_event ev = marker(TS_KIND_CONFIG, intern(s, texts[i][0]), intern(s, texts[i][1]), 0);
+            ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, texts[i][0]),
+                                         session_intern(s, texts[i][1]), 0);
             recorder_append_locked(s, &ev, 1);
         }
         for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
@@ -596,28 +580,31 @@ static void write_window_metadata(termsight_session *s)
             if (ranks[i].value < 0)
                 continue;
             snprintf(v, sizeof v, "%d", (int)ranks[i].value);
-            ts_event ev = marker(TS_KIND_CONFIG, intern(s, ranks[i].key), intern(s, v), 0);
+            ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, ranks[i].key),
+                                         session_intern(s, v), 0);
             recorder_append_locked(s, &ev, 1);
         }
     }
     char num[32];
     snprintf(num, sizeof num, "%u", s->opts.timeline_limit_mb);
-    ts_event tl = marker(TS_KIND_CONFIG, intern(s, "timeline_limit_mb"), intern(s, num), 0);
+    ts_event tl = session_marker(TS_KIND_CONFIG, session_intern(s, "timeline_limit_mb"),
+                                 session_intern(s, num), 0);
     recorder_append_locked(s, &tl, 1);
     snprintf(num, sizeof num, "%u", s->opts.sample_interval_ms);
-    ts_event si = marker(TS_KIND_CONFIG, intern(s, "sample_interval_ms"), intern(s, num), 0);
+    ts_event si = session_marker(TS_KIND_CONFIG, session_intern(s, "sample_interval_ms"),
+                                 session_intern(s, num), 0);
     recorder_append_locked(s, &si, 1);
 
     pthread_mutex_lock(&s->meta);
     for (uint32_t i = 0; i < s->thread_count; i++) {
-        ts_event ev = marker(TS_KIND_THREAD_NAME, s->threads[i].name, 0, 0);
+        ts_event ev = session_marker(TS_KIND_THREAD_NAME, s->threads[i].name, 0, 0);
         ev.tid = s->threads[i].tid;
         recorder_append_locked(s, &ev, 1);
     }
     uint32_t nq = atomic_load(&s->queue_count);
     for (uint32_t i = 0; i < nq; i++) {
         const queue_slot *q = &s->queues[i];
-        ts_event ev = marker(TS_KIND_QUEUE_INFO, q->name, 0, q->capacity);
+        ts_event ev = session_marker(TS_KIND_QUEUE_INFO, q->name, 0, q->capacity);
         ev.aux = q->role;
         ev.v1 = (uint64_t)q->producer << 32 | q->consumer;
         recorder_append_locked(s, &ev, 1);
@@ -641,7 +628,7 @@ static int window_open(termsight_session *s, uint64_t begin_ns, int thread_opene
     int rc = recorder_open_locked(s);
     if (rc == 0) {
         s->window++;
-        ts_event ev = marker(TS_KIND_COLLECT_START, 0, 0, s->window);
+        ts_event ev = session_marker(TS_KIND_COLLECT_START, 0, 0, s->window);
         ev.begin_ns = ev.end_ns = begin_ns;
         recorder_append_locked(s, &ev, 1);
         write_window_metadata(s);
@@ -684,7 +671,7 @@ static int cmd_stop(termsight_session *s)
     sampler_sample_now(s, 1); /* the window's last figures, however short it was */
     pthread_mutex_lock(&s->drain);
     atomic_store(&s->sample_window, 0); /* no sample after the stop marker */
-    ts_event ev = marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);
+    ts_event ev = session_marker(TS_KIND_COLLECT_STOP, 0, 0, s->window);
     recorder_append_locked(s, &ev, 1);
     recorder_commit_locked(s);
     pthread_mutex_unlock(&s->drain);
@@ -726,7 +713,7 @@ static int cmd_mark(termsight_session *s, const char *text)
     if (session_state(s) != TS_STATE_COLLECTING)
         return session_fail(TERMSIGHT_E_NOT_COLLECTING, "mark: the profiler is not collecting");
     pthread_mutex_lock(&s->drain);
-    ts_event ev = marker(TS_KIND_MARK, intern(s, text), 0, 0);
+    ts_event ev = session_marker(TS_KIND_MARK, session_intern(s, text), 0, 0);
     recorder_append_locked(s, &ev, 1);
     recorder_commit_locked(s);
     pthread_mutex_unlock(&s->drain);
