@@ -509,6 +509,17 @@ static void split_ns(uint64_t total, uint64_t ut, uint64_t st, uint64_t *user, u
     *sys = total - *user;
 }
 
+/* A thread's time on a CPU over an interval span long, from schedstat: since the previous
+ * sample p (NULL: new to this one, when it ran at most the interval's length). 0 and *ns set,
+ * or -1 when schedstat was not read for it (or for p). */
+static int run_in_interval(const task_ticks *t, const task_ticks *p, uint64_t span, uint64_t *ns)
+{
+    if (!t->run_ns || (p && !p->run_ns))
+        return -1;
+    *ns = p ? delta(t->run_ns, p->run_ns) : t->run_ns < span ? t->run_ns : span;
+    return 0;
+}
+
 /* One event of kind per task of now (threads or descendants, sorted by id) into ev: their
  * count. A task is new when the previous sample did not have it (or had another task under its
  * id, which was reused): its interval begins at its start, clamped into the sample's. */
@@ -531,12 +542,10 @@ static size_t build_tasks(const sampler *m, const ts_event *base, uint16_t kind,
         e->name = t->name;
         uint64_t ut = p ? delta(t->utime, p->utime) : t->utime;
         uint64_t st = p ? delta(t->stime, p->stime) : t->stime;
-        if (t->run_ns && (!p || p->run_ns)) {
-            /* The scheduler's nanoseconds, split into user and system as the ticks split; a
-             * thread new to this sample ran at most the interval's length in it. */
-            uint64_t run = p ? delta(t->run_ns, p->run_ns) : t->run_ns;
-            uint64_t span = e->end_ns - e->begin_ns;
-            split_ns(!p && run > span ? span : run, ut, st, &e->v0, &e->v1);
+        uint64_t run;
+        if (run_in_interval(t, p, e->end_ns - e->begin_ns, &run) == 0) {
+            /* The scheduler's nanoseconds, split into user and system as the ticks split. */
+            split_ns(run, ut, st, &e->v0, &e->v1);
         } else {
             e->v0 = ticks_ns(m, ut);
             e->v1 = ticks_ns(m, st);
@@ -590,19 +599,14 @@ static size_t build(sampler *m, const snapshot *prev, const snapshot *cur, int m
      * nanosecond, and never less than one of its threads shows (ticks, 10 ms each, make the
      * two disagree by a tick an interval). A thread that ended during the interval is then
      * missed for its last part; with ticks it would not be. */
-    uint64_t threads_ns = 0;
+    uint64_t threads_ns = 0, span = delta(cur->t_ns, prev->t_ns);
     int all = m->schedstat && !cur->truncated && !prev->truncated;
     for (uint32_t i = 0; all && i < cur->nthreads; i++) {
         const task_ticks *t = &cur->threads[i];
         const task_ticks *p = bsearch(t, prev->threads, prev->nthreads, sizeof *t, by_id);
-        if (p && p->start != t->start)
-            p = NULL;
-        if (!t->run_ns || (p && !p->run_ns)) {
-            all = 0;
-            break;
-        }
-        uint64_t span = delta(cur->t_ns, prev->t_ns);
-        threads_ns += p ? delta(t->run_ns, p->run_ns) : t->run_ns < span ? t->run_ns : span;
+        uint64_t run = 0;
+        all = run_in_interval(t, p && p->start == t->start ? p : NULL, span, &run) == 0;
+        threads_ns += run;
     }
     if (all && cur->nthreads)
         split_ns(threads_ns, put, pst, &ev->v0, &ev->v1);
