@@ -64,3 +64,13 @@ void format_bytes(double v, char *out, size_t cap)
     else
         snprintf(out, cap, "%.*f %s", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v, unit[u]);
 }
+
+int format_shade(double share)
+{
+    if (!(share > 0))
+        return 0;
+    if (share >= 1)
+        return 4;
+    int k = (int)(share * 5);
+    return k > 4 ? 4 : k;
+}

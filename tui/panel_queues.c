@@ -32,12 +32,6 @@ static int verdict_role(uint32_t v)
                                                                 : ROLE_BAD;
 }
 
-static int shade_of(double usage)
-{
-    int k = (int)(usage * 5);
-    return k < 0 ? 0 : k > 4 ? 4 : k;
-}
-
 static void heat_row(const panel_ctx *p, canvas *c, rect r, int y, int x, int w, uint32_t q,
                      queue_bucket *buf)
 {
@@ -45,7 +39,7 @@ static void heat_row(const panel_ctx *p, canvas *c, rect r, int y, int x, int w,
         analysis_queue_recent(p->a, q, buf, (size_t)w < BUCKETS_MAX ? (size_t)w : BUCKETS_MAX);
     int at = x + w - (int)n; /* newest at the right edge */
     for (size_t i = 0; i < n; i++) {
-        int k = buf[i].samples ? shade_of(buf[i].avg_usage) : -1;
+        int k = buf[i].samples ? format_shade(buf[i].avg_usage) : -1;
         if (k >= 0)
             canvas_put(c, r, y, at + (int)i, c->g->shade[k], ROLE_HEAT0 + k);
     }

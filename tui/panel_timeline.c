@@ -223,15 +223,16 @@ static void draw_details(const panel_ctx *p, canvas *c, rect r, int y, const ts_
     canvas_str(c, r, y, x, ROLE_NORMAL, tail);
 }
 
-/* Columns [x0, x1) of w that [b, e] covers in the window [start, start + span]; 0 when none. */
-static int columns_of(uint64_t b, uint64_t e, uint64_t start, uint64_t span, int w, int *x0,
-                      int *x1)
+/* Columns [x0, x1) of w that [b, e] covers in the window [start, end) of span ns drawn w
+ * columns wide; 0 when it covers none. */
+static int columns_of(uint64_t b, uint64_t e, uint64_t start, uint64_t end, uint64_t span, int w,
+                      int *x0, int *x1)
 {
-    if (e <= start || b >= start + span)
+    if (e <= start || b >= end)
         return 0;
     double nspc = (double)span / w;
     *x0 = (int)((double)(b > start ? b - start : 0) / nspc);
-    *x1 = (int)((double)(e < start + span ? e - start : span) / nspc + 0.999999);
+    *x1 = (int)((double)(e < end ? e - start : span) / nspc + 0.999999);
     *x1 = *x1 <= *x0 ? *x0 + 1 : *x1 > w ? w : *x1;
     return 1;
 }
@@ -255,7 +256,7 @@ static int draw_steps(canvas *c, rect r, int y, int x0, int w, const tlring *rin
             continue;
         uint64_t end = end_now ? ring->latest_ns : m->begin_ns;
         int a, b;
-        if (columns_of(begin, end, start, span, w, &a, &b)) {
+        if (columns_of(begin, end, start, start + span, span, w, &a, &b)) {
             int role = number % 2 ? ROLE_INTERVAL : ROLE_FPBP;
             canvas_put(c, r, y, x0 + a, c->g->edge, role);
             for (int x = a + 1; x < b; x++)
@@ -324,8 +325,7 @@ static void draw_track(const panel_ctx *p, canvas *c, rect r, int y, int x0, int
         if (!have)
             continue;
         double u = hi > lo ? (last - lo) / (hi - lo) : t->kind == TS_KIND_COUNTER ? 0.5 : last;
-        int s = (int)(u * 5);
-        s = s < 0 ? 0 : s > 4 ? 4 : s;
+        int s = format_shade(u); /* the values come from the segment: anything at all */
         canvas_put(c, r, y, x0 + x, c->g->shade[s], ROLE_HEAT0 + s);
     }
 }
@@ -416,16 +416,14 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     double nspc = (double)span / w;
     for (size_t k = 0; k < ring->n; k++) {
         const ts_event *e = ring_at(ring, k);
-        if (e->end_ns <= start || e->begin_ns >= end)
+        int x0, x1;
+        if (!columns_of(e->begin_ns, e->end_ns, start, end, span, w, &x0, &x1))
             continue;
         int lane = tlring_lane_of(ring, e) - v->tl_lane_top;
         if (lane < 0 || lane >= shown)
             continue;
         double b = (double)(e->begin_ns > start ? e->begin_ns - start : 0);
         double f = (double)(e->end_ns < end ? e->end_ns - start : span);
-        int x0 = (int)(b / nspc), x1 = (int)(f / nspc + 0.999999);
-        x1 = x1 <= x0 ? x0 + 1 : x1;
-        x1 = x1 > w ? w : x1;
         uint16_t depth = (uint16_t)(e->kind == TS_KIND_OP_RANGE ? e->aux : 0);
         for (int x = x0; x < x1; x++) {
             double cb = x * nspc, cf = cb + nspc;

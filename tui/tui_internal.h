@@ -361,6 +361,9 @@ void format_elapsed(double s, char *out, size_t cap);
 void format_count(double v, char *out, size_t cap);
 /* "512 B", "12.3 KiB", "1.50 GiB". */
 void format_bytes(double v, char *out, size_t cap);
+/* The shade (0 .. 4, glyphs_*.shade and ROLE_HEAT0 + it) of a share from 0 to 1; anything
+ * else, a NaN or an infinity from a damaged segment included, is clamped, never converted. */
+int format_shade(double share);
 
 typedef struct panel_ctx panel_ctx;
 

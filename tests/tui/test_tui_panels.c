@@ -6,6 +6,7 @@
 
 #include <cJSON.h>
 #include <check.h>
+#include <math.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
@@ -803,6 +804,48 @@ START_TEST(test_timeline_far_and_named)
 }
 END_TEST
 
+/* Tracks drawn from a damaged segment's values (infinities, a NaN, a size far over its
+ * capacity) stay within their shades: a share is clamped, never converted out of range. */
+START_TEST(test_timeline_tracks_hostile_values)
+{
+    ck_assert_int_eq(format_shade(NAN), 0);
+    ck_assert_int_eq(format_shade(-INFINITY), 0);
+    ck_assert_int_eq(format_shade(INFINITY), 4);
+    ck_assert_int_eq(format_shade(1e308), 4);
+    ck_assert_int_eq(format_shade(0.5), 2);
+    ck_assert_int_eq(format_shade(0.99), 4);
+    run r;
+    make_run(&r, 0);
+    uint64_t t = last_end() - MS;
+    double values[] = {INFINITY, -INFINITY, NAN, 1e308};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        ts_event cnt = ev(TS_KIND_COUNTER, TRAIN_TID, t + i, t + i);
+        cnt.name = N_KERNEL;
+        cnt.flags = TS_EF_DOUBLE;
+        memcpy(&cnt.v0, &values[i], sizeof values[i]);
+        feed(&r, &cnt, 1);
+    }
+    ts_event q = ev(TS_KIND_QUEUE_SAMPLE, LOADER_TID, t, t);
+    q.name = N_QUEUE;
+    q.v0 = UINT64_MAX;
+    q.v1 = 1;
+    feed(&r, &q, 1);
+    view v;
+    view_init(&v);
+    canvas c = {0};
+    draw_panel(&r, &v, &c, PANEL_TIMELINE, 20, 140, 1, &glyphs_ascii);
+    char line[512];
+    int y = line_with(&c, "volta_sgemm", line, sizeof line); /* the counter's track */
+    ck_assert_int_ge(y, 3);
+    for (int x = 16; x < 140; x++) {
+        int role = canvas_role_at(&c, y, x);
+        ck_assert(role == ROLE_NORMAL || (role >= ROLE_HEAT0 && role <= ROLE_HEAT4));
+    }
+    canvas_free(&c);
+    free_run(&r);
+}
+END_TEST
+
 START_TEST(test_tlring_bounded)
 {
     tlring t;
@@ -1377,6 +1420,7 @@ int main(void)
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
     tcase_add_test(tc, test_timeline_far_and_named);
+    tcase_add_test(tc, test_timeline_tracks_hostile_values);
     tcase_add_test(tc, test_mouse);
     tcase_add_test(tc, test_help_and_header_figures);
     tcase_add_test(tc, test_screens_at_three_sizes);
