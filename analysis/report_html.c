@@ -336,8 +336,9 @@ static void write_ops(FILE *f, report *r)
 static const char *shade(double usage)
 {
     static const char *const s[5] = {"#f1f4f9", "#c6d6ef", "#8fb0e3", "#4a7fd6", "#1d4fa3"};
-    int k = (int)(usage * 5);
-    return s[k < 0 ? 0 : k > 4 ? 4 : k];
+    /* A recording's sizes can say anything: clamped before the conversion, NaN to empty. */
+    int k = !(usage > 0) ? 0 : usage >= 1 ? 4 : (int)(usage * 5);
+    return s[k > 4 ? 4 : k];
 }
 
 static void write_queues(FILE *f, report *r, const report_picture *p, const queue_finding *qf,
