@@ -430,40 +430,58 @@ static int newest_first(const void *a, const void *b)
 
 /* What to analyse in path when it is no run folder itself (an output folder): its run folders
  * and job folders, the newest first, as commands to copy. Says nothing when it holds none. */
+/* Appends one entry to the list (grown as needed). Returns 0, or -1 without memory. */
+static int found_add(found_run **list, size_t *n, size_t *cap, const char *name, int job,
+                     time_t when)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        found_run *grown = realloc(*list, c * sizeof *grown);
+        if (!grown)
+            return -1;
+        *list = grown;
+        *cap = c;
+    }
+    snprintf((*list)[*n].name, sizeof(*list)[*n].name, "%s", name);
+    (*list)[*n].job = job;
+    (*list)[*n].when = when;
+    (*n)++;
+    return 0;
+}
+
 static void suggest_runs(const char *path)
 {
-    DIR *d = opendir(path);
-    if (!d)
-        return;
     found_run *list = NULL;
     size_t n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d));) {
+    /* The run folders under it, as a job's ranks are found (job.c), each by when it last
+     * recorded. */
+    char **folders = NULL;
+    int nfolders = job_rank_folders(path, &folders, NULL);
+    for (int i = 0; i < nfolders; i++) {
+        char file[4200];
+        snprintf(file, sizeof file, "%s/%s/%s", folders[i], TS_RECORDING_DIR, TS_RECORDING_FILE);
+        struct stat st;
+        const char *name = strrchr(folders[i], '/') + 1;
+        if (strlen(name) < sizeof list->name &&
+            (stat(file, &st) == 0 || stat(folders[i], &st) == 0) &&
+            found_add(&list, &n, &cap, name, 0, st.st_mtime) != 0)
+            break;
+    }
+    job_folders_free(folders, nfolders > 0 ? nfolders : 0);
+    /* And the job folders. */
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof list->name)
             continue;
-        char sub[4096], file[4200];
+        char sub[4096];
         snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        snprintf(file, sizeof file, "%s/%s/%s", sub, TS_RECORDING_DIR, TS_RECORDING_FILE);
         struct stat st;
-        int job = 0;
-        if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
-            if (!job_is_folder(sub) || stat(sub, &st) != 0)
-                continue;
-            job = 1;
-        }
-        if (n == cap) {
-            size_t c = cap ? cap * 2 : 16;
-            found_run *grown = realloc(list, c * sizeof *grown);
-            if (!grown)
-                break;
-            list = grown;
-            cap = c;
-        }
-        snprintf(list[n].name, sizeof list[n].name, "%s", e->d_name);
-        list[n].job = job;
-        list[n].when = st.st_mtime;
-        n++;
+        if (job_is_folder(sub) && stat(sub, &st) == 0 &&
+            found_add(&list, &n, &cap, e->d_name, 1, st.st_mtime) != 0)
+            break;
     }
-    closedir(d);
+    if (d)
+        closedir(d);
     if (n) {
         qsort(list, n, sizeof *list, newest_first);
         size_t runs = 0;
