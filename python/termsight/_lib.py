@@ -134,15 +134,21 @@ def _candidates():
     yield ("ctypes.util.find_library('termsight')", ctypes.util.find_library("termsight"))
 
 
+def _mapped_files():
+    """The files mapped into this process, from /proc/self/maps (OSError when unreadable)."""
+    with open("/proc/self/maps") as f:
+        return [parts[5].strip() for parts in (line.split(None, 5) for line in f)
+                if len(parts) == 6]
+
+
 def _mapped(name):
-    """The file a library loaded by name came from (the loader chose it), from /proc/self/maps;
-    the name itself when it cannot be told."""
+    """The file a library loaded by name came from (the loader chose it); the name itself when
+    it cannot be told."""
     try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.rstrip("\n").split(None, 5)[-1]
-                if os.path.basename(path) == name or os.path.basename(path).startswith(name + "."):
-                    return path
+        for path in _mapped_files():
+            base = os.path.basename(path)
+            if base == name or base.startswith(name + "."):
+                return path
     except OSError:
         pass
     return name
@@ -253,9 +259,7 @@ def _other_libtorch(path, explicit):
     except OSError:
         return "" if explicit else "%s.libtorch is missing: cannot tell its libtorch" % path
     try:
-        with open("/proc/self/maps") as f:
-            mapped = {line.split(None, 5)[-1].strip() for line in f
-                      if "libtorch_cpu" in line and len(line.split(None, 5)) == 6}
+        mapped = {p for p in _mapped_files() if "libtorch_cpu" in p}
     except OSError as e:
         return "cannot read /proc/self/maps: %s" % e
     mapped = {os.path.realpath(m) for m in mapped}
