@@ -6,15 +6,10 @@
 #
 # Environment: TERMSIGHT_BIN, SOURCE_DIR. Exit status: 0 passed, 1 failed, 77 skipped (no bash).
 set -u
+NAME=test_docs
+. "$(dirname "$0")/../lib.sh"
 : "${TERMSIGHT_BIN:?TERMSIGHT_BIN is not set}"
 : "${SOURCE_DIR:?SOURCE_DIR is not set}"
-fail() {
-    echo "test_docs: FAIL: $*"
-    exit 1
-}
-ok() {
-    echo "ok - $*"
-}
 command -v bash >/dev/null 2>&1 || {
     echo "test_docs: SKIP: no bash"
     exit 77

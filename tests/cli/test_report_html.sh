@@ -8,6 +8,8 @@
 # Environment: TERMSIGHT_BIN, MLP_TRAIN, TERMSIGHT_TEST_TMP (scratch folder).
 # Exit status: 0 passed, 1 failed, 77 skipped (no chromium).
 set -u
+NAME=test_report_html
+. "$(dirname "$0")/../lib.sh"
 
 browser=""
 for b in chromium chromium-browser; do
@@ -19,19 +21,8 @@ if [ -z "$browser" ]; then
 fi
 : "${TERMSIGHT_BIN:?TERMSIGHT_BIN is not set}"
 : "${MLP_TRAIN:?MLP_TRAIN is not set}"
-base=${TERMSIGHT_TEST_TMP:-/tmp}
-mkdir -p "$base" || exit 1
-work=$(mktemp -d "$base/report-html.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
+scratch report-html
 
-fail() {
-    echo "test_report_html: FAIL: $*"
-    exit 1
-}
-ok() {
-    echo "ok - $*"
-}
 
 # The browser headless, with a profile of its own in the scratch folder, no network (a page
 # that tried to load anything would fail to), at most 60 s. Prints the DOM; its log to $2.

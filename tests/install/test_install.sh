@@ -9,22 +9,13 @@
 # Environment: BUILD_DIR (the build tree), SOURCE_DIR (the repository), TERMSIGHT_TEST_TMP.
 # Exit status: 0 passed, 1 failed, 77 skipped (no pkg-config, no python3 -m venv).
 set -u
+NAME=test_install
+. "$(dirname "$0")/../lib.sh"
 
 : "${BUILD_DIR:?BUILD_DIR is not set}"
 : "${SOURCE_DIR:?SOURCE_DIR is not set}"
-base=${TERMSIGHT_TEST_TMP:-/tmp}
-mkdir -p "$base" || exit 1
-work=$(mktemp -d "$base/install.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' INT TERM HUP
+scratch install
 
-fail() {
-    echo "test_install: FAIL: $*"
-    exit 1
-}
-ok() {
-    echo "ok - $*"
-}
 for tool in pkg-config cc cmake objdump; do
     command -v "$tool" >/dev/null 2>&1 || {
         echo "test_install: SKIP: $tool is not installed"
