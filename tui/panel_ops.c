@@ -416,13 +416,13 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
 /* A click on a row selects it; on the selected type's row, opens its ops (Enter). */
 static int ops_click(const panel_ctx *p, view *v, rect r, int y, int x, int full)
 {
+    (void)r;
     (void)x;
     int row = y - 2; /* under the title and the column heads */
     if (row < 0 || row >= v->ops_page || v->ops_top + row >= v->ops_rows)
         return VA_NONE;
     if (v->ops_top + row == v->ops_sel && v->ops_sel_id)
         return ops_key(p, v, VK_ENTER, full) ? VA_REDRAW : VA_NONE;
-    (void)r;
     select_row(v, v->ops_top + row);
     return VA_REDRAW;
 }
