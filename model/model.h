@@ -649,13 +649,15 @@ void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *
 /* ------------------------------------------------------------------------------------------ */
 
 /* A recording is one append-only file of chunks, written by one process: a 24-byte chunk header
- * (magic, type, flags, payload length, CRC-32, sequence number) and the payload, padded to 8
- * bytes. The CRC (zlib's crc32) covers the header's other fields and the padded payload. A reader
+ * (magic, type, flags, payload length, checksum, sequence number) and the payload, padded to 8
+ * bytes. The checksum (CRC-32C since format 2, CRC-32 before; the flags name it) covers the
+ * header's other fields and the padded payload. A reader
  * resynchronizes on the next valid chunk after damage, so a file cut short or with flipped bytes
  * still yields every whole chunk. */
 
-#define TS_RECORDING_MAJOR 1 /* recording_meta.major: incompatible changes */
+#define TS_RECORDING_MAJOR 2 /* recording_meta.major: incompatible changes (2: CRC-32C) */
 #define TS_RECORDING_MINOR 0 /* recording_meta.minor: compatible additions */
+#define TS_RECORDING_OLDEST 1 /* the oldest major still read */
 #define TS_RECORDING_FILE  "events.tsr"
 #define TS_RECORDING_DIR   "recording"
 /* Beside the recording while it is written: disk space kept so that a recording that a full disk

@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # What the build needs, and what only some tests and tools need (the TUI tests drive tmux, the
 # CPU checks compare with pidstat, the fuzz targets need clang, formatting needs clang-format).
-required=(build-essential cmake pkg-config libncurses-dev libcjson-dev check zlib1g-dev python3)
+required=(build-essential cmake pkg-config libncurses-dev libcjson-dev libisal-dev check zlib1g-dev python3)
 optional=(tmux sysstat clang clang-format)
 # TERMSIGHT_SETUP_TESTS=1 (scripts/test.sh sets it): what the tests need beyond the build, a
 # real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB), Dask

@@ -1,12 +1,14 @@
 /* libFuzzer target for the recording reader (model/recording.c). The input is a recording file,
  * read twice: as it is, and with the checksum of every chunk header that fits the file made
- * right, so that mutations reach the payload parsers (META, STRINGS, EVENTS) instead of stopping
- * at the CRC. Promises checked: open and next fail with a message, never crash; every batch of
- * events and every name returned lies inside the reader's memory (ASan) and is NUL-terminated
- * after its length; damage is counted within the file's size; the reader ends. */
+ * right (CRC-32 or CRC-32C, as its flags name), so that mutations reach the payload parsers (META,
+ * STRINGS, EVENTS) instead of stopping at the CRC. Promises checked: open and next fail with a
+ * message, never crash; every batch of events and every name returned lies inside the reader's
+ * memory (ASan) and is NUL-terminated after its length; damage is counted within the file's size;
+ * the reader ends. */
 #include "fuzz.h"
 #include "model.h"
 
+#include <isa-l/crc.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -93,13 +95,21 @@ static int fix_checksums(uint8_t *p, size_t size)
         size_t body = (size_t)length + ((8u - (length & 7u)) & 7u);
         if (body > size - off - CHUNK_HEADER)
             continue;
-        uLong c = crc32(0L, Z_NULL, 0);
-        c = crc32(c, p + off, 12);
-        c = crc32(c, p + off + 16, 8);
-        c = crc32(c, p + off + CHUNK_HEADER, (uInt)body);
+        uint16_t flags;
+        memcpy(&flags, p + off + 6, 2);
+        uint32_t c;
+        if ((flags & 15u) == 1u) { /* CRC-32C, ISA-L's register without zlib's inversions */
+            c = crc32_iscsi(p + off, 12, ~0u);
+            c = crc32_iscsi(p + off + 16, 8, c);
+            c = ~crc32_iscsi(p + off + CHUNK_HEADER, (int)body, c);
+        } else {
+            c = (uint32_t)crc32(0L, p + off, 12);
+            c = (uint32_t)crc32(c, p + off + 16, 8);
+            c = (uint32_t)crc32(c, p + off + CHUNK_HEADER, (uInt)body);
+        }
         memcpy(&crc, p + off + 12, 4);
-        if (crc != (uint32_t)c) {
-            crc = (uint32_t)c;
+        if (crc != c) {
+            crc = c;
             memcpy(p + off + 12, &crc, 4);
             changed++;
         }

@@ -183,6 +183,28 @@ static void events_expect(const readout *o, const ts_event *want, size_t n)
         ck_assert_msg(!memcmp(&o->ev[i], &want[i], sizeof(ts_event)), "event %zu differs", i);
 }
 
+/* CRC-32C (Castagnoli, reflected, as SSE4.2's crc32 instruction and RFC 3720), bit by bit: the
+ * reference the writer's library must agree with. Continued from crc (0 to start). */
+static uint32_t crc32c_ref(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* The checksum named by a chunk's flags (bits 0-3): 0 CRC-32 (zlib), 1 CRC-32C; another value
+ * gets CRC-32, which such a chunk's reader cannot check. */
+static uint32_t chunk_sum(uint16_t flags, const unsigned char *p, size_t n, uint32_t crc)
+{
+    if ((flags & 15u) == 1u)
+        return crc32c_ref(crc, p, n);
+    return (uint32_t)crc32(crc, p, (uInt)n);
+}
+
 /* One chunk in the documented layout, for crafted files; returns its size. */
 static size_t chunk_make(unsigned char *out, uint16_t type, uint16_t flags, uint32_t length,
                          uint64_t seq, const void *payload, size_t payload_len)
@@ -195,13 +217,33 @@ static size_t chunk_make(unsigned char *out, uint16_t type, uint16_t flags, uint
     memcpy(out + 16, &seq, 8);
     memcpy(out + T_HEADER, payload, payload_len);
     memset(out + T_HEADER + payload_len, 0, pad);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    crc = crc32(crc, out, 12);
-    crc = crc32(crc, out + 16, 8);
-    crc = crc32(crc, out + T_HEADER, (uInt)(payload_len + pad));
-    uint32_t c = (uint32_t)crc;
+    uint32_t c = chunk_sum(flags, out, 12, 0);
+    c = chunk_sum(flags, out + 16, 8, c);
+    c = chunk_sum(flags, out + T_HEADER, payload_len + pad, c);
     memcpy(out + 12, &c, 4);
     return T_HEADER + payload_len + pad;
+}
+
+/* A STRINGS chunk naming id 7 "abc", as crafted files use it. */
+static size_t abc_strings_chunk(unsigned char *out, uint16_t flags, uint64_t seq)
+{
+    unsigned char payload[16] = {0};
+    memcpy(payload, &(uint32_t){7}, 4);
+    memcpy(payload + 4, &(uint32_t){1}, 4);
+    memcpy(payload + 8, &(uint32_t){3}, 4);
+    memcpy(payload + 12, "abc", 3);
+    return chunk_make(out, TS_CHUNK_STRINGS, flags, 15, seq, payload, 15);
+}
+
+/* The reader has id 7 as "abc", and no damage. */
+static void expect_abc(const recording_reader *r)
+{
+    uint32_t len = 0;
+    const char *name = recording_reader_string(r, 7, &len);
+    ck_assert_ptr_nonnull(name);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_mem_eq(name, "abc", 3);
+    ck_assert_uint_eq(recording_reader_bad_chunks(r), 0);
 }
 
 /* Odd names: every byte value a name may hold must come back unchanged. */
@@ -659,7 +701,8 @@ END_TEST
 
 START_TEST(test_format_is_pinned)
 {
-    /* The writer's bytes are exactly the documented layout. */
+    /* The writer's bytes are exactly the documented layout: META checksummed with CRC-32 (flags
+     * 0, for older readers), every other chunk with CRC-32C (flags 1). */
     char *tmp = tmp_make();
     ts_event *ev = ev_array(0, 2);
     recording_writer *w = writer_open(tmp, 9);
@@ -673,7 +716,7 @@ START_TEST(test_format_is_pinned)
     recording_meta m = meta_make(9);
     size_t n = chunk_make(want, TS_CHUNK_META, 0, sizeof(m), 0, &m, sizeof(m));
     n +=
-        chunk_make(want + n, TS_CHUNK_EVENTS, 0, 2 * sizeof(ts_event), 1, ev, 2 * sizeof(ts_event));
+        chunk_make(want + n, TS_CHUNK_EVENTS, 1, 2 * sizeof(ts_event), 1, ev, 2 * sizeof(ts_event));
     ck_assert_uint_eq(len, n);
     ck_assert_mem_eq(got, want, n);
     free(got);
@@ -683,10 +726,42 @@ START_TEST(test_format_is_pinned)
 }
 END_TEST
 
+/* A recording of format 1, every chunk checksummed with CRC-32 (flags 0) as termsight wrote them
+ * before format 2, is read whole: its META, its names and its events. */
+START_TEST(test_reads_format_1)
+{
+    char *tmp = tmp_make();
+    char *file = path_join(tmp, TS_RECORDING_FILE);
+    ts_event *ev = ev_array(0, 3);
+    recording_meta m = meta_make(11);
+    m.major = 1;
+    m.minor = 0;
+    unsigned char buf[1024];
+    size_t n = chunk_make(buf, TS_CHUNK_META, 0, sizeof(m), 0, &m, sizeof(m));
+    n += abc_strings_chunk(buf + n, 0, 1);
+    n += chunk_make(buf + n, TS_CHUNK_EVENTS, 0, 3 * sizeof(ts_event), 2, ev, 3 * sizeof(ts_event));
+    file_append(file, buf, n);
+    recording_reader *r = reader_open(file);
+    readout o;
+    reader_drain(r, &o);
+    events_expect(&o, ev, 3);
+    ck_assert_uint_eq(recording_reader_meta(r)->major, 1);
+    ck_assert_uint_eq(recording_reader_meta(r)->pid, 11);
+    expect_abc(r);
+    recording_reader_close(r);
+    free(o.ev);
+    free(ev);
+    free(file);
+    tmp_remove(tmp);
+}
+END_TEST
+
 /* Chunks that check out or nearly do, placed between two valid events chunks. */
 enum crafted_kind {
     CRAFT_UNKNOWN_TYPE,  /* valid checksum, type from a later writer: skipped silently */
     CRAFT_FLAGS,         /* valid checksum, flags from a later writer: skipped silently */
+    CRAFT_UNKNOWN_SUM,   /* a checksum this reader does not know (flags 2): damage */
+    CRAFT_CRC32C,        /* valid CRC-32C (flags 1), as this writer makes them */
     CRAFT_EMPTY_EVENTS,  /* valid, no events */
     CRAFT_COUNT_LIES,    /* STRINGS whose count is larger than its payload */
     CRAFT_LENGTH_LIES,   /* STRINGS whose name length runs past its payload */
@@ -705,7 +780,7 @@ static const struct {
     {CRAFT_UNKNOWN_TYPE, 0, 0}, {CRAFT_FLAGS, 0, 0},       {CRAFT_EMPTY_EVENTS, 0, 0},
     {CRAFT_COUNT_LIES, 1, 0},   {CRAFT_LENGTH_LIES, 1, 0}, {CRAFT_SHORT_STRINGS, 1, 0},
     {CRAFT_ODD_EVENTS, 1, 0},   {CRAFT_OVER_CAP, 1, 0},    {CRAFT_BAD_CRC, 1, 0},
-    {CRAFT_IDS_WRAP, 1, 0},
+    {CRAFT_IDS_WRAP, 1, 0},     {CRAFT_UNKNOWN_SUM, 1, 0}, {CRAFT_CRC32C, 0, 1},
 };
 
 START_TEST(test_crafted_chunks)
@@ -732,8 +807,14 @@ START_TEST(test_crafted_chunks)
     case CRAFT_UNKNOWN_TYPE:
         size = chunk_make(chunk, 99, 0, 15, 2, payload, 15);
         break;
-    case CRAFT_FLAGS:
-        size = chunk_make(chunk, TS_CHUNK_STRINGS, 1, 15, 2, payload, 15);
+    case CRAFT_FLAGS:       /* a bit past the checksum's: 0x10 */
+    case CRAFT_UNKNOWN_SUM: /* checksum 2 */
+    case CRAFT_CRC32C:      /* checksum 1 */
+        size = chunk_make(chunk, TS_CHUNK_STRINGS,
+                          crafted[_i].kind == CRAFT_FLAGS         ? 0x10
+                          : crafted[_i].kind == CRAFT_UNKNOWN_SUM ? 2
+                                                                  : 1,
+                          15, 2, payload, 15);
         break;
     case CRAFT_EMPTY_EVENTS:
         size = chunk_make(chunk, TS_CHUNK_EVENTS, 0, 0, 2, payload, 0);
@@ -799,21 +880,12 @@ START_TEST(test_strings_chunk_stored)
     recording_writer *w = writer_open(tmp, 1);
     writer_close(w);
     char *file = path_join(tmp, TS_RECORDING_FILE);
-    unsigned char chunk[64], payload[16] = {0};
-    memcpy(payload, &(uint32_t){7}, 4);
-    memcpy(payload + 4, &(uint32_t){1}, 4);
-    memcpy(payload + 8, &(uint32_t){3}, 4);
-    memcpy(payload + 12, "abc", 3);
-    file_append(file, chunk, chunk_make(chunk, TS_CHUNK_STRINGS, 0, 15, 1, payload, 15));
+    unsigned char chunk[64];
+    file_append(file, chunk, abc_strings_chunk(chunk, 0, 1));
     recording_reader *r = reader_open(file);
     readout o;
     reader_drain(r, &o);
-    uint32_t len = 0;
-    const char *s = recording_reader_string(r, 7, &len);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_uint_eq(len, 3);
-    ck_assert_mem_eq(s, "abc", 3);
-    ck_assert_uint_eq(recording_reader_bad_chunks(r), 0);
+    expect_abc(r);
     recording_reader_close(r);
     free(o.ev);
     free(file);
@@ -913,7 +985,7 @@ START_TEST(test_reader_refuses_later_major)
 {
     char *tmp = tmp_make();
     recording_meta m = meta_make(7);
-    m.major = TS_RECORDING_MAJOR + 1;
+    m.major = 3;
     recording_writer *w;
     ck_assert_int_eq(recording_writer_open(tmp, &m, &w, NULL), 0);
     ts_event ev = ev_make(1);
@@ -925,7 +997,7 @@ START_TEST(test_reader_refuses_later_major)
     size_t n;
     char *cause = NULL;
     ck_assert_int_eq(recording_reader_next(r, &got, &n, &cause), -1);
-    ck_assert_msg(cause && strstr(cause, "recording format 2.2, this termsight reads 1.x"),
+    ck_assert_msg(cause && strstr(cause, "recording format 3.2, this termsight reads 1.x to 2.x"),
                   "message: %s", cause);
     free(cause);
     recording_reader_close(r);
@@ -1054,6 +1126,7 @@ static Suite *recording_suite(void)
     tcase_add_test(tc, test_bad_strings_arguments);
     tcase_add_loop_test(tc, test_two_runs_split, 0, sizeof(runs) / sizeof(runs[0]));
     tcase_add_test(tc, test_format_is_pinned);
+    tcase_add_test(tc, test_reads_format_1);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("recovery");
