@@ -86,7 +86,7 @@ static struct {
     .tmpfs_dir = "/dev/shm",
     .disk_dir = "/tmp",
     .sections = "clock,idle,hot,parts,rate",
-    .rate_configs = "tmpfs,disk,tmpfs_lane16k",
+    .rate_configs = "tmpfs_default,disk_default,tmpfs,disk,tmpfs_lane16k",
     .lttng_sleep_ms = 60,
 };
 
@@ -308,7 +308,8 @@ static void session_open(bench_session *b, const char *parent, int collecting, u
     termsight_options_init(&o);
     o.output_path = b->dir;
     o.start_collecting = collecting;
-    o.lane_events = lane;
+    if (lane) /* 0: the default lanes, as a new user has them */
+        o.lane_events = lane;
     o.max_threads = 2;
     o.process_name = "termsight_bench";
     if (monotonic)
@@ -750,7 +751,7 @@ static rate_result rate_run(const char *parent, double target, uint32_t lane)
     session_open(&b, parent, 1, lane, 0);
     id_name = termsight_name("bench.op");
     id_type = termsight_name("bench.type");
-    warm_lane(b.s, lane / 4);
+    warm_lane(b.s, (lane ? lane : 65536) / 4);
     uint64_t rec0 = termsight_events_recorded(b.s);
     uint64_t drop0 = termsight_events_dropped(b.s);
     double secs = opt.rate_seconds;
@@ -807,6 +808,13 @@ static void rate_put(const char *cfg, const char *what_cfg, const rate_result *x
     snprintf(key, sizeof key, "rate.%s.%s.reccpu", cfg, rate);
     snprintf(what, sizeof what, "%s: recorder CPU at target %s/s", what_cfg, rate);
     put(key, "%", what, 100 * x->rec_cpu);
+    if (x->recorded) {
+        /* What one event that reached the recording cost the producer (its calls' time over
+         * what was recorded): the figure to hold against LTTng-UST's per event under saturation. */
+        snprintf(key, sizeof key, "rate.%s.%s.per_recorded", cfg, rate);
+        snprintf(what, sizeof what, "%s: producer ns per recorded event at %s/s", what_cfg, rate);
+        put(key, "ns", what, x->seconds * 1e9 / (double)x->recorded);
+    }
 }
 
 static void section_rate(void)
@@ -814,12 +822,14 @@ static void section_rate(void)
     struct {
         const char *key, *what, *dir;
         uint32_t lane;
-    } cfgs[3] = {
-        {"tmpfs", "tmpfs, lane 2^20", opt.tmpfs_dir, opt.lane_events},
-        {"disk", "disk, lane 2^20", opt.disk_dir, opt.lane_events},
-        {"tmpfs_lane16k", "tmpfs, default lane 16384", opt.tmpfs_dir, opt.rate_small_lane},
+    } cfgs[5] = {
+        {"tmpfs_default", "tmpfs, default lanes (grow up to 2^24)", opt.tmpfs_dir, 0},
+        {"disk_default", "disk, default lanes (grow up to 2^24)", opt.disk_dir, 0},
+        {"tmpfs", "tmpfs, lanes up to 2^20", opt.tmpfs_dir, opt.lane_events},
+        {"disk", "disk, lanes up to 2^20", opt.disk_dir, opt.lane_events},
+        {"tmpfs_lane16k", "tmpfs, fixed 16384-event lane", opt.tmpfs_dir, opt.rate_small_lane},
     };
-    int ncfg = opt.rate_small_lane ? 3 : 2;
+    int ncfg = opt.rate_small_lane ? 5 : 4;
     printf("== rate: producer termsight_range_complete paced at each target for up to %.1f s "
            "(at most %" PRIu64 " events), %d repeats\n",
            opt.rate_seconds, opt.rate_max_ev, opt.rate_repeats);
@@ -880,7 +890,7 @@ static void usage(void)
             "         [--hot-events N] [--lane-events N] [--idle-calls N] [--clock-calls N]\n"
             "         [--rates 10,20,30,50,0 (M/s; 0 = unpaced)] [--rate-seconds S]\n"
             "         [--rate-max-events N] [--rate-repeats N] [--rate-small-lane N (0: off)]\n"
-            "         [--rate-configs tmpfs,disk,tmpfs_lane16k]\n"
+            "         [--rate-configs tmpfs_default,disk_default,tmpfs,disk,tmpfs_lane16k]\n"
             "         [--tmpfs DIR] [--disk DIR] [--lttng-sleep-ms N]\n");
     exit(2);
 }

@@ -14,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_LANE_EVENTS 16384
+#define DEFAULT_LANE_EVENTS (1u << 24) /* the most a ring grows to */
+#define LANE_FIRST_EVENTS   65536u     /* a ring's size at first: 3 ms at 20 M events/s */
+#define DEFAULT_LANE_BUDGET 1024u      /* MiB */
+#define LANE_BUDGET_MAX     65536u
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TIMELINE_MB 500
 #define STRING_IDS          65536
@@ -75,12 +78,13 @@ const char *termsight_strerror(int code)
 
 /* ---- Options --------------------------------------------------------------------------- */
 
-/* Environment values that do not parse become 0, which create refuses naming the variable. */
-static void env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *field)
+/* Environment values that do not parse become bad (a value create refuses, naming the
+ * variable). */
+static void env_u32(const char *name, uint32_t *field, uint32_t bad)
 {
     const char *v = getenv(name);
-    if (v && options_parse_u32(v, min, max, field) != 0)
-        *field = 0;
+    if (v && options_parse_u32(v, 0, UINT32_MAX, field) != 0)
+        *field = bad;
 }
 
 void termsight_options_init(termsight_options *o)
@@ -90,6 +94,7 @@ void termsight_options_init(termsight_options *o)
     o->output_path = TS_OUTPUT_DEFAULT;
     o->start_collecting = 1;
     o->lane_events = DEFAULT_LANE_EVENTS;
+    o->lane_budget_mb = DEFAULT_LANE_BUDGET;
     o->max_threads = DEFAULT_MAX_THREADS;
     o->sample_interval_ms = TS_SAMPLE_MS_DEFAULT;
     o->timeline_limit_mb = DEFAULT_TIMELINE_MB;
@@ -100,10 +105,11 @@ void termsight_options_init(termsight_options *o)
         o->output_path = v;
     if ((v = getenv("TERMSIGHT_START")))
         o->start_collecting = !(v[0] == '0' || !strcmp(v, "no") || !strcmp(v, "false"));
-    env_u32("TERMSIGHT_LANE_EVENTS", 1, UINT32_MAX, &o->lane_events);
-    env_u32("TERMSIGHT_MAX_THREADS", 1, UINT32_MAX, &o->max_threads);
-    env_u32("TERMSIGHT_SAMPLE_MS", 1, UINT32_MAX, &o->sample_interval_ms);
-    env_u32("TERMSIGHT_TIMELINE_LIMIT_MB", 1, UINT32_MAX, &o->timeline_limit_mb);
+    env_u32("TERMSIGHT_LANE_EVENTS", &o->lane_events, 0);
+    env_u32("TERMSIGHT_LANE_BUDGET_MB", &o->lane_budget_mb, UINT32_MAX);
+    env_u32("TERMSIGHT_MAX_THREADS", &o->max_threads, 0);
+    env_u32("TERMSIGHT_SAMPLE_MS", &o->sample_interval_ms, 0);
+    env_u32("TERMSIGHT_TIMELINE_LIMIT_MB", &o->timeline_limit_mb, 0);
     if ((v = getenv("PROFILING_FP_START")) && *v)
         o->fp_start_op = v;
     if ((v = getenv("PROFILING_BP_END")) && *v)
@@ -134,6 +140,10 @@ int session_check_options(const termsight_options *o)
     if (le < 64 || le > (1u << 24) || (le & (le - 1)))
         return bad_option("lane_events", "TERMSIGHT_LANE_EVENTS", le,
                           "a power of two from 64 to 16777216");
+    if (o->struct_size >= offsetof(termsight_options, lane_budget_mb) + sizeof o->lane_budget_mb &&
+        o->lane_budget_mb > LANE_BUDGET_MAX)
+        return bad_option("lane_budget_mb", "TERMSIGHT_LANE_BUDGET_MB", o->lane_budget_mb,
+                          "from 0 to 65536 MiB");
     if (o->max_threads < 1 || o->max_threads > 4096)
         return bad_option("max_threads", "TERMSIGHT_MAX_THREADS", o->max_threads, "from 1 to 4096");
     if (o->sample_interval_ms < TS_SAMPLE_MS_MIN || o->sample_interval_ms > TS_SAMPLE_MS_MAX)
@@ -424,7 +434,10 @@ static int session_create(const termsight_options *opts, const termsight_session
         .clock = tsclock_name(&ts_clock),
         .start_ns = tsclock_now(&ts_clock),
         .lane_count = opts->max_threads + 1, /* and the collector's own */
-        .lane_events = opts->lane_events,
+        .lane_events =
+            opts->lane_events < LANE_FIRST_EVENTS ? opts->lane_events : LANE_FIRST_EVENTS,
+        .lane_max_events = opts->lane_events,
+        .grow_budget = (uint64_t)opts->lane_budget_mb << 20,
         .string_max = STRING_IDS,
         .string_arena = STRING_ARENA,
         .job = s->job.id,

@@ -261,8 +261,8 @@ static inline uint64_t tsclock_now(const tsclock *c)
 /* ------------------------------------------------------------------------------------------ */
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  2
-#define TS_SEGMENT_MINOR  1
+#define TS_SEGMENT_MAJOR  3 /* 3: lanes grow (a ring of their own in the grow region) */
+#define TS_SEGMENT_MINOR  0
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
@@ -299,9 +299,13 @@ typedef struct ts_segment_header {
     char run_folder[1024];      /* NUL-terminated; where the recording goes */
 
     uint32_t lane_count;
-    uint32_t lane_events;      /* ring capacity in events, a power of two */
-    uint64_t lanes_off;        /* lane_count ts_lane records */
-    uint64_t rings_off;        /* lane_count rings of lane_events events */
+    uint32_t lane_events;     /* each lane's first ring, in events, a power of two */
+    uint64_t lanes_off;       /* lane_count ts_lane records */
+    uint64_t rings_off;       /* lane_count rings of lane_events events */
+    uint32_t lane_max_events; /* the largest ring a lane may grow to (lane_events: none) */
+    uint32_t pad_grow;
+    uint64_t grow_off;         /* the grow region: the larger rings lanes grow into */
+    uint64_t grow_bytes;       /* its size; the rings in use there take at most half */
     uint32_t string_max;       /* ids available */
     uint32_t string_arena;     /* bytes available for names */
     uint64_t string_index_off; /* string_max uint32 arena offsets */
@@ -335,6 +339,7 @@ typedef struct ts_segment_header {
     int32_t local_rank;
     int32_t world_size;
     int32_t parent_pid; /* a forked child's session: the process it was forked from; else 0 */
+    _Atomic uint64_t grow_used; /* bytes of the grow region's rings in use (mirror) */
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -343,8 +348,14 @@ enum ts_lane_state {
     TS_LANE_RETIRED = 2, /* its thread ended; free once drained */
 };
 
-/* One single-producer ring's control block; three cache lines so producer and consumer never
- * share one. Indexes only grow; slot = index & (lane_events - 1). */
+/* One single-producer ring's control block; four cache lines so producer and consumer never
+ * share one. Indexes only grow; index j lies in the ring that holds it at slot j & (events - 1).
+ *
+ * A lane grows: the consumer offers a larger ring (next_off, next_events), its pages had; the
+ * producer takes it when its ring is full, at its head h, and goes on there: indexes from h on
+ * (ring_from) lie in the new ring, the ones before in the old one until the consumer has passed
+ * them. The producer rewrites the ring fields under ring_seq (odd while it writes), which
+ * readers go by as by a sequence lock. */
 typedef struct ts_lane {
     _Alignas(64) _Atomic uint64_t head; /* next index the producer writes (producer only) */
     char pad0[56];
@@ -355,9 +366,18 @@ typedef struct ts_lane {
     _Atomic uint64_t drops;      /* events dropped because the ring was full */
     _Atomic uint64_t generation; /* claims so far; observers notice reuse */
     char pad2[40];
+    _Atomic uint32_t ring_seq;    /* even: the fields below are whole */
+    _Atomic uint32_t ring_events; /* the ring indexes from ring_from on lie in */
+    _Atomic uint64_t ring_off;    /* its offset in the segment */
+    _Atomic uint64_t ring_from;
+    _Atomic uint64_t old_off;     /* the ring indexes below ring_from lie in */
+    _Atomic uint32_t old_events;  /* 0: none */
+    _Atomic uint32_t next_events; /* a ring offered by the consumer; 0: none, or taken */
+    _Atomic uint64_t next_off;
+    char pad3[16];
 } ts_lane;
 
-_Static_assert(sizeof(ts_lane) == 192, "ts_lane layout");
+_Static_assert(sizeof(ts_lane) == 256, "ts_lane layout");
 _Static_assert(sizeof(ts_segment_header) <= 4096, "header fits its page");
 
 typedef struct segment segment;
@@ -367,6 +387,8 @@ typedef struct segment segment;
 typedef struct segment_geometry {
     uint32_t lane_count;
     uint32_t lane_events;
+    uint32_t lane_max_events;
+    uint64_t grow_off, grow_bytes;
     uint32_t string_max;
     uint32_t string_arena;
     uint64_t lanes_off;
@@ -383,7 +405,9 @@ typedef struct segment_config {
     const char *clock;                    /* clock name for the header */
     uint64_t start_ns;                    /* collector clock at creation */
     uint32_t lane_count;                  /* 1 .. 4096 */
-    uint32_t lane_events;                 /* power of two, 64 .. 2^24 */
+    uint32_t lane_events;                 /* a lane's first ring: power of two, 64 .. 2^24 */
+    uint32_t lane_max_events;             /* the most it grows to: lane_events .. 2^24 */
+    uint64_t grow_budget;                 /* bytes the grown rings may take (0: none grow) */
     uint32_t string_max;                  /* 16 .. 2^24 */
     uint32_t string_arena;                /* bytes, 4096 .. 2^30 */
     const char *job;                      /* the job this process is a rank of; NULL or "": none */
@@ -435,6 +459,35 @@ ts_mailbox *segment_mailbox(const segment *s);
 /* The lane record and ring of lane i in the segment, or NULL when i is out of range. */
 ts_lane *segment_lane(const segment *s, uint32_t i);
 ts_event *segment_ring(const segment *s, uint32_t i);
+
+/* The ring of events at off, or NULL unless it lies whole among the first rings or in the grow
+ * region and its size is one a lane may have. */
+ts_event *segment_ring_at(const segment *s, uint64_t off, uint32_t events);
+
+/* Whether the ring at off is a grown one (in the grow region). */
+int segment_ring_grown(const segment *s, uint64_t off);
+
+/* The creator's consumer's, one thread: a ring of events from the grow region, within the
+ * budget (half the region), its pages not yet had; 0 and *off, or -1 (over the budget, no
+ * room, or shared memory found full). Freed, its pages go back. */
+int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off);
+void segment_grow_free(const segment *s, uint64_t off, uint32_t events);
+
+/* Has the pages of [off, off + len): 0, or -1 when shared memory is full (no ring is tried after
+ * that). */
+int segment_grow_populate(const segment *s, uint64_t off, uint64_t len);
+
+/* A lane's larger ring being made ready by the consumer (lane_grow). */
+typedef struct lane_grow_state {
+    uint64_t off; /* the ring; events 0: none */
+    uint32_t events;
+    int offered;        /* handed to the producer (next_*), not yet seen taken */
+    uint64_t populated; /* bytes of it had so far */
+    uint32_t freed_seq; /* the ring_seq whose old ring has been freed */
+} lane_grow_state;
+
+/* The creator's per-lane growth state; NULL for an attacher. */
+lane_grow_state *segment_grow_state(const segment *s, uint32_t i);
 
 /* The control block that lane i's producer and consumer go by: for the segment's creator a
  * private copy in its own memory, which no other process can write (segment_lane is then only
@@ -499,8 +552,34 @@ typedef struct lane_writer {
     ts_event *ring;
     uint64_t mask;
     uint64_t head;        /* our copy of lane->head */
-    uint64_t cached_tail; /* last tail seen; re-read only when the ring looks full */
+    uint64_t cached_tail; /* last tail seen, at least ring_from; re-read when the ring looks full */
+    uint64_t ring_from;   /* the first index in ring */
+    uint64_t ring_off;
+    const segment *seg;
 } lane_writer;
+
+/* A ring's fields as one reader saw them whole (the lane's sequence lock). */
+typedef struct lane_rings {
+    uint32_t seq;
+    ts_event *ring; /* indexes from `from` on; NULL when the fields name no ring */
+    uint32_t events;
+    uint64_t off, from;
+    ts_event *old; /* indexes below `from`; NULL when none */
+    uint32_t old_events;
+    uint64_t old_off;
+} lane_rings;
+
+/* Sets l's rings to its first one alone (a new segment, a reclaimed lane): no reader may be
+ * in the middle of them but through the sequence lock. */
+void lane_ring_reset(ts_lane *l, uint64_t off, uint32_t events);
+
+/* l's rings as whole fields, checked against s. 0, or -1 when they stay torn (a writer died
+ * mid-way or the record is damaged) or name no ring of s. */
+int lane_rings_read(const segment *s, const ts_lane *l, lane_rings *out);
+
+/* The producer's slow path, when its ring looks full: takes a larger ring the consumer offered,
+ * else re-reads the consumer's tail. 1 when there is room now. No lock, no system call. */
+int lane_make_room(lane_writer *w);
 
 /* Claims a free lane of s for thread tid. Returns 0, or -1 when every lane is taken. */
 int lane_claim(const segment *s, uint32_t tid, lane_writer *w);
@@ -513,13 +592,10 @@ void lane_retire(lane_writer *w);
 static inline int lane_push(lane_writer *w, const ts_event *ev)
 {
     uint64_t h = w->head;
-    if (h - w->cached_tail > w->mask) {
-        w->cached_tail = atomic_load_explicit(&w->lane->tail, memory_order_acquire);
-        if (h - w->cached_tail > w->mask) {
-            uint64_t d = atomic_fetch_add_explicit(&w->lane->drops, 1, memory_order_relaxed);
-            atomic_store_explicit(&w->mirror->drops, d + 1, memory_order_relaxed);
-            return 0;
-        }
+    if (h - w->cached_tail > w->mask && !lane_make_room(w)) {
+        uint64_t d = atomic_fetch_add_explicit(&w->lane->drops, 1, memory_order_relaxed);
+        atomic_store_explicit(&w->mirror->drops, d + 1, memory_order_relaxed);
+        return 0;
     }
     /* Orders the previous head store before this slot's stores, so an observer that copied a
      * half-written slot also sees the head that tells it so (lane_observe). The slot is written
@@ -545,12 +621,28 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
     return 1;
 }
 
-/* Consumer: the events published and not yet consumed, as at most two contiguous runs of the
- * ring. Returns the total; release them with lane_consume. head and tail come from shared memory
- * and are clamped so that a damaged lane yields at most one ring's worth. */
+/* Consumer: the events published and not yet consumed, as at most two contiguous runs of one
+ * ring (of the old ring first, while the consumer has not passed it: a later peek has the rest).
+ * Returns the total; release them with lane_consume. head and tail come from shared memory and
+ * are clamped so that a damaged lane yields at most one ring's worth. */
 size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, const ts_event **b,
                  size_t *nb);
+/* The same from index `from` on instead of the tail (a reader that does not consume). */
+size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, const ts_event **a, size_t *na,
+                    const ts_event **b, size_t *nb);
+/* Releases n events; an old ring the consumer has passed goes back to the grow region. */
 void lane_consume(const segment *s, uint32_t i, size_t n);
+
+/* The size of lane i's ring now (0 when its fields name no ring). */
+uint32_t lane_capacity(const segment *s, uint32_t i);
+
+/* Consumer, the segment's creator: makes a ring of `events` ready for lane i, had bytes at a time
+ * (a large ring's pages cost milliseconds: the drains go on between), then offers it; the
+ * producer takes it when its ring is full. Returns 1 when a ring was offered or is waiting to be
+ * taken, 0 while pages are being had, -1 when lane i cannot grow now (no budget, shared memory
+ * full, its old ring not yet passed, or events not larger than its ring). A call with events 0
+ * only goes on with a ring begun before. */
+int lane_grow(const segment *s, uint32_t i, uint32_t events, uint64_t bytes);
 
 /* Consumer: a retired lane that is fully drained becomes free. Returns 1 when it was freed. */
 int lane_reclaim(const segment *s, uint32_t i);
@@ -655,11 +747,11 @@ void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *
  * resynchronizes on the next valid chunk after damage, so a file cut short or with flipped bytes
  * still yields every whole chunk. */
 
-#define TS_RECORDING_MAJOR 2 /* recording_meta.major: incompatible changes (2: CRC-32C) */
-#define TS_RECORDING_MINOR 0 /* recording_meta.minor: compatible additions */
+#define TS_RECORDING_MAJOR  2 /* recording_meta.major: incompatible changes (2: CRC-32C) */
+#define TS_RECORDING_MINOR  0 /* recording_meta.minor: compatible additions */
 #define TS_RECORDING_OLDEST 1 /* the oldest major still read */
-#define TS_RECORDING_FILE  "events.tsr"
-#define TS_RECORDING_DIR   "recording"
+#define TS_RECORDING_FILE   "events.tsr"
+#define TS_RECORDING_DIR    "recording"
 /* Beside the recording while it is written: disk space kept so that a recording that a full disk
  * stopped can still be closed with a note of what was lost. Removed at the end. */
 #define TS_RECORDING_RESERVE "events.reserve"

@@ -79,18 +79,23 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
     uint64_t last_ns = atomic_load_explicit(&h->heartbeat_ns, memory_order_relaxed);
     uint32_t used = segment_lanes_used(seg);
     for (uint32_t i = 0; rc == 0 && i < used; i++) {
+        /* From the tail on, the old ring's part first when the lane had just grown. */
+        const ts_lane *l = segment_lane(seg, i);
+        uint64_t at = atomic_load_explicit(&l->tail, memory_order_relaxed);
         const ts_event *a, *b;
-        size_t na, nb;
-        if (!lane_peek(seg, i, &a, &na, &b, &nb))
-            continue;
-        for (size_t k = 0; k < na + nb; k++) {
-            const ts_event *e = k < na ? &a[k] : &b[k - na];
-            if (e->end_ns > last_ns && e->end_ns - last_ns < 3600000000000ull)
-                last_ns = e->end_ns; /* an hour past the heartbeat is damage, not a time */
+        size_t na, nb, n;
+        for (int part = 0; rc == 0 && part < 2 && (n = lane_peek_at(seg, i, at, &a, &na, &b, &nb));
+             part++) {
+            for (size_t k = 0; k < n; k++) {
+                const ts_event *e = k < na ? &a[k] : &b[k - na];
+                if (e->end_ns > last_ns && e->end_ns - last_ns < 3600000000000ull)
+                    last_ns = e->end_ns; /* an hour past the heartbeat is damage, not a time */
+            }
+            rc = recording_append_events(w, a, na, b, nb, cause);
+            if (rc == 0)
+                *events += n;
+            at += n;
         }
-        rc = recording_append_events(w, a, na, b, nb, cause);
-        if (rc == 0)
-            *events += na + nb;
     }
 
     /* The window's end and why it came so; when the recording had stopped early (a full disk),

@@ -29,6 +29,14 @@
 #define STRINGS_MAX     (1u << 24)
 #define ARENA_MIN       4096u
 #define ARENA_MAX       (1u << 30)
+#define GROW_BUDGET_MAX (64ull << 30) /* bytes of grown rings a segment may have */
+#define GROW_ORDERS     25            /* ring sizes 2^0 .. 2^24 events: free lists by order */
+
+/* A free list of grown rings of one size (offsets in the grow region). */
+typedef struct grow_list {
+    uint64_t *off;
+    size_t n, cap;
+} grow_list;
 
 struct segment {
     uint8_t *base;
@@ -46,6 +54,13 @@ struct segment {
     pthread_mutex_t ready_lock;
     int ready_lock_made;
     int full;
+    /* The creator's consumer's: the grow region's rings (segment_grow_*), and per lane a
+     * larger ring being made ready, not yet offered or taken (lane_grow). */
+    int grow_full;      /* shared memory refused a grown ring: no more are tried */
+    uint64_t grow_next; /* the region's bytes handed out so far */
+    uint64_t grow_used; /* bytes of rings in use */
+    grow_list grow_free[GROW_ORDERS];
+    lane_grow_state *grow;
     ts_mailbox *mailbox; /* the control object's mapping (writable); NULL when read-only */
 };
 
@@ -133,6 +148,9 @@ static void geometry_from(segment *s, const ts_segment_header *h)
 {
     s->g = (segment_geometry){.lane_count = h->lane_count,
                               .lane_events = h->lane_events,
+                              .lane_max_events = h->lane_max_events,
+                              .grow_off = h->grow_off,
+                              .grow_bytes = h->grow_bytes,
                               .string_max = h->string_max,
                               .string_arena = h->string_arena,
                               .lanes_off = h->lanes_off,
@@ -154,15 +172,24 @@ static int is_pow2(uint64_t v)
 
 /* Region sizes for a configuration, the same computation for create and validate. */
 typedef struct layout {
-    uint64_t lanes_off, rings_off, string_index_off, string_arena_off, mailbox_off, size;
+    uint64_t lanes_off, rings_off, grow_off, string_index_off, string_arena_off, mailbox_off, size;
 } layout;
 
-static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t strings, uint64_t arena)
+/* The grow region for a budget: twice it, so that rings freed in one size never keep another
+ * size from its budget (the region is sparse: only rings in use have pages). */
+static uint64_t grow_bytes_of(uint64_t budget)
+{
+    return budget ? round_up(2 * budget, PAGE) : 0;
+}
+
+static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_bytes, uint64_t strings,
+                        uint64_t arena)
 {
     layout l;
     l.lanes_off = PAGE;
     l.rings_off = round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
-    l.string_index_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
+    l.grow_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
+    l.string_index_off = l.grow_off + grow_bytes;
     l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
     l.mailbox_off = 0; /* the mailbox is in the control object (ctl_create) */
     l.size = round_up(l.string_arena_off + arena, PAGE);
@@ -267,6 +294,14 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         cfg->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "lane size %u is not a power of two in %u..%u", cfg->lane_events,
                          LANE_EVENTS_MIN, LANE_EVENTS_MAX);
+    uint32_t max_events = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
+    if (!is_pow2(max_events) || max_events < cfg->lane_events || max_events > LANE_EVENTS_MAX)
+        return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max_events,
+                         cfg->lane_events, LANE_EVENTS_MAX);
+    if (cfg->grow_budget > GROW_BUDGET_MAX)
+        return cause_set(cause, "lane growth budget %llu bytes over %llu",
+                         (unsigned long long)cfg->grow_budget, GROW_BUDGET_MAX);
+    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
     if (cfg->string_max < STRINGS_MIN || cfg->string_max > STRINGS_MAX)
         return cause_set(cause, "string table size %u outside %u..%u", cfg->string_max, STRINGS_MIN,
                          STRINGS_MAX);
@@ -275,7 +310,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
                          ARENA_MIN, ARENA_MAX);
 
     pid_t pid = cfg->pid ? cfg->pid : getpid();
-    layout l = layout_of(cfg->lane_count, cfg->lane_events, cfg->string_max, cfg->string_arena);
+    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
+                         cfg->string_arena);
     segment *s = calloc(1, sizeof *s);
     if (!s)
         return cause_set(cause, "out of memory");
@@ -327,7 +363,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     s->writable = 1;
     s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
     s->ready = calloc(cfg->lane_count, 1);
-    if (!s->ctl || !s->ready) {
+    s->grow = calloc(cfg->lane_count, sizeof *s->grow);
+    if (!s->ctl || !s->ready || !s->grow) {
         segment_close(s, 1);
         return cause_set(cause, "out of memory");
     }
@@ -364,12 +401,21 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->lane_events = cfg->lane_events;
     h->lanes_off = l.lanes_off;
     h->rings_off = l.rings_off;
+    h->lane_max_events = max_events;
+    h->grow_off = l.grow_off;
+    h->grow_bytes = grow_bytes;
     h->string_max = cfg->string_max;
     h->string_arena = cfg->string_arena;
     h->string_index_off = l.string_index_off;
     h->string_arena_off = l.string_arena_off;
     h->mailbox_off = l.mailbox_off;
     geometry_from(s, h);
+    /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
+    for (uint32_t i = 0; i < cfg->lane_count; i++) {
+        uint64_t off = l.rings_off + (uint64_t)i * cfg->lane_events * sizeof(ts_event);
+        lane_ring_reset(&s->ctl[i], off, cfg->lane_events);
+        lane_ring_reset(segment_lane(s, i), off, cfg->lane_events);
+    }
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     h->magic = TS_SEGMENT_MAGIC;
@@ -424,10 +470,16 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         h->string_arena > ARENA_MAX)
         return cause_set(cause, "bad string table geometry (%u ids, %u bytes)", h->string_max,
                          h->string_arena);
+    if (!is_pow2(h->lane_max_events) || h->lane_max_events < h->lane_events ||
+        h->lane_max_events > LANE_EVENTS_MAX || h->grow_bytes > 2 * GROW_BUDGET_MAX ||
+        h->grow_bytes % PAGE)
+        return cause_set(cause, "bad lane growth geometry (up to %u events, %llu bytes)",
+                         h->lane_max_events, (unsigned long long)h->grow_bytes);
     /* The geometry is bounded above, so this cannot overflow; the offsets must be exactly the
      * ones it implies, which also proves every region lies inside the segment. */
-    layout l = layout_of(h->lane_count, h->lane_events, h->string_max, h->string_arena);
-    if (h->lanes_off != l.lanes_off || h->rings_off != l.rings_off ||
+    layout l =
+        layout_of(h->lane_count, h->lane_events, h->grow_bytes, h->string_max, h->string_arena);
+    if (h->lanes_off != l.lanes_off || h->rings_off != l.rings_off || h->grow_off != l.grow_off ||
         h->string_index_off != l.string_index_off || h->string_arena_off != l.string_arena_off ||
         h->mailbox_off != l.mailbox_off || l.size != size)
         return cause_set(cause, "region offsets do not match the geometry");
@@ -565,6 +617,9 @@ void segment_close(segment *s, int remove)
     if (s->mailbox)
         munmap(s->mailbox, CTL_SIZE);
     free(s->ctl);
+    free(s->grow);
+    for (int k = 0; k < GROW_ORDERS; k++)
+        free(s->grow_free[k].off);
     if (s->ready_lock_made)
         pthread_mutex_destroy(&s->ready_lock);
     free((void *)s->ready);
@@ -580,7 +635,8 @@ void segment_unlink(const segment *s)
     /* The rings hold most of the pages; give them back now. A late writer still finds mapped
      * memory (a fresh zero page), never a fault. */
     if (s->writable) {
-        uint64_t len = (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event);
+        uint64_t len =
+            (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event) + s->g.grow_bytes;
         if (segment_at(s, s->g.rings_off, len))
             madvise(s->base + s->g.rings_off, len, MADV_REMOVE);
     }
@@ -659,6 +715,94 @@ int segment_lane_ready(const segment *s, uint32_t i)
     }
     pthread_mutex_unlock(&m->ready_lock);
     return rc;
+}
+
+ts_event *segment_ring_at(const segment *s, uint64_t off, uint32_t events)
+{
+    /* A ring lies whole in the first rings or in the grow region, whatever a mirror says. */
+    if (!is_pow2(events) || events < LANE_EVENTS_MIN || events > s->g.lane_max_events ||
+        off % sizeof(ts_event))
+        return NULL;
+    uint64_t len = (uint64_t)events * sizeof(ts_event);
+    uint64_t first = (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event);
+    int in_first = off >= s->g.rings_off && off - s->g.rings_off <= first &&
+                   len <= first - (off - s->g.rings_off);
+    int in_grow = off >= s->g.grow_off && off - s->g.grow_off <= s->g.grow_bytes &&
+                  len <= s->g.grow_bytes - (off - s->g.grow_off);
+    return in_first || in_grow ? segment_at(s, off, len) : NULL;
+}
+
+int segment_ring_grown(const segment *s, uint64_t off)
+{
+    return s->g.grow_bytes && off >= s->g.grow_off && off - s->g.grow_off < s->g.grow_bytes;
+}
+
+static int order_of(uint32_t events)
+{
+    return __builtin_ctz(events);
+}
+
+int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off)
+{
+    segment *m = (segment *)s;
+    uint64_t len = (uint64_t)events * sizeof(ts_event);
+    uint64_t budget = s->g.grow_bytes / 2;
+    if (!s->ctl || !is_pow2(events) || events > s->g.lane_max_events || m->grow_full ||
+        m->grow_used + len > budget)
+        return -1;
+    grow_list *fl = &m->grow_free[order_of(events)];
+    if (fl->n) {
+        *off = fl->off[--fl->n];
+    } else {
+        /* Aligned to its size, up to a page: a ring never straddles what another was. */
+        uint64_t at = round_up(m->grow_next, len < PAGE ? len : PAGE);
+        if (at + len > s->g.grow_bytes)
+            return -1;
+        *off = s->g.grow_off + at;
+        m->grow_next = at + len;
+    }
+    m->grow_used += len;
+    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
+    return 0;
+}
+
+void segment_grow_free(const segment *s, uint64_t off, uint32_t events)
+{
+    segment *m = (segment *)s;
+    uint64_t len = (uint64_t)events * sizeof(ts_event);
+    if (!s->ctl || !segment_ring_grown(s, off))
+        return;
+    /* Its pages go back: the budget is memory, not address space. */
+    madvise(m->base + off, len, MADV_REMOVE);
+    m->grow_used -= len < m->grow_used ? len : m->grow_used;
+    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
+    grow_list *fl = &m->grow_free[order_of(events)];
+    if (fl->n == fl->cap) {
+        size_t cap = fl->cap ? 2 * fl->cap : 8;
+        uint64_t *o = realloc(fl->off, cap * sizeof *o);
+        if (!o)
+            return; /* the space is lost to reuse; the budget was given back */
+        fl->off = o;
+        fl->cap = cap;
+    }
+    fl->off[fl->n++] = off;
+}
+
+int segment_grow_populate(const segment *s, uint64_t off, uint64_t len)
+{
+    segment *m = (segment *)s;
+    if (m->grow_full || !segment_at(s, off, len))
+        return -1;
+    if (populate(m->base + off, len) != 0) {
+        m->grow_full = 1; /* shared memory is full: no more growing */
+        return -1;
+    }
+    return 0;
+}
+
+lane_grow_state *segment_grow_state(const segment *s, uint32_t i)
+{
+    return s->grow && i < s->g.lane_count ? &s->grow[i] : NULL;
 }
 
 ts_lane *segment_lane_ctl(const segment *s, uint32_t i)

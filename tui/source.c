@@ -22,7 +22,6 @@ struct source {
     segment *cmd; /* writable: the mailbox; NULL until the first command */
     pid_t pid;
     uint32_t lanes;   /* lane_count of the header */
-    uint64_t cap;     /* lane_events */
     uint64_t *cursor; /* per lane, the next index to read */
     ts_event *buf;
     analysis *an;
@@ -58,11 +57,12 @@ static uint64_t lane_head(const source *s, uint32_t i)
 }
 
 /* The oldest index of lane i that a copy can still get whole: the slot of head - cap is the one
- * the writer fills next. */
+ * the writer fills next (cap: the ring it writes now; lanes grow). */
 static uint64_t oldest_intact(const source *s, uint32_t i)
 {
     uint64_t head = lane_head(s, i);
-    return head >= s->cap ? head - s->cap + 1 : 0;
+    uint64_t cap = lane_capacity(s->seg, i);
+    return head >= cap ? head - cap + 1 : 0;
 }
 
 static uint32_t lanes_used(const source *s)
@@ -112,7 +112,6 @@ int source_open(pid_t pid, source **out, char **cause)
     }
     ts_segment_header *h = segment_header(s->seg);
     s->lanes = h->lane_count;
-    s->cap = h->lane_events;
     s->cursor = calloc(s->lanes ? s->lanes : 1, sizeof *s->cursor);
     s->buf = malloc(OBSERVE_BATCH * sizeof *s->buf);
     analysis_config cfg;
@@ -153,7 +152,7 @@ size_t source_poll(source *s, uint64_t now_ns)
     for (uint32_t i = 0; i < used; i++) {
         /* At most one ring per lane and poll: a lane that laps us is read from its oldest
          * intact event on, never chased. */
-        for (uint64_t budget = s->cap; budget > 0;) {
+        for (uint64_t budget = lane_capacity(s->seg, i); budget > 0;) {
             size_t max = budget < OBSERVE_BATCH ? (size_t)budget : OBSERVE_BATCH;
             size_t n = lane_observe(s->seg, i, &s->cursor[i], s->buf, max, &s->st.missed);
             if (!n)

@@ -49,10 +49,13 @@ TERMSIGHT_API const char *termsight_strerror(int code);
 TERMSIGHT_API const char *termsight_last_error(void);
 
 typedef struct termsight_options {
-    uint32_t struct_size;        /* sizeof(termsight_options), set by termsight_options_init */
-    const char *output_path;     /* parent of run folders; default "./termsight-data" */
-    int start_collecting;        /* 1 (default): collect from creation; 0: wait for start */
-    uint32_t lane_events;        /* events per thread ring, a power of two; default 16384 */
+    uint32_t struct_size;    /* sizeof(termsight_options), set by termsight_options_init */
+    const char *output_path; /* parent of run folders; default "./termsight-data" */
+    int start_collecting;    /* 1 (default): collect from creation; 0: wait for start */
+    /* The most events a thread's ring holds, a power of two from 64 to 16777216; default
+     * 16777216. A ring starts at 65536 (or this, when smaller) and grows, fourfold at a time,
+     * while its thread outruns the recorder, within lane_budget_mb. */
+    uint32_t lane_events;
     uint32_t max_threads;        /* threads that can emit at once; default 64 */
     uint32_t sample_interval_ms; /* CPU and memory sampling interval; default 100 */
     uint32_t timeline_limit_mb;  /* timeline size limit for analysis; default 500 */
@@ -66,10 +69,14 @@ typedef struct termsight_options {
     int32_t rank;       /* this process's rank in the job; -1: from the environment */
     int32_t local_rank; /* its rank on this machine; -1: from the environment */
     int32_t world_size; /* the job's ranks; -1: from the environment */
+    /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 1024. 0:
+     * rings never grow. */
+    uint32_t lane_budget_mb;
 } termsight_options;
 
 /* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see
- * README: TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_MAX_THREADS,
+ * README: TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_LANE_BUDGET_MB,
+ * TERMSIGHT_MAX_THREADS,
  * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB) and the seeds' PROFILING_FP_START /
  * PROFILING_BP_END. */
 TERMSIGHT_API void termsight_options_init(termsight_options *opts);

@@ -52,6 +52,7 @@ class Options(ctypes.Structure):
         ("rank", ctypes.c_int32),
         ("local_rank", ctypes.c_int32),
         ("world_size", ctypes.c_int32),
+        ("lane_budget_mb", ctypes.c_uint32),
     ]
 
 

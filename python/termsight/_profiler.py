@@ -60,6 +60,7 @@ _DEFAULTS = {
     "sync_enable": True,
     "sample_ms": None,
     "lane_events": None,
+    "lane_budget_mb": None,
     "max_threads": None,
     "fp_start_op": None,
     "bp_end_op": None,
@@ -426,7 +427,8 @@ class Profiler:
                           host's time and memory are always recorded.
     sync_enable=True      GPU-only in the seeds; accepted, no effect (CUPTI gives device times).
     sample_ms=None        CPU and memory sampling interval (options.sample_interval_ms).
-    lane_events=None      events per thread ring, a power of two (options.lane_events).
+    lane_events=None      the most events a thread's ring grows to (options.lane_events).
+    lane_budget_mb=None   MiB the grown rings may take; 0: rings never grow.
     max_threads, fp_start_op, bp_end_op, process_name: the options of the same name.
     job, rank, local_rank, world_size  the training job this process is a rank of; None: from
                           the launcher's environment (torchrun, Slurm, Open MPI, TERMSIGHT_JOB).
@@ -479,7 +481,7 @@ class Profiler:
         if "timeline_limit" in kwargs:
             opts.timeline_limit_mb = _uint(a["timeline_limit"], "timeline_limit", 1, 2**32 - 1)
         for key, field in (("sample_ms", "sample_interval_ms"), ("lane_events", "lane_events"),
-                           ("max_threads", "max_threads")):
+                           ("max_threads", "max_threads"), ("lane_budget_mb", "lane_budget_mb")):
             if a[key] is not None:
                 setattr(opts, field, _uint(a[key], key, 0, 2**32 - 1))
         for key, low in (("rank", 0), ("local_rank", 0), ("world_size", 1)):

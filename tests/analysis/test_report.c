@@ -790,7 +790,7 @@ START_TEST(test_summary)
     cJSON *j = json_read(dir, "summary.json");
     ck_assert_str_eq(jstr(j, "termsight.version"), TERMSIGHT_VERSION);
     ck_assert_int_eq((int)jnum(j, "termsight.report_format"), REPORT_FORMAT);
-    ck_assert_str_eq(jstr(j, "recording.format"), "1.0");
+    ck_assert_str_eq(jstr(j, "recording.format"), "2.0");
     ck_assert_str_eq(jstr(j, "recording.process"), "golden"); /* golden_write_recording's meta */
     ck_assert_int_eq((int)jnum(j, "recording.pid"), 4242);
     ck_assert_str_eq(jstr(j, "recording.clock"), "tsc");

@@ -80,6 +80,18 @@ static segment *lane_segment(int pid_offset, uint32_t lanes, uint32_t cap)
     return mt_create(&cfg);
 }
 
+/* The same with lanes that grow from cap up to max events, within budget bytes. */
+static segment *grow_segment(int pid_offset, uint32_t lanes, uint32_t cap, uint32_t max,
+                             uint64_t budget)
+{
+    segment_config cfg = mt_config(mt_pid(pid_offset));
+    cfg.lane_count = lanes;
+    cfg.lane_events = cap;
+    cfg.lane_max_events = max;
+    cfg.grow_budget = budget;
+    return mt_create(&cfg);
+}
+
 static lane_writer claim(const segment *s, uint32_t tid)
 {
     lane_writer w;
@@ -413,6 +425,8 @@ typedef struct consumer {
     _Atomic unsigned *done;
     unsigned producers;
     lane_tally *tally; /* one per lane */
+    int grow;          /* lanes found a quarter full get a ring four times larger */
+    uint64_t grown;    /* rings offered */
 } consumer;
 
 /* Drains every lane once; returns the number of events taken, or -1 after a failure. */
@@ -444,6 +458,13 @@ static int64_t drain_pass(consumer *c)
             t->sum += e->v0;
         }
         lane_consume(c->s, i, n);
+        if (c->grow) {
+            uint32_t cap = lane_capacity(c->s, i);
+            uint32_t max = segment_header(c->s)->lane_max_events;
+            int want = n > cap / 4 && cap < max;
+            if (lane_grow(c->s, i, want ? cap * 4 : 0, 1u << 20) == 1 && want)
+                c->grown++;
+        }
         if (lane_reclaim(c->s, i))
             t->reclaimed++;
         total += (int64_t)n;
@@ -467,11 +488,14 @@ static void *consumer_run(void *arg)
     return NULL;
 }
 
+/* _i 0: rings of 128 events; 1: rings that start at 64 and grow up to 4096 while the consumer
+ * finds them a quarter full. */
 START_TEST(test_many_producers_one_consumer)
 {
     unsigned np = mt_scale(8, 4);
     uint64_t emit = mt_scale(200000, 20000);
-    segment *s = lane_segment(4, np, 128);
+    segment *s = _i ? grow_segment(4, np, 64, 4096, (uint64_t)np * 4096 * sizeof(ts_event))
+                    : lane_segment(4, np, 128);
     threads_reset();
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, np + 1);
@@ -482,7 +506,8 @@ START_TEST(test_many_producers_one_consumer)
     ck_assert(p && pt && tally);
     for (unsigned i = 0; i < np; i++)
         tally[i].tag = -1;
-    consumer c = {.s = s, .start = &start, .done = &done, .producers = np, .tally = tally};
+    consumer c = {
+        .s = s, .start = &start, .done = &done, .producers = np, .tally = tally, .grow = _i};
     pthread_t ct;
     ck_assert_int_eq(pthread_create(&ct, NULL, consumer_run, &c), 0);
     for (unsigned i = 0; i < np; i++) {
@@ -517,8 +542,10 @@ START_TEST(test_many_producers_one_consumer)
         dropped += drops;
     }
     ck_assert_uint_eq(recorded + dropped, (uint64_t)np * emit);
-    fprintf(stderr, "producers: %llu recorded, %llu dropped\n", (unsigned long long)recorded,
-            (unsigned long long)dropped);
+    fprintf(stderr, "producers: %llu recorded, %llu dropped, %llu rings grown\n",
+            (unsigned long long)recorded, (unsigned long long)dropped, (unsigned long long)c.grown);
+    /* Every lane was reclaimed: every grown ring went back. */
+    ck_assert_uint_eq(atomic_load(&segment_header(s)->grow_used), 0);
     ck_assert_uint_eq(atomic_load(&segment_header(s)->lanes_used), np);
     pthread_barrier_destroy(&start);
     free(p);
@@ -761,6 +788,109 @@ START_TEST(test_observer_concurrent)
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
+/* Growing                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Pushes n events whose sequence is their index; all must fit. */
+static void push_n(lane_writer *w, uint64_t n)
+{
+    for (uint64_t k = 0; k < n; k++) {
+        ts_event e = ev_make(w->head, 3);
+        ck_assert_int_eq(lane_push(w, &e), 1);
+    }
+}
+
+/* One peek of lane li, checked from *next on and consumed; returns its count. */
+static size_t drain_one(const segment *s, uint32_t li, uint64_t *next)
+{
+    const ts_event *a, *b;
+    size_t na, nb;
+    size_t n = lane_peek(s, li, &a, &na, &b, &nb);
+    for (size_t k = 0; k < n; k++) {
+        const ts_event *e = k < na ? &a[k] : &b[k - na];
+        ck_assert_uint_eq(e->v0, *next);
+        ck_assert(ev_ok(e, 3));
+        (*next)++;
+    }
+    lane_consume(s, li, n);
+    return n;
+}
+
+static uint64_t grow_used(const segment *s)
+{
+    return atomic_load(&segment_header(s)->grow_used);
+}
+
+/* A full lane takes the larger ring the consumer offered, at its head. The consumer reads the
+ * old ring up to there, then the new one, in order; the old grown ring goes back once passed,
+ * and no other ring is offered before; the budget holds; an observer reads the new ring; a
+ * reclaimed lane starts again in its first ring. */
+START_TEST(test_grow_switch)
+{
+    const uint64_t ev = sizeof(ts_event);
+    segment *s = grow_segment(9, 2, 64, 1024, (256 + 1024) * ev);
+    lane_writer w = claim(s, 5);
+    uint32_t li = lane_index(s, w.lane);
+    uint64_t next = 0;
+    push_n(&w, 64);
+    ts_event e = ev_make(w.head, 3);
+    ck_assert_int_eq(lane_push(&w, &e), 0); /* full, nothing offered: dropped */
+    ck_assert_uint_eq(atomic_load(&w.lane->drops), 1);
+
+    /* 16 KiB had 4 KiB per call, then offered; the producer has not taken it yet. */
+    ck_assert_int_eq(lane_grow(s, li, 256, 4096), 0);
+    ck_assert_int_eq(lane_grow(s, li, 0, 4096), 0);
+    ck_assert_int_eq(lane_grow(s, li, 0, 4096), 0);
+    ck_assert_int_eq(lane_grow(s, li, 0, 4096), 1);
+    ck_assert_int_eq(lane_grow(s, li, 0, 4096), 1);
+    ck_assert_uint_eq(grow_used(s), 256 * ev);
+    ck_assert_uint_eq(lane_capacity(s, li), 64);
+    push_n(&w, 200); /* the first push takes it: no drop */
+    ck_assert_uint_eq(atomic_load(&w.lane->drops), 1);
+    ck_assert_uint_eq(lane_capacity(s, li), 256);
+    ck_assert_uint_eq(atomic_load(&segment_lane(s, li)->ring_events), 256); /* the mirror */
+    /* The old ring is not passed yet: no other ring. */
+    ck_assert_int_eq(lane_grow(s, li, 1024, 1u << 20), -1);
+    ck_assert_uint_eq(drain_one(s, li, &next), 64);
+    ck_assert_uint_eq(drain_one(s, li, &next), 200);
+    ck_assert_uint_eq(drain_one(s, li, &next), 0);
+    ck_assert_uint_eq(grow_used(s), 256 * ev); /* the first ring is no grown one */
+
+    /* Again, to 1024, taken when the ring looks full to the producer: it last read the tail at
+     * index 64, so at index 320 (the consumer is at 264). One more would be over the budget. */
+    ck_assert_int_eq(lane_grow(s, li, 1024, 1u << 20), 1);
+    ck_assert_uint_eq(grow_used(s), (256 + 1024) * ev);
+    push_n(&w, 56 + 500);
+    ck_assert_uint_eq(lane_capacity(s, li), 1024);
+    ck_assert_uint_eq(atomic_load(&w.lane->ring_from), 320);
+    ck_assert_uint_eq(drain_one(s, li, &next), 56);
+    ck_assert_uint_eq(grow_used(s), 1024 * ev); /* the 256-event ring went back */
+    ck_assert_uint_eq(drain_one(s, li, &next), 500);
+    ck_assert_int_eq(lane_grow(s, li, 4096, 1u << 20), -1); /* over the largest lane */
+
+    /* An observer in another process reads the ring the lane writes now. */
+    segment *ro = mt_attach(segment_header(s)->pid, 0);
+    ts_event out[1024];
+    uint64_t cursor = 0, missed = 0;
+    ck_assert_uint_eq(lane_observe(ro, li, &cursor, out, 1024, &missed), 500);
+    observed_are(out, 500, 320);
+    ck_assert_uint_eq(missed, 320);
+    segment_close(ro, 0);
+
+    lane_retire(&w);
+    ck_assert_int_eq(lane_reclaim(s, li), 1);
+    ck_assert_uint_eq(grow_used(s), 0);
+    ck_assert_uint_eq(lane_capacity(s, li), 64);
+    w = claim(s, 6);
+    ck_assert_uint_eq(lane_index(s, w.lane), li);
+    push_n(&w, 64);
+    e = ev_make(w.head, 3);
+    ck_assert_int_eq(lane_push(&w, &e), 0);
+    segment_close(s, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
 /* Damaged lanes                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -852,6 +982,7 @@ static Suite *lane_suite(void)
     tcase_add_loop_test(tc, test_order_and_wraparound, 0, sizeof ring_sizes / sizeof ring_sizes[0]);
     tcase_add_test(tc, test_full_ring_drops_and_keeps);
     tcase_add_test(tc, test_claim_retire_reclaim);
+    tcase_add_test(tc, test_grow_switch);
     tcase_add_test(tc, test_observer_lapped);
     tcase_add_loop_test(tc, test_damaged_lane, 0, sizeof damaged_lanes / sizeof damaged_lanes[0]);
     suite_add_tcase(s, tc);
@@ -859,7 +990,7 @@ static Suite *lane_suite(void)
     tc = tcase_create("threads");
     tcase_add_unchecked_fixture(tc, NULL, mt_unlink_band);
     tcase_add_test(tc, test_claim_race);
-    tcase_add_test(tc, test_many_producers_one_consumer);
+    tcase_add_loop_test(tc, test_many_producers_one_consumer, 0, 2);
     tcase_add_test(tc, test_observer_concurrent);
     suite_add_tcase(s, tc);
     return s;
