@@ -37,6 +37,10 @@ struct analysis {
     uint32_t *thread_names;
     uint32_t thread_cap;
 
+    index_map loss_map; /* (window, tid, reason) -> row of losses */
+    analysis_loss *losses;
+    uint32_t nloss, loss_cap;
+
     struct {
         uint32_t key, value;
     } config[MAX_CONFIG];
@@ -200,6 +204,8 @@ void analysis_destroy(analysis *a)
             modules[m]->destroy(a->state[m]);
     index_map_free(&a->local_map);
     index_map_free(&a->threads);
+    index_map_free(&a->loss_map);
+    free(a->losses);
     free(a->local);
     free(a->local_bytes);
     free(a->thread_names);
@@ -285,6 +291,49 @@ static int host_thread_kind(uint32_t kind)
            kind == TS_KIND_THREAD_NAME || kind == TS_KIND_STEP_BEGIN || kind == TS_KIND_MARK;
 }
 
+/* A LOST notice into its row: the window under way, its thread and reason. Past
+ * ANALYSIS_LOSS_ROWS rows, new ones add to one more row of tid 0. */
+static void note_loss(analysis *a, const ts_event *e)
+{
+    enum { REASONS = sizeof a->totals.lost_by_reason / sizeof a->totals.lost_by_reason[0] };
+    uint32_t reason = e->aux < REASONS ? e->aux : 0;
+    uint64_t key = (uint64_t)a->totals.windows << 35 | (uint64_t)e->tid << 3 | reason;
+    uint32_t i = index_map_find(&a->loss_map, key);
+    if (i == UINT32_MAX && a->nloss > ANALYSIS_LOSS_ROWS) {
+        i = ANALYSIS_LOSS_ROWS; /* the row of the rest, made already */
+    } else if (i == UINT32_MAX) {
+        if (a->nloss == a->loss_cap) {
+            uint32_t cap = a->loss_cap ? a->loss_cap * 2 : 16;
+            if (cap > ANALYSIS_LOSS_ROWS + 1)
+                cap = ANALYSIS_LOSS_ROWS + 1;
+            analysis_loss *l = realloc(a->losses, cap * sizeof *l);
+            if (!l)
+                return; /* counted in the totals all the same */
+            a->losses = l;
+            a->loss_cap = cap;
+        }
+        int inserted = 0;
+        i = a->nloss < ANALYSIS_LOSS_ROWS ? index_map_get(&a->loss_map, key, a->nloss, &inserted)
+                                          : ANALYSIS_LOSS_ROWS;
+        if (i == UINT32_MAX)
+            return;
+        int rest = i == ANALYSIS_LOSS_ROWS;
+        a->losses[i] = (analysis_loss){.window = a->totals.windows,
+                                       .tid = rest ? 0 : e->tid,
+                                       .reason = reason,
+                                       .first_ns = e->begin_ns,
+                                       .rate = rest ? 0 : e->v1};
+        a->nloss++;
+    }
+    a->losses[i].lost += e->v0;
+}
+
+size_t analysis_losses(const analysis *a, const analysis_loss **rows)
+{
+    *rows = a->losses;
+    return a->nloss;
+}
+
 void analysis_feed(analysis *a, const ts_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -303,6 +352,7 @@ void analysis_feed(analysis *a, const ts_event *ev, size_t n)
             a->totals.lost += e->v0;
             if (e->aux < sizeof a->totals.lost_by_reason / sizeof a->totals.lost_by_reason[0])
                 a->totals.lost_by_reason[e->aux] += e->v0;
+            note_loss(a, e);
             break;
         case TS_KIND_THREAD_NAME:
             note_thread(a, e->tid, e->name);

@@ -155,6 +155,22 @@ typedef struct analysis_totals {
 
 const analysis_totals *analysis_totals_of(const analysis *a);
 
+/* Losses as LTTng-UST reports discarded events: per window and thread (and reason), with when
+ * they began and the events per second the thread offered then. */
+typedef struct analysis_loss {
+    uint32_t window; /* 1, 2, ... as the recording's windows began; 0 before the first */
+    uint32_t tid;    /* 0: not one thread's (no lane was free; or rows past ANALYSIS_LOSS_ROWS) */
+    uint32_t reason; /* enum ts_lost_reason */
+    uint64_t lost;
+    uint64_t first_ns; /* the first notice's time */
+    uint64_t rate;     /* events/s the thread offered when they began; 0: not known */
+} analysis_loss;
+
+#define ANALYSIS_LOSS_ROWS 1024 /* rows kept; later ones add to a row of tid 0 */
+
+/* The rows, in the order they began. */
+size_t analysis_losses(const analysis *a, const analysis_loss **rows);
+
 /* The name a thread gave itself, 0 when none. */
 uint32_t analysis_thread_name(const analysis *a, uint32_t tid);
 

@@ -34,6 +34,48 @@ const char *report_lost_reason_name(uint32_t r)
     return r < 5 ? n[r] : "unknown";
 }
 
+static int by_lost(const void *x, const void *y)
+{
+    const analysis_loss *a = x, *b = y;
+    return a->lost < b->lost ? 1 : a->lost > b->lost ? -1 : 0;
+}
+
+analysis_loss *report_losses_by_size(const analysis *a, size_t *n)
+{
+    const analysis_loss *rows;
+    *n = analysis_losses(a, &rows);
+    analysis_loss *c = *n ? malloc(*n * sizeof *c) : NULL;
+    if (!c) {
+        *n = 0;
+        return NULL;
+    }
+    memcpy(c, rows, *n * sizeof *c);
+    qsort(c, *n, sizeof *c, by_lost);
+    return c;
+}
+
+void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap)
+{
+    static const char *const why[] = {"for a reason not known", "its lane was full",
+                                      "no lane was free", "the recording could not be written",
+                                      "device records were lost"};
+    char who[160] = "no one thread";
+    if (l->tid) {
+        scratch sc = {0};
+        uint32_t name = analysis_thread_name(r->a, l->tid);
+        const char *text = name ? report_clean_id(&sc, r->a, name, 0) : "";
+        snprintf(who, sizeof who, text && *text ? "thread %u (%.100s)" : "thread %u", l->tid,
+                 text ? text : "");
+        free(sc.p);
+    }
+    char rate[64] = "";
+    if (l->rate)
+        snprintf(rate, sizeof rate, ", when it offered %.3g M events/s", (double)l->rate / 1e6);
+    snprintf(buf, cap, "window %u, %s: %llu events lost (%s), from %.3f s%s", l->window, who,
+             (unsigned long long)l->lost, why[l->reason < 5 ? l->reason : 0],
+             (double)report_rebase(r, l->first_ns) / 1e9, rate);
+}
+
 void report_options_init(report_options *o)
 {
     memset(o, 0, sizeof *o);

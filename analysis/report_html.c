@@ -219,6 +219,23 @@ static void write_header(FILE *f, report *r, const step_summary *ss)
             "<a href=\"op_statistics.csv\">op_statistics.csv</a> &middot; "
             "<a href=\"step_trace.csv\">step_trace.csv</a></p>\n",
             tl);
+    /* What was lost, per window and thread, the largest first (as in report.txt). */
+    size_t nl;
+    analysis_loss *rows = report_losses_by_size(r->a, &nl);
+    if (nl) {
+        fputs("<ul class=\"advice\">\n", f);
+        char line[512];
+        for (size_t i = 0; i < nl && i < 10; i++) {
+            report_loss_text(r, &rows[i], line, sizeof line);
+            fputs("<li>", f);
+            put_text(f, line);
+            fputs("</li>\n", f);
+        }
+        if (nl > 10)
+            fprintf(f, "<li>and %zu more (summary.json lists them all)</li>\n", nl - 10);
+        fputs("</ul>\n", f);
+    }
+    free(rows);
 }
 
 /* Stacked bars, one per bin: interval, forward+backward, tail (the seeds' step trace). */

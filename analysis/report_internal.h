@@ -61,6 +61,11 @@ const char *report_clean_id(scratch *sc, const analysis *a, uint32_t id, int kee
 /* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
 char *report_clean_dup(const char *text);
 const char *report_lost_reason_name(uint32_t reason);
+/* The analysis's loss rows, most lost first: malloc'd (NULL when none), *n of them. */
+analysis_loss *report_losses_by_size(const analysis *a, size_t *n);
+/* One loss row as a sentence ("window 1, thread 812 (worker): 1234 events lost ..."), its
+ * names cleaned, into buf. */
+void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap);
 /* ns in the run's time: since its origin. */
 int64_t report_rebase(const report *r, uint64_t ns);
 /* The finding about queue q, or NULL. */

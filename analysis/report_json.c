@@ -237,6 +237,22 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
     for (uint32_t k = 1; k < 5; k++)
         report_json_u64(lr, report_lost_reason_name(k), t->lost_by_reason[k]);
+    cJSON *losses = cJSON_AddArrayToObject(evs, "losses");
+    const analysis_loss *rows;
+    size_t nl = analysis_losses(a, &rows);
+    for (size_t i = 0; losses && i < nl; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(losses, o)) {
+            cJSON_Delete(o);
+            break;
+        }
+        cJSON_AddNumberToObject(o, "window", rows[i].window);
+        cJSON_AddNumberToObject(o, "tid", rows[i].tid);
+        report_json_u64(o, "lost", rows[i].lost);
+        cJSON_AddStringToObject(o, "reason", report_lost_reason_name(rows[i].reason));
+        cJSON_AddNumberToObject(o, "first_us", us_of((double)report_rebase(r, rows[i].first_ns)));
+        report_json_u64(o, "offered_per_s", rows[i].rate);
+    }
     cJSON_AddNumberToObject(evs, "windows", t->windows);
     cJSON_AddNumberToObject(evs, "threads", t->threads);
     /* How the recording ended when it did not end as it should: null when it did. */

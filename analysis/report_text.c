@@ -97,10 +97,23 @@ void report_print(const report *r, FILE *out, int brief)
             " collection window%s\n",
             t->events, span, t->threads, t->threads == 1 ? "" : "s", t->windows,
             t->windows == 1 ? "" : "s");
-    if (t->lost)
+    if (t->lost) {
         fprintf(out,
                 "lost:       %" PRIu64 " events were lost by the profiler: results are partial\n",
                 t->lost);
+        /* As LTTng-UST says what it discarded: per window and thread, the largest first. */
+        size_t nl;
+        analysis_loss *rows = report_losses_by_size(a, &nl);
+        enum { SHOWN = 10 };
+        char line[512];
+        for (size_t i = 0; i < nl && i < SHOWN; i++) {
+            report_loss_text(r, &rows[i], line, sizeof line);
+            fprintf(out, "            %s\n", line);
+        }
+        if (nl > SHOWN)
+            fprintf(out, "            and %zu more (summary.json lists them all)\n", nl - SHOWN);
+        free(rows);
+    }
     char *record_error = report_clean_dup(analysis_config_value(a, "record_error"));
     if (record_error)
         fprintf(out,

@@ -301,7 +301,8 @@ static thread_sched thread_sched_get(pid_t tid)
 static void session_open(bench_session *b, const char *parent, int collecting, uint32_t lane,
                          int monotonic)
 {
-    snprintf(b->dir, sizeof b->dir, "%s/s%d", parent, session_serial++);
+    if (snprintf(b->dir, sizeof b->dir, "%s/s%d", parent, session_serial++) >= (int)sizeof b->dir)
+        die("folder name too long under %s", parent);
     if (mkdir(b->dir, 0700) != 0 && errno != EEXIST)
         die("cannot create %s: %s", b->dir, strerror(errno));
     termsight_options o;

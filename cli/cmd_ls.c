@@ -80,6 +80,24 @@ static int ls_parse(int argc, char **argv, int *clean)
 }
 
 /* Lists the sessions (and with clean, salvages and removes the stale ones). */
+/* The threads that lost events in the session's window under way, as LTTng-UST says what it
+ * discarded: how many, since when, and the rate the thread offered then. */
+static void loss_lines(const segment_info *s)
+{
+    uint32_t shown = s->lost_threads < SEGMENT_INFO_LOST ? s->lost_threads : SEGMENT_INFO_LOST;
+    for (uint32_t k = 0; k < shown; k++) {
+        const lane_loss *l = &s->lost[k];
+        double since = l->first_ns > s->start_ns ? (double)(l->first_ns - s->start_ns) / 1e9 : 0;
+        printf("%8s window %u: thread %u lost %llu events from %.1f s", "", s->window, l->tid,
+               (unsigned long long)l->lost, since);
+        if (l->rate)
+            printf(", when it offered %.3g M events/s", (double)l->rate / 1e6);
+        putchar('\n');
+    }
+    if (s->lost_threads > shown)
+        printf("%8s and %u more threads\n", "", s->lost_threads - shown);
+}
+
 static int ls_exec(int clean)
 {
     segment_info *list;
@@ -146,6 +164,7 @@ static int ls_exec(int clean)
                state_name(s->state), (unsigned long long)s->events_recorded,
                (unsigned long long)s->drops, started, s->run_folder,
                s->alive ? "" : " (stale: process gone; termsight ls --clean removes it)");
+        loss_lines(s);
     }
     free(list);
     return 0;

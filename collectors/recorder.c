@@ -28,6 +28,19 @@
 
 #define OVERFLOW_MAX   (1u << 18)  /* events of the collector's own kept past its lane: 16 MiB */
 #define GROW_SLICE_MIN (64u << 10) /* bytes of a growing ring had per drain, at the least */
+#define RATE_SPAN_NS   50000000ull /* a lane's offered rate is measured over 50 ms spans */
+#define RATE_SPAN_MIN  50000ull    /* ... or over what there is of one, from 50 us on */
+
+/* What the recorder follows of a lane to report its losses as LTTng-UST reports discarded
+ * events: per thread and per window, with the rate its thread offered when they began. */
+typedef struct lane_watch {
+    uint64_t generation;            /* the claim followed; a new thread starts anew */
+    uint32_t window;                /* the window followed */
+    uint64_t window_drops;          /* the lane's drops when either began */
+    uint64_t mark_ns, mark_offered; /* offered: events pushed and dropped, at the mark */
+    uint64_t rate;                  /* events/s offered over the last whole span */
+    int losing;                     /* lost events in this window already */
+} lane_watch;
 
 /* The recorder's state, under the session's drain lock. */
 struct recorder {
@@ -35,8 +48,10 @@ struct recorder {
     int recording_fd; /* the recording folder, made at the first start; -1 before */
     uint32_t strings_recorded;
     uint64_t *lane_drops_seen; /* per lane, to write LOST notices for new drops */
+    lane_watch *watch;         /* per lane */
     lane_run *runs;            /* per lane, this drain's runs */
     uint64_t no_lane_drops_seen;
+    uint64_t last_drain_ns;
     uint64_t write_drops;
     lane_writer own; /* the collector's own lane: markers, options, names, notices */
     /* What did not fit the collector's own lane, in order, until the next drain writes it
@@ -173,8 +188,9 @@ void recorder_commit_locked(termsight_session *s)
 }
 
 /* Returns 0 when the notice could not be kept: the caller keeps the count pending for the next
- * drain, so no loss goes unreported. */
-static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason)
+ * drain, so no loss goes unreported. rate: events/s the thread offered, 0 when not known. */
+static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason,
+                       uint64_t rate)
 {
     uint64_t now = tsclock_now(&ts_clock);
     ts_event ev = {.kind = TS_KIND_LOST,
@@ -183,8 +199,65 @@ static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint3
                    .aux = reason,
                    .begin_ns = now,
                    .end_ns = now,
-                   .v0 = count};
+                   .v0 = count,
+                   .v1 = rate};
     return append(s, &ev);
+}
+
+/* A lane's mirror says it lost nothing in this window (yet). */
+static void lost_clear(ts_lane *m)
+{
+    atomic_store_explicit(&m->lost_window, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->lost_first_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->lost_rate, 0, memory_order_relaxed);
+}
+
+/* Follows lane i (drops: its count now; consumed: what this drain took from it): the rate its
+ * thread offers, and in its mirror what it lost in this window, since when and at what rate
+ * then. Returns the rate offered now. */
+static uint64_t watch_lane(termsight_session *s, uint32_t i, uint64_t drops, uint64_t consumed,
+                           uint64_t now)
+{
+    lane_watch *w = &s->rec->watch[i];
+    const ts_lane *l = segment_lane_ctl(s->seg, i);
+    ts_lane *m = segment_lane(s->seg, i);
+    uint64_t gen = atomic_load_explicit(&l->generation, memory_order_relaxed);
+    uint64_t offered = atomic_load_explicit(&l->head, memory_order_relaxed) + drops;
+    if (w->generation != gen) {
+        /* A thread claimed the lane since the last drain, drained then: its first events are
+         * what this drain took, its first drops those past the lane's count then. */
+        uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed);
+        uint64_t seen = s->rec->lane_drops_seen[i];
+        *w = (lane_watch){.generation = gen,
+                          .window = s->window,
+                          .window_drops = seen,
+                          .mark_ns = s->rec->last_drain_ns,
+                          .mark_offered = tail - consumed + seen};
+        lost_clear(m);
+    } else if (w->window != s->window) {
+        w->window = s->window;
+        w->window_drops = drops;
+        w->losing = 0;
+        lost_clear(m);
+    }
+    uint64_t span = now > w->mark_ns ? now - w->mark_ns : 0;
+    uint64_t rate = w->rate;
+    if (span >= RATE_SPAN_MIN || (!rate && span)) /* a short span rather than none */
+        rate = (uint64_t)((double)(offered - w->mark_offered) * 1e9 / (double)span);
+    if (span >= RATE_SPAN_NS) {
+        w->rate = rate;
+        w->mark_ns = now;
+        w->mark_offered = offered;
+    }
+    if (drops > w->window_drops) {
+        if (!w->losing) {
+            w->losing = 1;
+            atomic_store_explicit(&m->lost_first_ns, now, memory_order_relaxed);
+            atomic_store_explicit(&m->lost_rate, rate, memory_order_relaxed);
+        }
+        atomic_store_explicit(&m->lost_window, drops - w->window_drops, memory_order_relaxed);
+    }
+    return rate;
 }
 
 /* Lanes that fit their threads: a lane that lost events, or that a drain found half full, gets a
@@ -230,6 +303,7 @@ static size_t drain_locked(termsight_session *s)
      * appended to it during this drain (loss notices) wait for the next one. */
     size_t overflow_n = s->rec->overflow_n;
     total += overflow_n;
+    uint64_t now = tsclock_now(&ts_clock);
     write_strings(s);
     uint64_t drops = 0;
     size_t notices = 0;
@@ -251,9 +325,10 @@ static size_t drain_locked(termsight_session *s)
         }
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
         grow(s, i, d != s->rec->lane_drops_seen[i], runs[i].na + runs[i].nb);
+        uint64_t rate = watch_lane(s, i, d, runs[i].na + runs[i].nb, now);
         if (d != s->rec->lane_drops_seen[i] &&
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
-                        d - s->rec->lane_drops_seen[i], TS_LOST_LANE_FULL)) {
+                        d - s->rec->lane_drops_seen[i], TS_LOST_LANE_FULL, rate)) {
             s->rec->lane_drops_seen[i] = d;
             notices++;
         }
@@ -262,16 +337,17 @@ static size_t drain_locked(termsight_session *s)
     }
     uint64_t nl = atomic_load_explicit(&s->no_lane_drops, memory_order_relaxed);
     if (nl != s->rec->no_lane_drops_seen &&
-        lost_notice(s, 0, nl - s->rec->no_lane_drops_seen, TS_LOST_NO_LANE)) {
+        lost_notice(s, 0, nl - s->rec->no_lane_drops_seen, TS_LOST_NO_LANE, 0)) {
         s->rec->no_lane_drops_seen = nl;
         notices++;
     }
     if (s->rec->overflow_lost != s->rec->overflow_lost_seen &&
         lost_notice(s, (uint32_t)getpid(), s->rec->overflow_lost - s->rec->overflow_lost_seen,
-                    TS_LOST_LANE_FULL)) {
+                    TS_LOST_LANE_FULL, 0)) {
         s->rec->overflow_lost_seen = s->rec->overflow_lost;
         notices++;
     }
+    s->rec->last_drain_ns = now;
     uint64_t all = drops + nl + s->rec->write_drops + s->rec->overflow_lost;
     atomic_store_explicit(&s->drops, all, memory_order_relaxed);
     atomic_store_explicit(&segment_header(s->seg)->drops, all, memory_order_relaxed);
@@ -288,9 +364,12 @@ int recorder_init(termsight_session *s)
         return -1;
     s->rec = r;
     r->recording_fd = -1;
+    r->last_drain_ns = tsclock_now(&ts_clock);
     r->lane_drops_seen = calloc(lanes, sizeof *r->lane_drops_seen);
     r->runs = calloc(lanes, sizeof *r->runs);
-    if (!r->lane_drops_seen || !r->runs || lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
+    r->watch = calloc(lanes, sizeof *r->watch);
+    if (!r->lane_drops_seen || !r->runs || !r->watch ||
+        lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
         return -1;
     return 0;
 }
@@ -303,6 +382,7 @@ void recorder_free(termsight_session *s)
     free(r->overflow);
     free(r->lane_drops_seen);
     free(r->runs);
+    free(r->watch);
     free(r);
     s->rec = NULL;
 }
@@ -423,5 +503,6 @@ int recorder_close_locked(termsight_session *s, int had_window)
     if (r->recording_fd >= 0)
         close(r->recording_fd);
     r->recording_fd = -1;
+    r->last_drain_ns = tsclock_now(&ts_clock);
     return rc;
 }

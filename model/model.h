@@ -89,7 +89,8 @@ enum ts_kind {
                                   v1=system ns */
     TS_KIND_HOST_MEMORY = 19,  /* instant; v0=RSS bytes, v1=peak RSS bytes */
     TS_KIND_COMM_OP = 20,      /* communication on the host (collective, send/recv); v0=bytes */
-    TS_KIND_LOST = 21,         /* notice; v0=events lost, aux=enum ts_lost_reason */
+    TS_KIND_LOST = 21,         /* notice; v0=events lost, aux=enum ts_lost_reason, v1=events/s
+                                * the thread offered then (0: not known) */
     TS_KIND_MARK = 22,         /* instant mark from the API; name=text */
     TS_KIND_SYNC = 23,         /* device synchronization; tid=stream */
     TS_KIND_THREAD_NAME = 24,  /* instant; tid=thread, name=its name */
@@ -365,7 +366,12 @@ typedef struct ts_lane {
     _Atomic uint32_t tid;        /* owner's OS thread id */
     _Atomic uint64_t drops;      /* events dropped because the ring was full */
     _Atomic uint64_t generation; /* claims so far; observers notice reuse */
-    char pad2[40];
+    /* Written by the consumer, for observers (ls, top): what this lane's thread lost in the
+     * window under way, when that began and the events per second it offered then. */
+    _Atomic uint64_t lost_window;
+    _Atomic uint64_t lost_first_ns; /* collector clock; 0: none lost */
+    _Atomic uint64_t lost_rate;
+    char pad2[16];
     _Atomic uint32_t ring_seq;    /* even: the fields below are whole */
     _Atomic uint32_t ring_events; /* the ring indexes from ring_from on lie in */
     _Atomic uint64_t ring_off;    /* its offset in the segment */
@@ -381,6 +387,16 @@ _Static_assert(sizeof(ts_lane) == 256, "ts_lane layout");
 _Static_assert(sizeof(ts_segment_header) <= 4096, "header fits its page");
 
 typedef struct segment segment;
+
+/* What one thread lost in the window under way (a lane's mirror). */
+typedef struct lane_loss {
+    uint32_t tid;
+    uint64_t lost;
+    uint64_t first_ns; /* collector clock, when the recorder first saw it */
+    uint64_t rate;     /* events per second the thread offered then */
+} lane_loss;
+
+#define SEGMENT_INFO_LOST 4
 
 /* The layout of a segment, copied from its header once, when it is created or validated: every
  * later access goes by this copy, never by the header, which another process may rewrite. */
@@ -500,6 +516,10 @@ ts_lane *segment_lane_ctl(const segment *s, uint32_t i);
  * a claim is made once per lane. A system call: on a thread's first event only. */
 int segment_lane_ready(const segment *s, uint32_t i);
 
+/* The threads that lost events in the window under way, from the lane mirrors: up to max of
+ * them, most first, in out; returns how many lanes had losses. */
+uint32_t segment_lane_losses(const segment *s, lane_loss *out, uint32_t max);
+
 /* Lanes ever claimed (readers scan this many): the creator's own count, or the header's, capped
  * at the lane count, for an attacher. */
 uint32_t segment_lanes_used(const segment *s);
@@ -523,6 +543,11 @@ typedef struct segment_info {
     int32_t rank, world_size;
     int32_t parent_pid; /* a forked child's session: its parent; else 0 */
     char error[256];
+    uint32_t window;   /* collection windows started */
+    uint64_t start_ns; /* the collector clock at the segment's creation */
+    /* The threads that lost events in the window under way, most first (lane mirrors). */
+    uint32_t lost_threads; /* how many did; the first SEGMENT_INFO_LOST are here */
+    lane_loss lost[SEGMENT_INFO_LOST];
 } segment_info;
 
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */

@@ -820,6 +820,31 @@ uint32_t segment_lanes_used(const segment *s)
     return used < s->g.lane_count ? used : s->g.lane_count;
 }
 
+uint32_t segment_lane_losses(const segment *s, lane_loss *out, uint32_t max)
+{
+    uint32_t used = segment_lanes_used(s), n = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        const ts_lane *l = segment_lane(s, i);
+        lane_loss x = {.tid = atomic_load_explicit(&l->tid, memory_order_relaxed),
+                       .lost = atomic_load_explicit(&l->lost_window, memory_order_relaxed),
+                       .first_ns = atomic_load_explicit(&l->lost_first_ns, memory_order_relaxed),
+                       .rate = atomic_load_explicit(&l->lost_rate, memory_order_relaxed)};
+        if (!x.lost)
+            continue;
+        /* Kept most first: an insertion into the first max. */
+        uint32_t k = n < max ? n : max;
+        while (k > 0 && out[k - 1].lost < x.lost) {
+            if (k < max)
+                out[k] = out[k - 1];
+            k--;
+        }
+        if (k < max)
+            out[k] = x;
+        n++;
+    }
+    return n;
+}
+
 static void raise_to(_Atomic uint32_t *v, uint32_t n)
 {
     uint32_t cur = atomic_load_explicit(v, memory_order_relaxed);
@@ -915,6 +940,9 @@ int segment_list(segment_info **out, char **cause)
             info->state = atomic_load_explicit(&h->state, memory_order_acquire);
             info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
             info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+            info->window = atomic_load_explicit(&h->window, memory_order_relaxed);
+            info->start_ns = h->start_ns;
+            info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
             info->start_realtime_ns = h->start_realtime_ns;
             segment_close(s, 0);
         } else {

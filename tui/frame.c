@@ -89,6 +89,14 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     x = item(c, r, 0, x, "events/s", buf, ROLE_HEADER);
     format_count((double)st->drops, buf, sizeof buf);
     x = item(c, r, 0, x, "drops", buf, st->drops ? ROLE_WARN : ROLE_HEADER);
+    if (st->lost_threads) {
+        /* Who lost most in this window, and how fast it emitted when it began to. */
+        char rate[16];
+        format_count((double)st->worst.rate, rate, sizeof rate);
+        snprintf(buf, sizeof buf, "tid %u at %s/s%s", st->worst.tid, rate,
+                 st->lost_threads > 1 ? " +" : "");
+        x = item(c, r, 0, x, "lost by", buf, ROLE_WARN);
+    }
     /* Missed is the live view's sample, not a loss (the recording has them): no alarm. */
     format_count((double)st->missed, buf, sizeof buf);
     x = item(c, r, 0, x, "missed", buf, ROLE_HEADER);
@@ -367,6 +375,8 @@ static const struct {
     {"events/s", "events the process wrote into its lanes per second, counted by the monitor"},
     {"drops", "events the collector lost (a full lane, no free lane, a full disk): the "
               "recording lacks them and the report says so"},
+    {"lost by", "the thread that lost most events in this window, at the rate it emitted when "
+                "it began to lose them; + when others lost some too (termsight ls lists them)"},
     {"missed", "events the live view skipped to keep up (it reads a sample when the process "
                "writes faster); they are in the recording, the report has them all"},
     {"up", "time since the session began"},

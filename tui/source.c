@@ -85,6 +85,7 @@ static void read_header(source *s)
     st->world_size = st->job[0] && h->world_size > 0 ? h->world_size : -1;
     st->state = atomic_load_explicit(&h->state, memory_order_acquire);
     st->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+    st->lost_threads = segment_lane_losses(s->seg, &st->worst, 1);
     st->window = atomic_load_explicit(&h->window, memory_order_relaxed);
     st->steps = atomic_load_explicit(&h->steps, memory_order_relaxed);
     st->record_error = atomic_load_explicit(&h->record_error, memory_order_acquire);

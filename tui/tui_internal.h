@@ -248,10 +248,12 @@ typedef struct source_status {
     uint32_t state; /* enum ts_state as the header says */
     int gone;       /* the process has ended (state ENDED, or the pid no longer exists) */
     double elapsed_s;
-    double events_per_s; /* events the process wrote into its lanes, per second */
-    uint64_t drops;      /* events the collector dropped */
-    uint64_t missed;     /* events the monitor missed: lapped by the writers */
-    uint64_t observed;   /* events the monitor read */
+    double events_per_s;   /* events the process wrote into its lanes, per second */
+    uint64_t drops;        /* events the collector dropped */
+    lane_loss worst;       /* the thread that lost most in the window under way */
+    uint32_t lost_threads; /* threads that lost events in it */
+    uint64_t missed;       /* events the monitor missed: lapped by the writers */
+    uint64_t observed;     /* events the monitor read */
     uint32_t window;
     uint64_t steps; /* the last step the training began (its own count; 0: unknown) */
     uint32_t record_error;

@@ -283,6 +283,17 @@ static report *report_golden(void (*build)(golden *), char **tmp, char **dir,
     return r;
 }
 
+/* The end of a test of a report: what it read (text, its path), the report, its folder and the
+ * temporary folder go. */
+static void report_done(report *r, char *text, char *path, char *dir, char *tmp)
+{
+    free(text);
+    free(path);
+    report_free(r);
+    free(dir);
+    tmp_remove(tmp);
+}
+
 /* A golden A run folder in a fresh temporary folder, analysed; *tmp to remove. */
 static report *report_a(char **tmp, char **dir, const report_options *o)
 {
@@ -870,11 +881,113 @@ START_TEST(test_summary)
                            "Files"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         ck_assert_msg(strstr(text, parts[i]), "report.txt lacks '%s':\n%s", parts[i], text);
+    report_done(r, text, p, dir, tmp);
+}
+END_TEST
+
+/* Losses as LTTng-UST reports discarded events: per window and thread (and reason), with when
+ * they began and the rate the thread offered then; in summary.json, report.txt and report.html. */
+static void build_losses(golden *g)
+{
+    golden_init(g);
+    golden_thread_name(g, 100, "trainer");
+    golden_op(g, 100, "op", NULL, 1000, 1100, 1);
+    const struct {
+        int window_start;
+        uint32_t tid, reason;
+        uint64_t t_us, lost, rate;
+    } n[] = {
+        {1, 0, 0, 900, 0, 0},
+        {0, 100, TS_LOST_LANE_FULL, 2050, 5, 48000000},
+        {0, 200, TS_LOST_LANE_FULL, 2100, 3, 1000000},
+        {0, 100, TS_LOST_LANE_FULL, 2200, 7, 52000000}, /* the same row: rate of the first */
+        {0, 0, TS_LOST_NO_LANE, 2300, 2, 0},
+        {1, 0, 0, 3000, 0, 0},
+        {0, 100, TS_LOST_LANE_FULL, 3100, 4, 9000000},
+    };
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        ts_event *e = golden_instant(g, n[i].window_start ? TS_KIND_COLLECT_START : TS_KIND_LOST,
+                                     n[i].tid, n[i].t_us);
+        e->aux = n[i].reason;
+        e->v0 = n[i].lost;
+        e->v1 = n[i].rate;
+    }
+}
+
+START_TEST(test_losses)
+{
+    char *tmp, *dir;
+    report *r = report_golden(build_losses, &tmp, &dir, NULL);
+    cJSON *j = json_read(dir, "summary.json");
+    ck_assert_int_eq((int)jnum(j, "events.lost"), 21);
+    const cJSON *rows = jget(j, "events.losses");
+    ck_assert_int_eq(cJSON_GetArraySize(rows), 4);
+    const struct {
+        int window, tid;
+        const char *reason;
+        int lost;
+        double first_us, rate;
+    } want[] = {
+        {1, 100, "lane_full", 12, 2050, 48000000},
+        {1, 200, "lane_full", 3, 2100, 1000000},
+        {1, 0, "no_lane", 2, 2300, 0},
+        {2, 100, "lane_full", 4, 3100, 9000000},
+    };
+    for (int i = 0; i < 4; i++) {
+        const cJSON *o = cJSON_GetArrayItem(rows, i);
+        ck_assert_int_eq((int)jnum(o, "window"), want[i].window);
+        ck_assert_int_eq((int)jnum(o, "tid"), want[i].tid);
+        ck_assert_str_eq(jstr(o, "reason"), want[i].reason);
+        ck_assert_int_eq((int)jnum(o, "lost"), want[i].lost);
+        ck_assert_double_eq(jnum(o, "offered_per_s"), want[i].rate);
+        /* first_us on the run's time: the rows apart as their first notices were. */
+        ck_assert_double_eq_tol(jnum(o, "first_us") - jnum(cJSON_GetArrayItem(rows, 0), "first_us"),
+                                want[i].first_us - want[0].first_us, 1e-6);
+    }
+    cJSON_Delete(j);
+    char *p = path_join(dir, "report.txt");
+    char *text = slurp(p, NULL);
+    ck_assert_msg(strstr(text,
+                         "window 1, thread 100 (trainer): 12 events lost (its lane was full), "
+                         "from "),
+                  "report.txt:\n%s", text);
+    ck_assert_msg(strstr(text, "when it offered 48 M events/s"), "report.txt:\n%s", text);
+    ck_assert_msg(strstr(text, "window 1, no one thread: 2 events lost (no lane was free)"),
+                  "report.txt:\n%s", text);
+    ck_assert_msg(strstr(text, "window 2, thread 100 (trainer): 4 events lost"), "report.txt:\n%s",
+                  text);
+    /* Most first: the 12 before the 4. */
+    const char *big = strstr(text, ": 12 events lost"), *small = strstr(text, ": 4 events lost");
+    ck_assert(big && small && big < small);
     free(text);
     free(p);
-    report_free(r);
-    free(dir);
-    tmp_remove(tmp);
+    p = path_join(dir, "report.html");
+    text = slurp(p, NULL);
+    ck_assert_msg(strstr(text, "<li>window 1, thread 100 (trainer): 12 events lost"),
+                  "report.html lacks the losses");
+    report_done(r, text, p, dir, tmp);
+}
+END_TEST
+
+/* Past ANALYSIS_LOSS_ROWS rows, the rest add up in one more row of no thread. */
+START_TEST(test_loss_rows_bounded)
+{
+    analysis *a = analysis_create(NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(a);
+    for (uint32_t t = 1; t <= ANALYSIS_LOSS_ROWS + 100; t++) {
+        ts_event e = {
+            .kind = TS_KIND_LOST, .tid = t, .aux = TS_LOST_LANE_FULL, .v0 = 2, .v1 = 1000};
+        analysis_feed(a, &e, 1);
+    }
+    const analysis_loss *rows;
+    size_t n = analysis_losses(a, &rows);
+    ck_assert_uint_eq(n, ANALYSIS_LOSS_ROWS + 1);
+    ck_assert_uint_eq(rows[ANALYSIS_LOSS_ROWS - 1].tid, ANALYSIS_LOSS_ROWS);
+    ck_assert_uint_eq(rows[ANALYSIS_LOSS_ROWS].tid, 0);
+    ck_assert_uint_eq(rows[ANALYSIS_LOSS_ROWS].lost, 200);
+    ck_assert_uint_eq(rows[ANALYSIS_LOSS_ROWS].rate, 0);
+    ck_assert_uint_eq(analysis_totals_of(a)->lost, 2 * (ANALYSIS_LOSS_ROWS + 100));
+    analysis_destroy(a);
 }
 END_TEST
 
@@ -1934,6 +2047,8 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_queue_usage_from_the_start);
     tcase_add_test(tc, test_json_integers);
     tcase_add_test(tc, test_summary);
+    tcase_add_test(tc, test_losses);
+    tcase_add_test(tc, test_loss_rows_bounded);
     tcase_add_test(tc, test_child_rows);
     tcase_add_test(tc, test_pretty_and_analyse_only);
     tcase_add_test(tc, test_tables_order_independent);

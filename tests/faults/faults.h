@@ -261,6 +261,7 @@ typedef struct counter_tally {
     int ordered;                      /* each thread's values increase strictly */
     uint64_t total, lost, marks, events;
     uint64_t lost_by_reason[8];
+    uint64_t full_notices, full_rated; /* a full lane's notices of a thread; with its rate */
     uint64_t bad_chunks, skipped_bytes;
     uint64_t by_kind[TS_KIND__COUNT];
 } counter_tally;
@@ -285,6 +286,11 @@ static inline void tally_counters(const char *folder, counter_tally *t)
             if (ev[i].kind == TS_KIND_LOST) {
                 t->lost += ev[i].v0;
                 t->lost_by_reason[ev[i].aux & 7] += ev[i].v0;
+                if (ev[i].aux == TS_LOST_LANE_FULL && ev[i].tid &&
+                    ev[i].tid != (uint32_t)getpid()) {
+                    t->full_notices++;
+                    t->full_rated += ev[i].v1 > 0;
+                }
             }
             if (ev[i].kind == TS_KIND_MARK)
                 t->marks++;

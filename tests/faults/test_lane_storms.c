@@ -67,6 +67,30 @@ static void run_storm(storm *st, unsigned nthreads)
  * name; lanes are not ordered among themselves, so threads that reuse a name are not). */
 static void check_accounted(termsight_session *s, uint64_t emitted, counter_tally *t, int ordered)
 {
+    /* While the window is open, ls's view of it: the threads that lost events, most first, each
+     * with the rate it offered when it began to. */
+    ck_assert_int_eq(termsight_flush(s), 0);
+    segment_info *list = NULL;
+    int n = segment_list(&list, NULL);
+    const segment_info *me = NULL;
+    for (int i = 0; i < n; i++)
+        if (list[i].pid == getpid() && list[i].readable)
+            me = &list[i];
+    ck_assert_ptr_nonnull(me);
+    uint64_t full = termsight_events_dropped(s);
+    if (full) {
+        ck_assert_uint_gt(me->lost_threads, 0);
+        for (uint32_t k = 0; k < me->lost_threads && k < SEGMENT_INFO_LOST; k++) {
+            ck_assert_uint_gt(me->lost[k].tid, 0);
+            ck_assert_uint_gt(me->lost[k].lost, 0);
+            ck_assert_uint_le(me->lost[k].lost, full);
+            ck_assert_uint_gt(me->lost[k].rate, 0);
+            ck_assert_uint_ge(me->lost[k].first_ns, me->start_ns);
+            if (k)
+                ck_assert_uint_le(me->lost[k].lost, me->lost[k - 1].lost);
+        }
+    }
+    free(list);
     ck_assert_int_eq(termsight_stop(s), 0);
     uint64_t dropped = termsight_events_dropped(s);
     char run[1024];
@@ -81,6 +105,8 @@ static void check_accounted(termsight_session *s, uint64_t emitted, counter_tall
                   "emitted %" PRIu64 " != recorded %" PRIu64 " + lost %" PRIu64, emitted, recorded,
                   t->lost);
     ck_assert_uint_eq(t->lost, dropped);
+    /* Every notice of a thread's full lane says at what rate it was emitting. */
+    ck_assert_uint_eq(t->full_rated, t->full_notices);
 }
 
 #define STORM_EVENTS (FAULTS_SLOW ? 5000 : 20000)
