@@ -16,7 +16,7 @@
 
 #define DEFAULT_LANE_EVENTS (1u << 24) /* the most a ring grows to */
 #define LANE_FIRST_EVENTS   65536u     /* a ring's size at first: 3 ms at 20 M events/s */
-#define DEFAULT_LANE_BUDGET 1024u      /* MiB */
+#define DEFAULT_LANE_BUDGET 256u       /* MiB: a ring of 2^20 events and the one before it */
 #define LANE_BUDGET_MAX     65536u
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TIMELINE_MB 500

@@ -69,7 +69,7 @@ typedef struct termsight_options {
     int32_t rank;       /* this process's rank in the job; -1: from the environment */
     int32_t local_rank; /* its rank on this machine; -1: from the environment */
     int32_t world_size; /* the job's ranks; -1: from the environment */
-    /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 1024. 0:
+    /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 256. 0:
      * rings never grow. */
     uint32_t lane_budget_mb;
 } termsight_options;

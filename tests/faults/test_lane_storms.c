@@ -10,14 +10,17 @@
 #include <dirent.h>
 #include <pthread.h>
 
-/* Check's fork mode gives each test its own process, hence its own session. */
-static termsight_session *storm_session(const char *out, uint32_t lane_events, uint32_t threads)
+/* Check's fork mode gives each test its own process, hence its own session. budget_mb: what the
+ * lanes may grow into (0: they never grow). */
+static termsight_session *storm_session(const char *out, uint32_t lane_events, uint32_t threads,
+                                        uint32_t budget_mb)
 {
     termsight_options o;
     termsight_options_init(&o);
     o.output_path = out;
     o.lane_events = lane_events;
     o.max_threads = threads;
+    o.lane_budget_mb = budget_mb;
     termsight_session *s = NULL;
     ck_assert_msg(termsight_session_create(&o, &s) == 0, "create: %s", termsight_last_error());
     return s;
@@ -117,7 +120,7 @@ static void accounted_storm(uint32_t lane_events, uint32_t max_threads, unsigned
                             uint64_t events, counter_tally *t)
 {
     char *out = tmp_make();
-    termsight_session *s = storm_session(out, lane_events, max_threads);
+    termsight_session *s = storm_session(out, lane_events, max_threads, 0);
     storm st = {.events = events};
     run_storm(&st, nthreads);
     check_accounted(s, nthreads * events, t, 1);
@@ -169,7 +172,7 @@ END_TEST
 START_TEST(thread_churn)
 {
     char *out = tmp_make();
-    termsight_session *s = storm_session(out, 64, 4);
+    termsight_session *s = storm_session(out, 64, 4, 0);
     storm st = {.events = CHURN_EVENTS};
     for (int wave = 0; wave < CHURN_WAVES; wave++) {
         atomic_store(&st.next_index, 0);
@@ -337,7 +340,7 @@ START_TEST(fork_inside_ranges)
     ck_assert_int_eq(atexit(forked_child_ends), 0);
     if (!CHILD_OWN_SESSION)
         setenv("TERMSIGHT_CHILDREN", "0", 1);
-    termsight_session *s = storm_session(out, 4096, 8);
+    termsight_session *s = storm_session(out, 4096, 8, 0);
     unsetenv("TERMSIGHT_CHILDREN");
     busy b = {0};
     pthread_t th[3];
@@ -405,10 +408,105 @@ START_TEST(fork_inside_ranges)
 }
 END_TEST
 
+/* A thread that emits in phases, waiting for the test between them. */
+typedef struct phased {
+    pthread_barrier_t step;
+    uint64_t batch[3]; /* events per phase */
+    uint64_t emitted;
+    _Atomic uint32_t tid;
+} phased;
+
+static void *phased_thread(void *arg)
+{
+    phased *p = arg;
+    uint32_t id = termsight_name("emit0");
+    atomic_store(&p->tid, (uint32_t)gettid());
+    for (int k = 0; k < 3; k++) {
+        pthread_barrier_wait(&p->step);
+        for (uint64_t i = 0; i < p->batch[k]; i++, p->emitted++)
+            termsight_counter_id(id, (double)p->emitted);
+        pthread_barrier_wait(&p->step);
+    }
+    pthread_barrier_wait(&p->step); /* alive (its lane its own) until the test has looked */
+    return NULL;
+}
+
+/* Lane i of the thread that claimed one as tid. */
+static uint32_t lane_of(const termsight_session *s, uint32_t tid)
+{
+    for (uint32_t i = 0; i < segment_lanes_used(s->seg); i++)
+        if (atomic_load(&segment_lane_ctl(s->seg, i)->tid) == tid)
+            return i;
+    ck_abort_msg("thread %u has no lane", tid);
+    return 0;
+}
+
+/* Waits until the recorder has offered lane i a larger ring (it has its pages a slice per
+ * drain), at most 20 s. */
+static void offered(const termsight_session *s, uint32_t i)
+{
+    for (int k = 0; k < 20000 && !atomic_load(&segment_lane_ctl(s->seg, i)->next_events); k++)
+        usleep(1000);
+    ck_assert_uint_gt(atomic_load(&segment_lane_ctl(s->seg, i)->next_events), 0);
+}
+
+/* A lane that overflowed gets a ring four times larger at the thread's next full ring, within
+ * the session's budget (20 MiB here: a ring of 262,144 events, not one of 2^20); every event is
+ * recorded or counted as dropped. The recorder is held (its drain lock) while the thread fills
+ * its first ring, so that it overflows whatever the machine's speed. */
+START_TEST(lanes_grow_within_budget)
+{
+    char *out = tmp_make();
+    termsight_session *s = storm_session(out, 1u << 24, 2, 20);
+    const uint32_t first = segment_geometry_of(s->seg)->lane_events;
+    ck_assert_uint_eq(first, 65536);
+    phased p = {.batch = {100000, 300000, 1200000}};
+    ck_assert_int_eq(pthread_barrier_init(&p.step, NULL, 2), 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, phased_thread, &p), 0);
+
+    pthread_mutex_lock(&s->drain); /* phase 1: overflows the first ring */
+    pthread_barrier_wait(&p.step);
+    pthread_barrier_wait(&p.step);
+    pthread_mutex_unlock(&s->drain);
+    uint32_t li = lane_of(s, atomic_load(&p.tid));
+    ck_assert_uint_gt(atomic_load(&segment_lane_ctl(s->seg, li)->drops), 0);
+    offered(s, li);
+    pthread_barrier_wait(&p.step); /* phase 2: takes the larger ring */
+    pthread_barrier_wait(&p.step);
+    ck_assert_uint_eq(lane_capacity(s->seg, li), 4 * first);
+    ck_assert_uint_eq(atomic_load(&segment_lane(s->seg, li)->ring_events), 4 * first);
+
+    pthread_mutex_lock(&s->drain); /* phase 3: overflows it; 2^20 would be over the budget */
+    pthread_barrier_wait(&p.step);
+    pthread_barrier_wait(&p.step);
+    pthread_mutex_unlock(&s->drain);
+    ck_assert_int_eq(termsight_flush(s), 0);
+    ck_assert_int_eq(termsight_flush(s), 0);
+    ck_assert_uint_eq(lane_capacity(s->seg, li), 4 * first);
+    ck_assert_uint_le(atomic_load(&segment_header(s->seg)->grow_used), 20u << 20);
+    ck_assert_uint_eq(atomic_load(&segment_lane_ctl(s->seg, li)->next_events), 0);
+    pthread_barrier_wait(&p.step);
+    pthread_join(th, NULL);
+    pthread_barrier_destroy(&p.step);
+    counter_tally t;
+    check_accounted(s, p.emitted, &t, 1);
+    ck_assert_uint_gt(t.lost, 0);
+    printf("growth: %" PRIu64 " events, lane of %u grew to %u, recorded %" PRIu64
+           ", dropped %" PRIu64 " while the recorder was held\n",
+           p.emitted, first, 4 * first, t.total, t.lost);
+    tmp_remove(out);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {overflow_storm_64_threads, notices_beyond_collector_lane,
-                            more_threads_than_lanes,   thread_churn,
-                            fork_inside_ranges,        NULL};
+    const TTest *tests[] = {overflow_storm_64_threads,
+                            notices_beyond_collector_lane,
+                            more_threads_than_lanes,
+                            thread_churn,
+                            fork_inside_ranges,
+                            lanes_grow_within_budget,
+                            NULL};
     return faults_main("lane_storms", 300, tests);
 }
