@@ -28,6 +28,7 @@
 
 #define OVERFLOW_MAX   (1u << 18)  /* events of the collector's own kept past its lane: 16 MiB */
 #define GROW_SLICE_MIN (64u << 10) /* bytes of a growing ring had per drain, at the least */
+#define CONSUME_STEP   4096u       /* events written before their lane is released: a chunk */
 #define RATE_SPAN_NS   50000000ull /* a lane's offered rate is measured over 50 ms spans */
 #define RATE_SPAN_MIN  50000ull    /* ... or over what there is of one, from 50 us on */
 
@@ -143,6 +144,28 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
         return;
     }
     count_recorded(s, na + nb);
+}
+
+/* Writes lane i's run and releases it a chunk at a time: its thread has room again as soon as a
+ * chunk is in the recording, not only once the whole drain is (a drain of a full ring writes
+ * for milliseconds where fresh memory is slow). */
+static void write_consume(termsight_session *s, uint32_t i, const lane_run *run)
+{
+    const ts_event *a = run->a, *b = run->b;
+    size_t na = run->na, nb = run->nb;
+    while (na + nb) {
+        size_t ta = na < CONSUME_STEP ? na : CONSUME_STEP;
+        size_t tb = nb < CONSUME_STEP - ta ? nb : CONSUME_STEP - ta;
+        write_events(s, a, ta, b, tb);
+        lane_consume(s->seg, i, ta + tb);
+        /* A run may be NULL when empty: NULL + 0 is undefined in C, so only step on. */
+        if (ta)
+            a += ta;
+        if (tb)
+            b += tb;
+        na -= ta;
+        nb -= tb;
+    }
 }
 
 /* Keeps ev for the next drain. Returns 0 when the overflow is full (the event is then lost and
@@ -309,10 +332,7 @@ static size_t drain_locked(termsight_session *s)
     size_t notices = 0;
     for (uint32_t i = 0; i < used; i++) {
         ts_lane *l = segment_lane_ctl(s->seg, i);
-        if (runs[i].na + runs[i].nb) {
-            write_events(s, runs[i].a, runs[i].na, runs[i].b, runs[i].nb);
-            lane_consume(s->seg, i, runs[i].na + runs[i].nb);
-        }
+        write_consume(s, i, &runs[i]);
         if (l == s->rec->own.lane) {
             /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
             if (overflow_n) {
