@@ -83,6 +83,14 @@ static void json_status(cJSON *o, const source_status *st)
     cJSON_AddNumberToObject(o, "elapsed_s", st->elapsed_s);
     cJSON_AddNumberToObject(o, "events_per_s", st->events_per_s);
     report_json_u64(o, "drops", st->drops);
+    /* The thread that lost most in the window under way, and how many lost some. */
+    cJSON_AddNumberToObject(o, "lost_threads", st->lost_threads);
+    if (st->lost_threads) {
+        cJSON *w = cJSON_AddObjectToObject(o, "lost_most");
+        cJSON_AddNumberToObject(w, "tid", st->worst.tid);
+        report_json_u64(w, "lost", st->worst.lost);
+        report_json_u64(w, "offered_per_s", st->worst.rate);
+    }
     report_json_u64(o, "missed", st->missed);
     report_json_u64(o, "observed", st->observed);
     cJSON_AddNumberToObject(o, "window", st->window);

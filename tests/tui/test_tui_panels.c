@@ -895,6 +895,16 @@ START_TEST(test_header)
     ck_assert_msg(strstr(line, "step 20") && strstr(line, "avg step") &&
                       strstr(line, "run /tmp/runs/") && !strstr(line, "last"),
                   "%s", line);
+    /* A thread that lost events in this window: which, and how fast it emitted then. */
+    r.st.drops = 5000;
+    r.st.lost_threads = 2;
+    r.st.worst = (lane_loss){.tid = 812, .lost = 4000, .first_ns = 1, .rate = 48000000};
+    frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, NULL, ROLE_NORMAL, -1, 0);
+    canvas_line(&c, 0, line, sizeof line);
+    ck_assert_msg(strstr(line, "drops 5.00k") && strstr(line, "lost by tid 812 at 48.0M/s +"), "%s",
+                  line);
+    r.st.drops = 0;
+    r.st.lost_threads = 0;
     /* A message, while it is news, in place of the run folder. */
     frame_header(&c, (rect){0, 0, 2, 120}, &r.st, r.a, "start: ok", ROLE_GOOD, -1, 0);
     canvas_line(&c, 1, line, sizeof line);
@@ -1357,6 +1367,8 @@ START_TEST(test_snapshot_json)
     ck_assert_str_eq(cJSON_GetObjectItem(o, "process")->valuestring, "trainer");
     ck_assert_str_eq(cJSON_GetObjectItem(o, "state")->valuestring, "collecting");
     ck_assert_int_eq(cJSON_GetObjectItem(o, "missed")->valueint, 17);
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "lost_threads")->valueint, 0);
+    ck_assert_ptr_null(cJSON_GetObjectItem(o, "lost_most"));
     cJSON *steps = cJSON_GetObjectItem(o, "steps");
     /* summary.json's shapes and units: steps counted as "count", times in microseconds. */
     ck_assert_int_eq(cJSON_GetObjectItem(steps, "count")->valueint, STEPS);
@@ -1392,6 +1404,21 @@ START_TEST(test_snapshot_json)
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0), "pid")->valueint, 5151);
     cJSON *tl = cJSON_GetObjectItem(o, "timeline");
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tl, "lanes")), 2);
+    cJSON_Delete(o);
+    free(buf);
+    /* A thread that lost events: the one that lost most, and at what rate it emitted then. */
+    r.st.lost_threads = 3;
+    r.st.worst = (lane_loss){.tid = 812, .lost = 4000, .first_ns = 1, .rate = 48000000};
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(snapshot_json(f, &r.p), 0);
+    fclose(f);
+    o = cJSON_Parse(buf);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "lost_threads")->valueint, 3);
+    cJSON *most = cJSON_GetObjectItem(o, "lost_most");
+    ck_assert_int_eq(cJSON_GetObjectItem(most, "tid")->valueint, 812);
+    ck_assert_int_eq(cJSON_GetObjectItem(most, "lost")->valueint, 4000);
+    ck_assert_int_eq(cJSON_GetObjectItem(most, "offered_per_s")->valueint, 48000000);
     cJSON_Delete(o);
     free(buf);
     free_run(&r);
