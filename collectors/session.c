@@ -16,7 +16,9 @@
 
 #define DEFAULT_LANE_EVENTS (1u << 24) /* the most a ring grows to */
 #define LANE_FIRST_EVENTS   65536u     /* a ring's size at first: 3 ms at 20 M events/s */
-#define DEFAULT_LANE_BUDGET 256u       /* MiB: a ring of 2^20 events and the one before it */
+#define LANE_FIRST_SMALL    16384u     /* ... where shared memory is scarce */
+#define SHM_ROOMY           (1ull << 30)
+#define DEFAULT_LANE_BUDGET 256u /* MiB: a ring of 2^20 events and the one before it */
 #define LANE_BUDGET_MAX     65536u
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TIMELINE_MB 500
@@ -122,6 +124,16 @@ static int bad_option(const char *field, const char *env, uint32_t value, const 
     if (v)
         return session_fail(TERMSIGHT_E_INVALID, "%s=%s is invalid: %s", env, v, want);
     return session_fail(TERMSIGHT_E_INVALID, "option %s=%u is invalid: %s", field, value, want);
+}
+
+/* A lane's first ring: 65536 events (4 MiB), or 16384 (1 MiB) where shared memory has less than
+ * 1 GiB free (a container's 64 MB /dev/shm, which the program's own data loaders use too: there
+ * the larger rings would leave room for a third as many threads); never more than the largest
+ * ring. Rings grow from there either way. */
+static uint32_t first_ring(uint32_t largest)
+{
+    uint32_t first = segment_shm_available() < SHM_ROOMY ? LANE_FIRST_SMALL : LANE_FIRST_EVENTS;
+    return largest < first ? largest : first;
 }
 
 int session_check_options(const termsight_options *o)
@@ -434,8 +446,7 @@ static int session_create(const termsight_options *opts, const termsight_session
         .clock = tsclock_name(&ts_clock),
         .start_ns = tsclock_now(&ts_clock),
         .lane_count = opts->max_threads + 1, /* and the collector's own */
-        .lane_events =
-            opts->lane_events < LANE_FIRST_EVENTS ? opts->lane_events : LANE_FIRST_EVENTS,
+        .lane_events = first_ring(opts->lane_events),
         .lane_max_events = opts->lane_events,
         .grow_budget = (uint64_t)opts->lane_budget_mb << 20,
         .string_max = STRING_IDS,

@@ -436,6 +436,10 @@ typedef struct segment_config {
  * anyone from taking the name first; a name found taken is never opened, another is drawn. */
 int segment_create(const segment_config *cfg, segment **out, char **cause);
 
+/* Bytes the shared-memory file system has free for this user now; UINT64_MAX when it cannot be
+ * told. */
+uint64_t segment_shm_available(void);
+
 /* Opens and validates the segment of pid (found by name in /dev/shm; of several, the one the
  * process maps, else the newest). writable 0 maps it read-only (observers), 1 read-write
  * (frontends sending commands). A foreign, damaged, truncated or incompatible segment, or one of

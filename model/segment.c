@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -234,6 +235,14 @@ static int populate(void *p, uint64_t len)
     if (madvise((void *)a, len, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
         return 0;
     return -1;
+}
+
+uint64_t segment_shm_available(void)
+{
+    struct statvfs v;
+    if (statvfs(SHM_DIR, &v) != 0)
+        return UINT64_MAX;
+    return (uint64_t)v.f_bavail * v.f_frsize;
 }
 
 /* The pid in a name of SHM_DIR: "termsight-<pid>-<16 hex digits>", or "termsight-<pid>" (the

@@ -53,7 +53,8 @@ typedef struct termsight_options {
     const char *output_path; /* parent of run folders; default "./termsight-data" */
     int start_collecting;    /* 1 (default): collect from creation; 0: wait for start */
     /* The most events a thread's ring holds, a power of two from 64 to 16777216; default
-     * 16777216. A ring starts at 65536 (or this, when smaller) and grows, fourfold at a time,
+     * 16777216. A ring starts at 65536 (16384 where /dev/shm has less than 1 GiB free; or this,
+     * when smaller) and grows, fourfold at a time,
      * while its thread outruns the recorder, within lane_budget_mb. */
     uint32_t lane_events;
     uint32_t max_threads;        /* threads that can emit at once; default 64 */

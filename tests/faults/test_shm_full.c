@@ -98,13 +98,13 @@ START_TEST(no_room_for_a_segment)
 }
 END_TEST
 
-/* 17 MiB: the segment is made (its names take 4.3 MiB), the collector's lane and two threads'
- * (4 MiB each) are had; the others find no room for theirs, and no lane grows. No signal: every
- * event recorded or counted as lost. */
+/* 7 MiB: the segment is made (its names take 4.3 MiB), the collector's lane and one thread's are
+ * had (first rings of 1 MiB, as shared memory this scarce gets); the others find no room for
+ * theirs. No signal: every event recorded or counted as lost. */
 START_TEST(no_room_for_every_lane)
 {
     char *dir = tmp_make();
-    shm_mount("17m");
+    shm_mount("7m");
     emitter e;
     const char *extra[] = {"--events", "20000", NULL};
     emitter_start(&e, dir, 6, extra);
@@ -116,7 +116,7 @@ START_TEST(no_room_for_every_lane)
     ck_assert_uint_gt(t.total, 0);
     ck_assert_uint_gt(t.lost_by_reason[TS_LOST_NO_LANE], 0);
     ck_assert_uint_eq(t.total + t.lost, r.emitted);
-    printf("shm full: 17 MiB /dev/shm, 6 threads: %" PRIu64 " recorded, %" PRIu64
+    printf("shm full: 7 MiB /dev/shm, 6 threads: %" PRIu64 " recorded, %" PRIu64
            " lost for want of a lane\n",
            t.total, t.lost_by_reason[TS_LOST_NO_LANE]);
     ck_assert_int_eq(umount("/dev/shm"), 0);
