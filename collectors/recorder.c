@@ -215,15 +215,10 @@ void recorder_commit_locked(termsight_session *s)
 static int lost_notice(termsight_session *s, uint32_t tid, uint64_t count, uint32_t reason,
                        uint64_t rate)
 {
-    uint64_t now = tsclock_now(&ts_clock);
-    ts_event ev = {.kind = TS_KIND_LOST,
-                   .tid = tid,
-                   .device = TS_DEVICE_HOST,
-                   .aux = reason,
-                   .begin_ns = now,
-                   .end_ns = now,
-                   .v0 = count,
-                   .v1 = rate};
+    ts_event ev = session_marker(TS_KIND_LOST, 0, 0, count);
+    ev.tid = tid;
+    ev.aux = reason;
+    ev.v1 = rate;
     return append(s, &ev);
 }
 
