@@ -420,6 +420,9 @@ int procfs_parse_comm(const char *text, size_t len, char *out, size_t cap);
  * when asked. Returns 0, or -1 when it cannot start. */
 int util_thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg, const char *name);
 
+/* A condition variable whose timed waits go by CLOCK_MONOTONIC, the collector clock's epoch. */
+void util_cond_init_monotonic(pthread_cond_t *c);
+
 /* For a collector thread at its start: gives it a descriptor table of its own
  * (unshare(CLONE_FILES)) holding only the standard streams, so that what it opens later cannot
  * be closed, replaced or written through by the program's other threads. Returns 1 when the

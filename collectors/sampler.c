@@ -780,11 +780,7 @@ int sampler_init(termsight_session *s)
     if (!c)
         return -1;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    util_cond_init_monotonic(&c->wake);
     s->smp = c;
     return 0;
 }

@@ -405,11 +405,7 @@ static int session_create(const termsight_options *opts, const termsight_session
     pthread_mutex_init(&s->req_lock, NULL);
     pthread_mutex_init(&s->wake_lock, NULL);
     /* The recorder's sleeps are timed on CLOCK_MONOTONIC, the collector clock's epoch. */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    util_cond_init_monotonic(&s->wake);
     pthread_cond_init(&s->done, NULL);
     s->opts = *opts;
     s->output_path = strdup(opts->output_path);

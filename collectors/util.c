@@ -17,6 +17,15 @@
 
 #define FD_SCAN_MAX 65536 /* descriptors closed one by one where neither close_range nor /proc */
 
+void util_cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 int util_thread_start(pthread_t *t, int detached, void *(*fn)(void *), void *arg, const char *name)
 {
     pthread_attr_t attr;
