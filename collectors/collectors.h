@@ -60,12 +60,6 @@ typedef struct queue_slot {
     uint64_t capacity;
 } queue_slot;
 
-/* What one lane holds at a drain: up to two contiguous runs of its ring. */
-typedef struct lane_run {
-    const ts_event *a, *b;
-    size_t na, nb;
-} lane_run;
-
 /* ---- The job this process is a rank of (job.c) ------------------------------------------ */
 
 typedef struct ts_job {

@@ -151,20 +151,11 @@ static void write_events(termsight_session *s, const ts_event *a, size_t na, con
  * for milliseconds where fresh memory is slow). */
 static void write_consume(termsight_session *s, uint32_t i, const lane_run *run)
 {
-    const ts_event *a = run->a, *b = run->b;
-    size_t na = run->na, nb = run->nb;
-    while (na + nb) {
-        size_t ta = na < CONSUME_STEP ? na : CONSUME_STEP;
-        size_t tb = nb < CONSUME_STEP - ta ? nb : CONSUME_STEP - ta;
-        write_events(s, a, ta, b, tb);
-        lane_consume(s->seg, i, ta + tb);
-        /* A run may be NULL when empty: NULL + 0 is undefined in C, so only step on. */
-        if (ta)
-            a += ta;
-        if (tb)
-            b += tb;
-        na -= ta;
-        nb -= tb;
+    lane_run rest = *run, p;
+    size_t n;
+    while ((n = lane_run_take(&rest, CONSUME_STEP, &p))) {
+        write_events(s, p.a, p.na, p.b, p.nb);
+        lane_consume(s->seg, i, n);
     }
 }
 

@@ -213,6 +213,21 @@ size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, c
     return lane_peek_at(s, i, tail, a, na, b, nb);
 }
 
+size_t lane_run_take(lane_run *rest, size_t max, lane_run *piece)
+{
+    size_t ta = rest->na < max ? rest->na : max;
+    size_t tb = rest->nb < max - ta ? rest->nb : max - ta;
+    *piece = (lane_run){.a = rest->a, .na = ta, .b = rest->b, .nb = tb};
+    /* A run may be NULL when empty: NULL + 0 is undefined in C, so only step on. */
+    if (ta)
+        rest->a += ta;
+    if (tb)
+        rest->b += tb;
+    rest->na -= ta;
+    rest->nb -= tb;
+    return ta + tb;
+}
+
 /* The consumer has passed the old ring of lane i: it goes back (once per switch). */
 static void old_ring_passed(const segment *s, uint32_t i, const ts_lane *l, uint64_t tail)
 {

@@ -650,6 +650,16 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
     return 1;
 }
 
+/* Events as at most two contiguous runs of a ring (where it wraps): what a drain finds in a lane.
+ */
+typedef struct lane_run {
+    const ts_event *a, *b;
+    size_t na, nb;
+} lane_run;
+
+/* The first events of *rest, at most max, into *piece, and *rest stepped past them: how many. */
+size_t lane_run_take(lane_run *rest, size_t max, lane_run *piece);
+
 /* Consumer: the events published and not yet consumed, as at most two contiguous runs of one
  * ring (of the old ring first, while the consumer has not passed it: a later peek has the rest).
  * Returns the total; release them with lane_consume. head and tail come from shared memory and

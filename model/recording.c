@@ -390,23 +390,15 @@ int recording_append_events(recording_writer *w, const ts_event *a, size_t na, c
                             size_t nb, char **cause)
 {
     /* Chunks of up to CHUNK_EVENTS_MAX, each written straight from the two runs. */
-    while (na + nb > 0) {
-        size_t take_a = na < CHUNK_EVENTS_MAX ? na : CHUNK_EVENTS_MAX;
-        size_t take_b = nb < CHUNK_EVENTS_MAX - take_a ? nb : CHUNK_EVENTS_MAX - take_a;
+    lane_run rest = {.a = a, .na = na, .b = b, .nb = nb}, p;
+    while (lane_run_take(&rest, CHUNK_EVENTS_MAX, &p)) {
         struct iovec parts[2] = {
-            {.iov_base = (void *)a, .iov_len = take_a * sizeof(ts_event)},
-            {.iov_base = (void *)b, .iov_len = take_b * sizeof(ts_event)},
+            {.iov_base = (void *)p.a, .iov_len = p.na * sizeof(ts_event)},
+            {.iov_base = (void *)p.b, .iov_len = p.nb * sizeof(ts_event)},
         };
         if (writer_chunk(w, TS_CHUNK_EVENTS, parts, 2, cause) < 0)
             return -1;
-        w->events += take_a + take_b;
-        /* A run may be NULL when empty (nb 0): NULL + 0 is undefined in C, so only step on. */
-        if (take_a)
-            a += take_a;
-        na -= take_a;
-        if (take_b)
-            b += take_b;
-        nb -= take_b;
+        w->events += p.na + p.nb;
     }
     return 0;
 }
