@@ -282,7 +282,7 @@ static void rule_operators(ctx *x)
     for (size_t i = 0; i < nops; i++) {
         uint32_t len = 0;
         const char *name = analysis_name(x->a, ops[i].name, &len);
-        if (!(name && analysis_is_fetch_name(name, len)) && kept < TOP_TYPES)
+        if (!(name && opname_is_fetch(name, len)) && kept < TOP_TYPES)
             ops[kept++] = ops[i];
     }
     nops = kept;

@@ -38,39 +38,7 @@ size_t text_clean(const char *bytes, size_t len, char *out, int keep_lines);
 
 /* ---- Rows handed to the sink as they complete ------------------------------------------ */
 
-/* How a step's forward start and backward end were found. */
-enum step_source {
-    STEP_SOURCE_NONE = 0,   /* no operator in the step: FP/BP unknown */
-    STEP_SOURCE_MARKS = 1,  /* phase marks (termsight_phase_mark) */
-    STEP_SOURCE_OPTION = 2, /* operator names given by option or PROFILING_FP_START/BP_END */
-    STEP_SOURCE_AUTO = 3,   /* the seeds' rule: first op; op before the last communication */
-};
-
-/* One step of the step trace (all times ns on the collector clock, durations in ns). */
-typedef struct step_row {
-    uint64_t step;     /* number from termsight_step_begin */
-    uint64_t begin_ns; /* start of the step interval: the previous step's end, or this step's
-                          begin for the first step */
-    uint64_t end_ns;   /* step end */
-    uint64_t fp_start_ns, bp_end_ns;
-    uint64_t interval_ns;  /* begin .. forward start (data fetch) */
-    uint64_t fpbp_ns;      /* forward start .. backward end */
-    uint64_t tail_ns;      /* backward end .. step end */
-    uint64_t total_ns;     /* interval + fpbp + tail = end - begin */
-    uint32_t fp_op, bp_op; /* name ids of the operators that set them, 0 with marks or none */
-    uint32_t source;       /* enum step_source */
-    /* Overlap (seed 001 "Op Overlap Analyse") over [begin, end]: */
-    uint64_t compute_ns;   /* union of computation (kernels; without device work, host ops) */
-    uint64_t comm_ns;      /* union of communication (TS_EF_COMM kernels, COMM_OP) */
-    uint64_t pure_comm_ns; /* communication not overlapped by computation */
-    uint64_t free_ns;      /* neither */
-    uint64_t gap_ns;       /* idle time between consecutive top-level ops in FP/BP, less the
-                              time communication is in flight (that is comm_wait) */
-    /* The step waiting for communication, over [begin, end]: time during which communication
-     * is in flight and nothing computes: no compute kernel when the step has device work, else
-     * no top-level op (data fetches included, communication excluded) on the step's thread. */
-    uint64_t comm_wait_ns;
-} step_row;
+/* Step rows (step_row), their sources and gaps (op_gap) are model's step trace (model.h). */
 
 /* One time bucket of one queue. */
 typedef struct queue_bucket {
@@ -266,20 +234,8 @@ typedef struct step_summary {
 
 step_summary analysis_steps(const analysis *a);
 
-/* The name of an enum step_source value: none, marks, option, auto ("unknown" past them). */
-const char *steps_source_name(uint32_t source);
-
 /* The last finalized steps, oldest first, at most max. */
 size_t analysis_recent_steps(const analysis *a, step_row *out, size_t max);
-
-typedef struct op_gap {
-    uint64_t gap_ns;
-    uint64_t at_ns; /* where the gap begins */
-    uint64_t step;  /* 0 when outside steps */
-    uint32_t tid;
-    uint32_t before; /* op name ids on each side */
-    uint32_t after;
-} op_gap;
 
 /* The largest gaps between consecutive top-level ops on one thread, largest first. */
 size_t analysis_gaps(const analysis *a, op_gap *out, size_t max);

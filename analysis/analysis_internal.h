@@ -66,8 +66,4 @@ void names_scopes(analysis *a, uint32_t name, void (*fn)(void *ctx, uint32_t sco
 /* Case-insensitive substring test over raw bytes. */
 int names_contains(const char *hay, uint32_t hay_len, const char *needle);
 
-/* A data fetch's name (get_next, GetNext, data fetch, DataLoader, next batch; letters and digits
- * compared without case): a wait for data, never an operator to optimize (steps.c). */
-int analysis_is_fetch_name(const char *s, uint32_t len);
-
 #endif

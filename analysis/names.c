@@ -28,25 +28,6 @@
 
 #include <string.h>
 
-static const char *const pytorch_fields[] = {"seq = ", "op_id = ", "sizes = ", "input_op_ids = "};
-
-/* The length of the op key within name[0..len): where PyTorch's fields start, else len. */
-static uint32_t key_length(const char *s, uint32_t len)
-{
-    for (uint32_t i = 1; i + 2 < len; i++) {
-        if (s[i] != ',' || s[i + 1] != ' ')
-            continue;
-        const char *rest = s + i + 2;
-        uint32_t left = len - i - 2;
-        for (size_t f = 0; f < sizeof pytorch_fields / sizeof pytorch_fields[0]; f++) {
-            size_t fl = strlen(pytorch_fields[f]);
-            if (left >= fl && !memcmp(rest, pytorch_fields[f], fl))
-                return i;
-        }
-    }
-    return len;
-}
-
 static int is_digit(char c)
 {
     return c >= '0' && c <= '9';
@@ -149,7 +130,7 @@ uint32_t names_op_key(analysis *a, uint32_t name)
     const char *s = analysis_raw_name(a, name, &len);
     if (!s)
         return name;
-    uint32_t k = key_length(s, len);
+    uint32_t k = opname_key_length(s, len);
     if (k == len)
         return name;
     uint32_t id = analysis_local_name(a, s, k);
@@ -164,7 +145,7 @@ uint32_t names_op_type(analysis *a, uint32_t name, uint32_t type)
     const char *s = analysis_raw_name(a, name, &len);
     if (!s)
         return name;
-    uint32_t off, n = derive_type(s, key_length(s, len), &off);
+    uint32_t off, n = derive_type(s, opname_key_length(s, len), &off);
     if (off == 0 && n == len)
         return name;
     uint32_t id = analysis_local_name(a, s + off, n);
@@ -179,7 +160,7 @@ uint32_t analysis_op_type_of(const analysis *a, uint32_t name, uint32_t type)
     const char *s = analysis_raw_name(a, name, &len);
     if (!s)
         return name;
-    uint32_t off, n = derive_type(s, key_length(s, len), &off);
+    uint32_t off, n = derive_type(s, opname_key_length(s, len), &off);
     if (off == 0 && n == len)
         return name;
     uint32_t id = analysis_local_find(a, s + off, n);
@@ -194,7 +175,7 @@ void names_scopes(analysis *a, uint32_t name, void (*fn)(void *ctx, uint32_t sco
     const char *s = stable_bytes(a, name, &len, buf);
     if (!s)
         return;
-    uint32_t end = trim_slashes(s, key_length(s, len));
+    uint32_t end = trim_slashes(s, opname_key_length(s, len));
     uint32_t level = 0;
     for (uint32_t i = 1; i < end; i++) {
         if (s[i] != '/' || s[i - 1] == '/')

@@ -120,7 +120,7 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->total_ns);
         csv_name(c, r->a, s->fp_op);
         csv_name(c, r->a, s->bp_op);
-        csv_put(c, steps_source_name(s->source));
+        csv_put(c, step_source_name(s->source));
         csv_us(c, (int64_t)s->compute_ns);
         csv_us(c, (int64_t)s->comm_wait_ns);
         csv_end(c);

@@ -81,7 +81,7 @@ void *report_json_steps(const analysis *a)
     if (!st)
         return NULL;
     report_json_u64(st, "count", ss.steps);
-    cJSON_AddStringToObject(st, "source", steps_source_name(ss.source));
+    cJSON_AddStringToObject(st, "source", step_source_name(ss.source));
     const struct {
         const char *key;
         double ns;

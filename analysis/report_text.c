@@ -152,7 +152,7 @@ void report_print(const report *r, FILE *out, int brief)
         print_ms(out, ss.avg_fpbp_ns);
         fputs(" + tail ", out);
         print_ms(out, ss.avg_tail_ns);
-        fprintf(out, " (FP/BP from %s)\n", steps_source_name(ss.source));
+        fprintf(out, " (FP/BP from %s)\n", step_source_name(ss.source));
         if (!brief) {
             fputs("overlap per step: computation ", out);
             print_ms(out, ss.avg_compute_ns);
