@@ -6,15 +6,9 @@
  * (op key, type, scopes) and is grouped with the rows of the same bytes, so the rows are the
  * same whichever stream ids (or derived local ids) the bytes came under.
  *
- * Self time. A range is written when it ends, so on one thread a nested child arrives before
- * its parent, and each thread's events keep their order whatever the interleaving with other
- * threads. Each (thread, kind) keeps, per depth, the summed time of the ranges that still wait
- * for their parent; a range at depth d takes what waits below it as its children. OP_RANGE and
- * NVTX_RANGE number their depths independently, so each has its own accumulators: self time is
- * exclusive of nested ranges of the same kind on the same thread. Children that began before
- * the parent began are not its own (their parent was not recorded: collection started inside
- * it, or it was lost) and are dropped rather than subtracted. A range that ended on another
- * thread (TS_EF_CROSS_THREAD) takes no part in nesting.
+ * Self time is model's (nesting.c): exclusive of nested ranges of the same kind on the same
+ * thread (OP_RANGE and NVTX_RANGE number their depths independently). A range that ended on
+ * another thread (TS_EF_CROSS_THREAD) takes no part in nesting.
  *
  * Kernels: device copies and memsets are listed among the kernels as "memcpy" and "memset"
  * with the op they ran under, so device time spent copying shows next to compute. FLOPs come
@@ -25,8 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 1024       /* deeper ranges are counted but take no part in nesting */
-#define FLAT_MAX  (1u << 24) /* stream ids stay below this (the string table's limit) */
+#define FLAT_MAX (1u << 24) /* stream ids stay below this (the string table's limit) */
 
 typedef struct op_row {
     uint32_t key, type; /* canonical ids: local ids of the bytes (stream ids when unknown) */
@@ -42,16 +35,6 @@ typedef struct kernel_row {
     uint64_t count, total_ns, min_ns, max_ns;
     int comm;
 } kernel_row;
-
-typedef struct level {
-    uint64_t sum_ns;    /* ranges at this depth waiting for their parent */
-    uint64_t min_begin; /* the earliest begin among them */
-} level;
-
-typedef struct thread_stack {
-    level *lv;
-    uint32_t cap, top; /* levels at top and above are empty */
-} thread_stack;
 
 /* The row a stream name id went to last, with the type (or op) id it came with. Stream ids are
  * dense, so an array indexed by name answers most events without hashing; a name seen with
@@ -94,11 +77,7 @@ typedef struct opstats {
     uint32_t nkernels, cap_kernels;
     uint32_t memcpy_id, memset_id;
 
-    index_map thread_map; /* kind << 32 | tid -> thread index */
-    thread_stack *threads;
-    uint32_t nthreads, cap_threads;
-    uint64_t last_thread_key;
-    uint32_t last_thread;
+    nesting *nest;
 } opstats;
 
 /* Room for need elements of size in *p; -1 when out of memory. */
@@ -239,57 +218,6 @@ static uint32_t op_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t ty
     return r; /* a failed slot insert only means the next event asks again */
 }
 
-static thread_stack *thread_of(opstats *st, uint32_t kind, uint32_t tid)
-{
-    uint64_t key = (uint64_t)kind << 32 | tid;
-    if (st->nthreads && key == st->last_thread_key)
-        return &st->threads[st->last_thread];
-    uint32_t i = index_map_find(&st->thread_map, key);
-    if (i == UINT32_MAX) {
-        if (reserve(&st->threads, &st->cap_threads, st->nthreads + 1, sizeof *st->threads) != 0 ||
-            index_map_get(&st->thread_map, key, st->nthreads, NULL) == UINT32_MAX)
-            return NULL;
-        i = st->nthreads++;
-        st->threads[i] = (thread_stack){0};
-    }
-    st->last_thread_key = key;
-    st->last_thread = i;
-    return &st->threads[i];
-}
-
-static int depth_reserve(thread_stack *t, uint32_t need)
-{
-    uint32_t old = t->cap;
-    if (reserve(&t->lv, &t->cap, need, sizeof *t->lv) != 0)
-        return -1;
-    for (uint32_t l = old; l < t->cap; l++)
-        t->lv[l] = (level){0, UINT64_MAX};
-    return 0;
-}
-
-/* The self time of a range at depth d that lasted dur from begin. */
-static uint64_t nest(opstats *st, uint32_t kind, uint32_t tid, uint32_t d, uint64_t begin,
-                     uint64_t dur)
-{
-    thread_stack *t = thread_of(st, kind, tid);
-    if (!t || depth_reserve(t, d + 1) != 0)
-        return dur;
-    /* Below d, normally only depth d + 1 holds anything; deeper levels hold ranges whose own
-     * parent went unrecorded, and they lie inside this range too when they began inside it. */
-    uint64_t children = 0;
-    for (uint32_t l = d + 1; l < t->top; l++) {
-        if (t->lv[l].min_begin >= begin)
-            children += t->lv[l].sum_ns;
-        t->lv[l] = (level){0, UINT64_MAX};
-    }
-    t->top = d + 1;
-    level *p = &t->lv[d];
-    p->sum_ns += dur;
-    if (begin < p->min_begin)
-        p->min_begin = begin;
-    return dur > children ? dur - children : 0;
-}
-
 static uint64_t flops_of(const ts_event *ev)
 {
     if (!(ev->flags & TS_EF_DOUBLE))
@@ -309,8 +237,8 @@ static void feed_op(opstats *st, analysis *a, const ts_event *ev)
     }
     uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
     uint64_t self = dur;
-    if (!(ev->flags & TS_EF_CROSS_THREAD) && ev->aux < MAX_DEPTH)
-        self = nest(st, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
+    if (!(ev->flags & TS_EF_CROSS_THREAD))
+        self = nesting_self(st->nest, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
     op_row *o = &st->ops[r];
     o->count++;
     o->total_ns += dur;
@@ -378,7 +306,12 @@ static void feed_device(opstats *st, analysis *a, const ts_event *ev)
 static void *opstats_create(analysis *a)
 {
     (void)a;
-    return calloc(1, sizeof(opstats));
+    opstats *st = calloc(1, sizeof *st);
+    if (st && !(st->nest = nesting_create())) {
+        free(st);
+        return NULL;
+    }
+    return st;
 }
 
 static void opstats_feed(void *state, analysis *a, const ts_event *ev)
@@ -407,10 +340,7 @@ static void opstats_destroy(void *state)
     index_map_free(&st->scope_map);
     index_map_free(&st->kernel_slots);
     index_map_free(&st->kernels_by_key);
-    index_map_free(&st->thread_map);
-    for (uint32_t i = 0; i < st->nthreads; i++)
-        free(st->threads[i].lv);
-    free(st->threads);
+    nesting_destroy(st->nest);
     free(st->ops);
     free(st->types);
     free(st->scopes);

@@ -271,6 +271,25 @@ uint32_t opname_key_length(const char *name, uint32_t len);
 int opname_is_fetch(const char *name, uint32_t len);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Self time of nested ranges (nesting.c)                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define NESTING_MAX_DEPTH 1024 /* deeper ranges are counted but take no part in nesting */
+
+/* Per (kind, thread), the ranges that still wait for their parent, by depth. */
+typedef struct nesting nesting;
+
+nesting *nesting_create(void); /* NULL when out of memory */
+void nesting_destroy(nesting *n);
+
+/* The self time of a range of kind on thread tid at depth that lasted dur from begin: dur less
+ * the ranges of the same kind and thread that ended before it, deeper, and began inside it.
+ * Ranges come in the order their thread ended them. Without memory (or past
+ * NESTING_MAX_DEPTH) the range counts as having no children. */
+uint64_t nesting_self(nesting *n, uint32_t kind, uint32_t tid, uint32_t depth, uint64_t begin,
+                      uint64_t dur);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Step trace (steptrace.c)                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
