@@ -404,7 +404,7 @@ void steptrace_load(steptrace *t, const step_totals *tot, const step_row *rows, 
 /* ------------------------------------------------------------------------------------------ */
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  3 /* 3: lanes grow (a ring of their own in the grow region) */
+#define TS_SEGMENT_MAJOR  4                     /* 4: the step and operator boards */
 #define TS_SEGMENT_MINOR  0
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
@@ -483,6 +483,7 @@ typedef struct ts_segment_header {
     int32_t world_size;
     int32_t parent_pid; /* a forked child's session: the process it was forked from; else 0 */
     _Atomic uint64_t grow_used; /* bytes of the grow region's rings in use (mirror) */
+    uint64_t board_off;         /* the boards (ts_board) */
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -554,6 +555,7 @@ typedef struct segment_geometry {
     uint64_t string_index_off;
     uint64_t string_arena_off;
     uint64_t mailbox_off;
+    uint64_t board_off;
 } segment_geometry;
 
 typedef struct segment_config {
@@ -600,6 +602,10 @@ void segment_close(segment *s, int remove);
 /* Removes the shm name and frees the rings' pages but keeps the mapping valid (the owner at
  * session end, while other threads may still be finishing an event call into it). */
 void segment_unlink(const segment *s);
+
+/* The creator's: has the pages of [off, off + len) (a full shared-memory file system fails here
+ * instead of with SIGBUS at a store). 0, or -1 (out of bounds, not the creator, or no memory). */
+int segment_populate(const segment *s, uint64_t off, uint64_t len);
 
 /* The one bounds-checked accessor: a pointer to len bytes at off, or NULL when they do not lie
  * inside the segment. */
@@ -711,6 +717,107 @@ int segment_remove_stale(pid_t pid, char **cause);
  * whose process is gone (left by a segment removed by hand, or by an older termsight): the count
  * removed. */
 int segment_remove_orphan_ctls(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Boards: what a monitor must never miss (board.c)                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The collector's recorder sees every event it writes into the recording; as it drains the lanes
+ * it runs the step trace and sums every operator, and publishes the results here, in the
+ * segment: the last TS_BOARD_STEPS steps with their split, the step totals (averages and the
+ * slowest steps over the whole run) and each operator's and kernel's totals since the session
+ * began. A monitor reads them whatever the event rate, however long it was away: steps and
+ * operator statistics live are exactly what the recording holds, never a sample of the lanes.
+ *
+ * One writer (the recorder thread of the segment's creator), which never reads back what it
+ * wrote; readers go by sequence numbers (a record is whole when its sequence word is even and
+ * unchanged across the copy) and bound every index they read. */
+
+#define TS_BOARD_STEPS 512  /* step records kept: the last 512 steps */
+#define TS_BOARD_OPS   4096 /* operators and kernels with totals; further ones are counted lost */
+
+/* One operator's (or kernel's) totals since the session began. */
+typedef struct op_totals {
+    uint64_t count, total_ns, self_ns, min_ns, max_ns;
+    uint64_t flops, flops_ns, flops_self_ns; /* FLOPs, and the inclusive and self time of the
+                                                events that carried them */
+} op_totals;
+
+/* Sums b into a (min and max taken). */
+void op_totals_add(op_totals *a, const op_totals *b);
+
+typedef struct ts_step_record {
+    _Atomic uint64_t
+        seq; /* 2k + 1 while the k-th step (from 0) is written here, 2k + 2 once whole */
+    step_row row;
+} ts_step_record;
+
+typedef struct ts_op_record {
+    _Atomic uint64_t seq; /* odd while written */
+    uint32_t kind;        /* TS_KIND_OP_RANGE, NVTX_RANGE, KERNEL, MEMCPY or MEMSET */
+    uint32_t name, type;  /* string ids: the op and its type; for device kinds, the op they ran
+                             under */
+    uint32_t flags;       /* TS_EF_COMM: a communication kernel */
+    op_totals t;
+} ts_op_record;
+
+typedef struct ts_board {
+    _Atomic uint64_t totals_seq; /* odd while the totals are written */
+    step_totals totals;
+    _Atomic uint64_t steps_written; /* step records ever written: the newest is at
+                                       (steps_written - 1) % TS_BOARD_STEPS */
+    _Atomic uint32_t ops_used;      /* op records in use, from the first */
+    uint32_t pad;
+    _Atomic uint64_t ops_lost;     /* operator events not on the board (it was full) */
+    _Atomic uint64_t published_ns; /* collector clock, the recorder's last publication */
+    _Alignas(64) ts_step_record steps[TS_BOARD_STEPS];
+    ts_op_record ops[TS_BOARD_OPS];
+} ts_board;
+
+_Static_assert(sizeof(step_row) % 8 == 0 && sizeof(step_totals) % 8 == 0 &&
+                   sizeof(op_totals) % 8 == 0 && sizeof(ts_op_record) % 8 == 0,
+               "board records are copied word by word");
+_Static_assert(offsetof(ts_board, steps) % 64 == 0, "step records start on a cache line");
+
+/* The boards of s, or NULL (a segment too short for them cannot pass segment_validate). */
+ts_board *segment_board(const segment *s);
+
+/* The writer's private view (the recorder's), never read back from the segment. */
+typedef struct board_writer {
+    ts_board *b;
+    const segment *seg;
+    uint64_t steps;     /* step records written */
+    uint64_t totals;    /* totals written */
+    uint32_t ops;       /* op records claimed */
+    uint32_t ops_ready; /* op records whose pages are had */
+} board_writer;
+
+/* The creator's: 0, or -1 when s has no boards. */
+int board_writer_init(board_writer *w, const segment *s);
+/* A finished step, the step totals, an operator's totals now (index from board_op_new), the
+ * operator events that found no room. */
+void board_put_step(board_writer *w, const step_row *row);
+void board_put_totals(board_writer *w, const step_totals *t);
+void board_put_op(board_writer *w, uint32_t i, const op_totals *t);
+void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns);
+/* A new op record for (kind, name, type, flags): its index, or -1 when the board is full or its
+ * pages cannot be had. */
+int board_op_new(board_writer *w, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags);
+
+/* Readers (any process). The totals: 0, or -1 when they stay torn (a writer that died mid-way)
+ * or there is no board. */
+int board_get_totals(const segment *s, step_totals *out);
+/* Step records ever written (what a reader has seen up to is its own business). */
+uint64_t board_steps_written(const segment *s);
+/* The steps from the from-th written (0-based) on, oldest first, at most max: those still on the
+ * board and whole. *next: the index after the last one the board has now (pass it back as from).
+ * Returns how many were copied. */
+size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t max, uint64_t *next);
+/* Op records in use (bounded by TS_BOARD_OPS). */
+uint32_t board_ops_used(const segment *s);
+/* Op record i: 0, or -1 when out of range or torn. */
+int board_get_op(const segment *s, uint32_t i, ts_op_record *out);
+uint64_t board_ops_lost(const segment *s);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Lanes                                                                                      */

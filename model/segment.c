@@ -1,10 +1,10 @@
 /* segment: the shared-memory object a collector creates and frontends attach to.
  *
- * Layout: header page, lane records, rings, string index, string arena; every region
- * page-aligned and described by offsets in the header. The mailbox, the one thing a monitor
- * writes, is an object of its own beside it ("<name>-ctl"). Attach trusts nothing: sizes, offsets
- * and counts are checked against the real size of the mapping before any is used, and every later
- * access goes through segment_at(). */
+ * Layout: header page, lane records, rings, grow region, string index, string arena, boards
+ * (board.c); every region page-aligned and described by offsets in the header. The mailbox, the one
+ * thing a monitor writes, is an object of its own beside it ("<name>-ctl"). Attach trusts nothing:
+ * sizes, offsets and counts are checked against the real size of the mapping before any is used,
+ * and every later access goes through segment_at(). */
 #include "model.h"
 
 #include <dirent.h>
@@ -158,7 +158,8 @@ static void geometry_from(segment *s, const ts_segment_header *h)
                               .rings_off = h->rings_off,
                               .string_index_off = h->string_index_off,
                               .string_arena_off = h->string_arena_off,
-                              .mailbox_off = h->mailbox_off};
+                              .mailbox_off = h->mailbox_off,
+                              .board_off = h->board_off};
 }
 
 static uint64_t round_up(uint64_t v, uint64_t a)
@@ -173,7 +174,8 @@ static int is_pow2(uint64_t v)
 
 /* Region sizes for a configuration, the same computation for create and validate. */
 typedef struct layout {
-    uint64_t lanes_off, rings_off, grow_off, string_index_off, string_arena_off, mailbox_off, size;
+    uint64_t lanes_off, rings_off, grow_off, string_index_off, string_arena_off, mailbox_off;
+    uint64_t board_off, size;
 } layout;
 
 /* The grow region for a budget: twice it, so that rings freed in one size never keep another
@@ -193,7 +195,8 @@ static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_byte
     l.string_index_off = l.grow_off + grow_bytes;
     l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
     l.mailbox_off = 0; /* the mailbox is in the control object (ctl_create) */
-    l.size = round_up(l.string_arena_off + arena, PAGE);
+    l.board_off = round_up(l.string_arena_off + arena, PAGE);
+    l.size = round_up(l.board_off + sizeof(ts_board), PAGE);
     return l;
 }
 
@@ -354,7 +357,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
      * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
     what = "cannot have the shared memory the segment starts with";
     if (populate(base, l.rings_off) != 0 ||
-        populate((uint8_t *)base + l.string_index_off, l.size - l.string_index_off) != 0)
+        populate((uint8_t *)base + l.string_index_off, l.board_off - l.string_index_off) != 0 ||
+        populate((uint8_t *)base + l.board_off, offsetof(ts_board, ops)) != 0)
         goto fail;
     /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
      * is read-only for every process but this one (which keeps its writable mapping): a monitor
@@ -418,6 +422,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->string_index_off = l.string_index_off;
     h->string_arena_off = l.string_arena_off;
     h->mailbox_off = l.mailbox_off;
+    h->board_off = l.board_off;
     geometry_from(s, h);
     /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
     for (uint32_t i = 0; i < cfg->lane_count; i++) {
@@ -490,7 +495,7 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         layout_of(h->lane_count, h->lane_events, h->grow_bytes, h->string_max, h->string_arena);
     if (h->lanes_off != l.lanes_off || h->rings_off != l.rings_off || h->grow_off != l.grow_off ||
         h->string_index_off != l.string_index_off || h->string_arena_off != l.string_arena_off ||
-        h->mailbox_off != l.mailbox_off || l.size != size)
+        h->mailbox_off != l.mailbox_off || h->board_off != l.board_off || l.size != size)
         return cause_set(cause, "region offsets do not match the geometry");
     return 0;
 }
@@ -649,6 +654,12 @@ void segment_unlink(const segment *s)
         if (segment_at(s, s->g.rings_off, len))
             madvise(s->base + s->g.rings_off, len, MADV_REMOVE);
     }
+}
+
+int segment_populate(const segment *s, uint64_t off, uint64_t len)
+{
+    void *p = s->writable ? segment_at(s, off, len) : NULL;
+    return p ? populate(p, len) : -1;
 }
 
 void *segment_at(const segment *s, uint64_t off, uint64_t len)
