@@ -181,7 +181,7 @@ analysis *analysis_create(const analysis_config *cfg, analysis_name_fn names, vo
     for (size_t k = 0; k < TS_KIND__COUNT; k++) {
         size_t n = 0;
         for (size_t m = 0; m < N_MODULES; m++)
-            if (modules[m]->kinds & KIND_BIT(k))
+            if (modules[m]->kinds & ~(a->cfg.board ? modules[m]->board_kinds : 0) & KIND_BIT(k))
                 a->dispatch[k][n++] = (uint8_t)m;
         a->dispatch[k][n] = 0xff;
     }

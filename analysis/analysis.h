@@ -87,6 +87,9 @@ typedef struct analysis_config {
     uint32_t recent_buckets;   /* queue/CPU buckets kept for live views; default 120 */
     uint64_t bucket_ns;        /* queue bucket length; default 1 s */
     const analysis_sink *sink; /* may be NULL */
+    /* A live monitor's: steps and operator statistics come from the collector's boards
+     * (analysis_steps_load, analysis_ops_add), not from the events fed. */
+    int board;
 } analysis_config;
 
 void analysis_config_init(analysis_config *c);
@@ -179,6 +182,13 @@ uint32_t analysis_op_type_of(const analysis *a, uint32_t name, uint32_t type);
 /* Type id for a type name (as derived or given), 0 when there is none. */
 uint32_t analysis_op_type(const analysis *a, const char *type);
 
+/* A board analysis's: what an operator (OP_RANGE, NVTX_RANGE) or device event kind (KERNEL,
+ * MEMCPY, MEMSET, under the op `type`) of the stream's name and type ids added since the last
+ * call, as the collector's operator board says (flags: TS_EF_COMM for a communication kernel).
+ * Rows are grouped by name as events' are. */
+void analysis_ops_add(analysis *a, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags,
+                      const op_totals *t);
+
 /* Sum of all ops' self time. */
 uint64_t analysis_ops_self_ns(const analysis *a);
 
@@ -236,6 +246,10 @@ step_summary analysis_steps(const analysis *a);
 
 /* The last finalized steps, oldest first, at most max. */
 size_t analysis_recent_steps(const analysis *a, step_row *out, size_t max);
+
+/* A board analysis's (analysis_config.board): the totals and last rows (oldest first) of the
+ * collector's step board replace what the step trace holds. */
+void analysis_steps_load(analysis *a, const step_totals *t, const step_row *rows, size_t n);
 
 /* The largest gaps between consecutive top-level ops on one thread, largest first. */
 size_t analysis_gaps(const analysis *a, op_gap *out, size_t max);

@@ -16,7 +16,8 @@
  * kinds it wants and gets only those. */
 typedef struct analysis_module {
     const char *name;
-    uint64_t kinds; /* bit k: wants TS_KIND k */
+    uint64_t kinds;       /* bit k: wants TS_KIND k */
+    uint64_t board_kinds; /* of those, the ones a board analysis is not fed (the boards say) */
     void *(*create)(analysis *a);
     void (*feed)(void *state, analysis *a, const ts_event *ev);
     void (*finish)(void *state, analysis *a);

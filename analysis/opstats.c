@@ -25,14 +25,12 @@ typedef struct op_row {
     uint32_t key, type; /* canonical ids: local ids of the bytes (stream ids when unknown) */
     uint32_t type_index;
     uint32_t scope_off, scope_n; /* into scope_refs */
-    uint64_t count, total_ns, self_ns, min_ns, max_ns;
-    uint64_t flops;
-    uint64_t flops_ns, flops_self_ns; /* inclusive and self time of events that had FLOPs */
+    op_totals t;
 } op_row;
 
 typedef struct kernel_row {
     uint32_t name, op;
-    uint64_t count, total_ns, min_ns, max_ns;
+    op_totals t; /* self time is the total: kernels do not nest */
     int comm;
 } kernel_row;
 
@@ -196,7 +194,6 @@ static uint32_t op_row_new(opstats *st, analysis *a, uint32_t key, uint32_t type
     o->key = key;
     o->type = type;
     o->type_index = t;
-    o->min_ns = UINT64_MAX;
     o->scope_off = st->nrefs;
     names_scopes(a, key, add_scope_ref, st);
     o->scope_n = st->nrefs - o->scope_off;
@@ -218,42 +215,30 @@ static uint32_t op_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t ty
     return r; /* a failed slot insert only means the next event asks again */
 }
 
-static uint64_t flops_of(const ts_event *ev)
+/* The op row of a stream (name, type) pair, new when first seen; UINT32_MAX without memory. */
+static uint32_t op_row_of(opstats *st, analysis *a, uint32_t name, uint32_t type)
 {
-    if (!(ev->flags & TS_EF_DOUBLE))
-        return ev->v0;
-    double d;
-    memcpy(&d, &ev->v0, sizeof d);
-    return d >= 1.0 && d < 1.8e19 ? (uint64_t)d : 0; /* NaN and negatives fail both tests */
+    uint32_t r = slot_find(&st->op_flat, &st->op_slots, name, type);
+    return r != UINT32_MAX ? r : op_slot_new(st, a, name, type);
+}
+
+static void op_add(opstats *st, uint32_t r, const op_totals *t)
+{
+    op_totals_add(&st->ops[r].t, t);
+    st->self_total += t->self_ns;
 }
 
 static void feed_op(opstats *st, analysis *a, const ts_event *ev)
 {
-    uint32_t r = slot_find(&st->op_flat, &st->op_slots, ev->name, ev->type);
-    if (r == UINT32_MAX) {
-        r = op_slot_new(st, a, ev->name, ev->type);
-        if (r == UINT32_MAX)
-            return;
-    }
+    uint32_t r = op_row_of(st, a, ev->name, ev->type);
+    if (r == UINT32_MAX)
+        return;
     uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
     uint64_t self = dur;
     if (!(ev->flags & TS_EF_CROSS_THREAD))
         self = nesting_self(st->nest, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
-    op_row *o = &st->ops[r];
-    o->count++;
-    o->total_ns += dur;
-    o->self_ns += self;
-    if (dur < o->min_ns)
-        o->min_ns = dur;
-    if (dur > o->max_ns)
-        o->max_ns = dur;
-    st->self_total += self;
-    uint64_t f = ev->kind == TS_KIND_OP_RANGE ? flops_of(ev) : 0;
-    if (f) {
-        o->flops += f;
-        o->flops_ns += dur;
-        o->flops_self_ns += self;
-    }
+    op_totals one = op_totals_of(ev, self);
+    op_add(st, r, &one);
 }
 
 static uint32_t kernel_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t op)
@@ -266,41 +251,46 @@ static uint32_t kernel_slot_new(opstats *st, analysis *a, uint32_t name, uint32_
             index_map_get(&st->kernels_by_key, key, st->nkernels, NULL) == UINT32_MAX)
             return UINT32_MAX;
         r = st->nkernels++;
-        st->kernels[r] = (kernel_row){.name = name, .op = cop, .min_ns = UINT64_MAX};
+        st->kernels[r] = (kernel_row){.name = name, .op = cop};
     }
     index_map_get(&st->kernel_slots, (uint64_t)name << 32 | op, r, NULL);
     flat_put(&st->kernel_flat, name, op, r);
     return r;
 }
 
-static void feed_device(opstats *st, analysis *a, const ts_event *ev)
+/* The kernel row of a device event's kind, name and op (copies and memsets are listed as
+ * "memcpy" and "memset" with their op); UINT32_MAX without memory. */
+static uint32_t kernel_row_of(opstats *st, analysis *a, uint32_t kind, uint32_t name, uint32_t op)
 {
-    uint32_t name = ev->name;
-    if (ev->kind == TS_KIND_MEMCPY) {
+    if (kind == TS_KIND_MEMCPY) {
         if (!st->memcpy_id)
             st->memcpy_id = analysis_local_name(a, "memcpy", 6);
         name = st->memcpy_id;
-    } else if (ev->kind == TS_KIND_MEMSET) {
+    } else if (kind == TS_KIND_MEMSET) {
         if (!st->memset_id)
             st->memset_id = analysis_local_name(a, "memset", 6);
         name = st->memset_id;
     }
-    uint32_t r = slot_find(&st->kernel_flat, &st->kernel_slots, name, ev->type);
-    if (r == UINT32_MAX) {
-        r = kernel_slot_new(st, a, name, ev->type);
-        if (r == UINT32_MAX)
-            return;
-    }
-    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+    uint32_t r = slot_find(&st->kernel_flat, &st->kernel_slots, name, op);
+    return r != UINT32_MAX ? r : kernel_slot_new(st, a, name, op);
+}
+
+static void kernel_add(opstats *st, uint32_t r, const op_totals *t, uint32_t flags)
+{
     kernel_row *k = &st->kernels[r];
-    k->count++;
-    k->total_ns += dur;
-    if (dur < k->min_ns)
-        k->min_ns = dur;
-    if (dur > k->max_ns)
-        k->max_ns = dur;
-    if (ev->flags & TS_EF_COMM)
+    op_totals_add(&k->t, t);
+    if (flags & TS_EF_COMM)
         k->comm = 1;
+}
+
+static void feed_device(opstats *st, analysis *a, const ts_event *ev)
+{
+    uint32_t r = kernel_row_of(st, a, ev->kind, ev->name, ev->type);
+    if (r == UINT32_MAX)
+        return;
+    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+    op_totals one = op_totals_of(ev, dur);
+    kernel_add(st, r, &one, ev->flags);
 }
 
 static void *opstats_create(analysis *a)
@@ -353,11 +343,30 @@ const analysis_module opstats_module = {
     .name = "opstats",
     .kinds = KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
              KIND_BIT(TS_KIND_MEMCPY) | KIND_BIT(TS_KIND_MEMSET),
+    .board_kinds = KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) |
+                   KIND_BIT(TS_KIND_KERNEL) | KIND_BIT(TS_KIND_MEMCPY) | KIND_BIT(TS_KIND_MEMSET),
     .create = opstats_create,
     .feed = opstats_feed,
     .finish = opstats_finish,
     .destroy = opstats_destroy,
 };
+
+void analysis_ops_add(analysis *a, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags,
+                      const op_totals *t)
+{
+    opstats *st = analysis_state(a, &opstats_module);
+    if (!st || !t->count)
+        return;
+    if (kind == TS_KIND_OP_RANGE || kind == TS_KIND_NVTX_RANGE) {
+        uint32_t r = op_row_of(st, a, name, type);
+        if (r != UINT32_MAX)
+            op_add(st, r, t);
+    } else if (kind == TS_KIND_KERNEL || kind == TS_KIND_MEMCPY || kind == TS_KIND_MEMSET) {
+        uint32_t r = kernel_row_of(st, a, kind, name, type);
+        if (r != UINT32_MAX)
+            kernel_add(st, r, t, flags);
+    }
+}
 
 /* ---- Accessors ------------------------------------------------------------------------- */
 
@@ -454,14 +463,16 @@ static int matches(const analysis *a, const op_stat *s, const char *search)
 
 static void add_into(op_stat *t, const op_row *o)
 {
-    t->count += o->count;
-    t->total_ns += o->total_ns;
-    t->self_ns += o->self_ns;
-    if (o->min_ns < t->min_ns)
-        t->min_ns = o->min_ns;
-    if (o->max_ns > t->max_ns)
-        t->max_ns = o->max_ns;
-    t->flops += o->flops;
+    if (!o->t.count)
+        return;
+    t->count += o->t.count;
+    t->total_ns += o->t.total_ns;
+    t->self_ns += o->t.self_ns;
+    if (o->t.min_ns < t->min_ns)
+        t->min_ns = o->t.min_ns;
+    if (o->t.max_ns > t->max_ns)
+        t->max_ns = o->t.max_ns;
+    t->flops += o->t.flops;
 }
 
 size_t analysis_ops(const analysis *a, const op_query *q, op_stat **rows)
@@ -601,10 +612,10 @@ size_t analysis_kernels_query(const analysis *a, const op_query *q, kernel_stat 
         const kernel_row *k = &st->kernels[i];
         kernel_stat s = {.name = k->name,
                          .op = k->op,
-                         .count = k->count,
-                         .total_ns = k->total_ns,
-                         .min_ns = k->min_ns,
-                         .max_ns = k->max_ns,
+                         .count = k->t.count,
+                         .total_ns = k->t.total_ns,
+                         .min_ns = k->t.min_ns,
+                         .max_ns = k->t.max_ns,
                          .comm = k->comm};
         if (kernel_matches(a, &s, q->search))
             sr[n++] = (kernel_sort_row){.s = s, .a = a, .sort = q->sort};
@@ -654,12 +665,12 @@ size_t analysis_flops_scopes(const analysis *a, flops_scope **rows)
         return 0;
     for (uint32_t i = 0; i < st->nops; i++) {
         const op_row *o = &st->ops[i];
-        if (!o->flops)
+        if (!o->t.flops)
             continue;
         for (uint32_t j = 0; j < o->scope_n; j++) {
             flops_scope *s = &sr[st->scope_refs[o->scope_off + j]].s;
-            s->flops += o->flops;
-            s->time_ns += o->flops_ns;
+            s->flops += o->t.flops;
+            s->time_ns += o->t.flops_ns;
         }
     }
     size_t n = 0;
@@ -688,8 +699,8 @@ flops_summary analysis_flops(const analysis *a)
     if (!st)
         return f;
     for (uint32_t i = 0; i < st->nops; i++) {
-        f.flops += st->ops[i].flops;
-        f.time_ns += st->ops[i].flops_self_ns;
+        f.flops += st->ops[i].t.flops;
+        f.time_ns += st->ops[i].t.flops_self_ns;
     }
     if (f.time_ns)
         f.flops_per_s = (double)f.flops * 1e9 / (double)f.time_ns;

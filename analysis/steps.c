@@ -3,7 +3,10 @@
  * same definition the collector publishes live on its step board; this module feeds it, gives
  * it the operator options in force (the analysis's config first, else what the recording says:
  * the collector records PROFILING_FP_START / PROFILING_BP_END there), hands each finalized row to
- * the sink, and turns its totals into averages. */
+ * the sink, and turns its totals into averages.
+ *
+ * A live monitor's analysis (analysis_config.board) is not fed the step events: the collector's
+ * step board gives its totals and recent rows (analysis_steps_load). */
 #include "analysis_internal.h"
 
 #include <stdlib.h>
@@ -79,6 +82,10 @@ const analysis_module steps_module = {
     .kinds = KIND_BIT(TS_KIND_STEP_BEGIN) | KIND_BIT(TS_KIND_STEP_END) | KIND_BIT(TS_KIND_PHASE) |
              KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
              KIND_BIT(TS_KIND_COMM_OP) | KIND_BIT(TS_KIND_COLLECT_START),
+    .board_kinds = KIND_BIT(TS_KIND_STEP_BEGIN) | KIND_BIT(TS_KIND_STEP_END) |
+                   KIND_BIT(TS_KIND_PHASE) | KIND_BIT(TS_KIND_OP_RANGE) |
+                   KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
+                   KIND_BIT(TS_KIND_COMM_OP) | KIND_BIT(TS_KIND_COLLECT_START),
     .create = steps_create,
     .feed = steps_feed,
     .finish = steps_finish,
@@ -132,4 +139,11 @@ size_t analysis_gaps(const analysis *a, op_gap *out, size_t max)
 {
     const steps_state *st = analysis_state(a, &steps_module);
     return st ? steptrace_gaps(st->t, out, max) : 0;
+}
+
+void analysis_steps_load(analysis *a, const step_totals *t, const step_row *rows, size_t n)
+{
+    steps_state *st = analysis_state(a, &steps_module);
+    if (st)
+        steptrace_load(st->t, t, rows, n);
 }

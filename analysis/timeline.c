@@ -802,9 +802,8 @@ static void fill_span(timeline *t, shape *sh, const void *arg)
         set_us(t, sh, S_A1, (int64_t)s->row->interval_ns);
         set_us(t, sh, S_A2, (int64_t)s->row->fpbp_ns);
         set_us(t, sh, S_A3, (int64_t)s->row->tail_ns);
-        set_str(
-            t, sh, S_A4,
-            literal_off(t, L_SOURCE0 + (s->row->source & 3), step_source_name(s->row->source)));
+        set_str(t, sh, S_A4,
+                literal_off(t, L_SOURCE0 + (s->row->source & 3), step_source_name(s->row->source)));
     } else {
         set_pct(t, sh, S_A1, s->share);
     }

@@ -743,8 +743,13 @@ typedef struct op_totals {
                                                 events that carried them */
 } op_totals;
 
-/* Sums b into a (min and max taken). */
+/* Sums b into a (min and max taken); b with no count changes nothing. */
 void op_totals_add(op_totals *a, const op_totals *b);
+
+/* One range or device event as totals: count 1, its duration, the self time given (nesting_self
+ * for ranges; the duration for device work), and the FLOPs an OP_RANGE carries in v0 (an integer,
+ * or a double with TS_EF_DOUBLE; one that is not a count from 1 to 1.8e19 counts as none). */
+op_totals op_totals_of(const ts_event *ev, uint64_t self_ns);
 
 typedef struct ts_step_record {
     _Atomic uint64_t

@@ -1115,6 +1115,54 @@ START_TEST(test_empty)
 }
 END_TEST
 
+/* A live monitor's analysis takes its steps from the collector's step board: fed step events
+ * it finalizes none; what is loaded is what the summary, the recent rows and the slowest steps
+ * say, the newest rows kept when more come than it keeps. */
+START_TEST(test_board_load)
+{
+    golden g;
+    golden_init(&g);
+    for (uint64_t k = 1; k <= 10; k++)
+        golden_step(&g, 1, k, k * 100, k * 100 + 50);
+    analysis_config cfg;
+    analysis_config_init(&cfg);
+    cfg.board = 1;
+    cfg.recent_steps = 4;
+    analysis *a = golden_analyse(&g, &cfg, 0);
+    ck_assert_uint_eq(analysis_steps(a).steps, 0);
+    step_row rows[6];
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < 6; i++) {
+        rows[i].step = 20 + (uint64_t)i;
+        rows[i].total_ns = 1000 * (uint64_t)(i + 1);
+    }
+    step_totals t = {.steps = 26,
+                     .current_step = 27,
+                     .total_ns = 26000,
+                     .interval_ns = 2600,
+                     .nslowest = 2,
+                     .slowest = {25, 24},
+                     .slowest_ns = {6000, 5000},
+                     .late = 4};
+    analysis_steps_load(a, &t, rows, 6);
+    step_summary s = analysis_steps(a);
+    ck_assert_uint_eq(s.steps, 26);
+    ck_assert_double_eq_tol(s.avg_total_ns, 1000.0, 1e-9);
+    ck_assert_double_eq_tol(s.avg_interval_ns, 100.0, 1e-9);
+    ck_assert_uint_eq(s.current_step, 27);
+    ck_assert_uint_eq(s.slowest[0], 25);
+    ck_assert_uint_eq(s.slowest[1], 24);
+    ck_assert_uint_eq(s.slowest[2], 0);
+    ck_assert_uint_eq(s.late_events, 4);
+    step_row got[8];
+    ck_assert_uint_eq(analysis_recent_steps(a, got, 8), 4);
+    ck_assert_uint_eq(got[0].step, 22);
+    ck_assert_uint_eq(got[3].step, 25);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("steps");
@@ -1138,6 +1186,7 @@ int main(void)
     tcase_add_test(tc, test_fetch_names);
     tcase_add_test(tc, test_bp_before_communication);
     tcase_add_test(tc, test_empty);
+    tcase_add_test(tc, test_board_load);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
