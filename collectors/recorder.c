@@ -60,6 +60,7 @@ struct recorder {
     ts_event *overflow;
     size_t overflow_n, overflow_cap;
     uint64_t overflow_lost, overflow_lost_seen;
+    digest *dg; /* the boards' sums; NULL when they could not be made */
 };
 
 void session_record_failed(termsight_session *s, int err, const char *why)
@@ -155,6 +156,10 @@ static void write_consume(termsight_session *s, uint32_t i, const lane_run *run)
     size_t n;
     while ((n = lane_run_take(&rest, CONSUME_STEP, &p))) {
         write_events(s, p.a, p.na, p.b, p.nb);
+        if (s->rec->dg) {
+            digest_feed(s->rec->dg, p.a, p.na);
+            digest_feed(s->rec->dg, p.b, p.nb);
+        }
         lane_consume(s->seg, i, n);
     }
 }
@@ -323,6 +328,8 @@ static size_t drain_locked(termsight_session *s)
             /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
             if (overflow_n) {
                 write_events(s, s->rec->overflow, overflow_n, NULL, 0);
+                if (s->rec->dg)
+                    digest_feed(s->rec->dg, s->rec->overflow, overflow_n);
                 memmove(s->rec->overflow, s->rec->overflow + overflow_n,
                         (s->rec->overflow_n - overflow_n) * sizeof *s->rec->overflow);
                 s->rec->overflow_n -= overflow_n;
@@ -354,12 +361,20 @@ static size_t drain_locked(termsight_session *s)
         notices++;
     }
     s->rec->last_drain_ns = now;
+    if (s->rec->dg)
+        digest_publish(s->rec->dg, now, 0);
     uint64_t all = drops + nl + s->rec->write_drops + s->rec->overflow_lost;
     atomic_store_explicit(&s->drops, all, memory_order_relaxed);
     atomic_store_explicit(&segment_header(s->seg)->drops, all, memory_order_relaxed);
     atomic_store_explicit(&segment_header(s->seg)->write_drops, s->rec->write_drops,
                           memory_order_relaxed);
     return total + notices;
+}
+
+static const char *recorder_name(void *ctx, uint32_t id, uint32_t *len)
+{
+    const termsight_session *s = ctx;
+    return strtab_name(s->names, id, len);
 }
 
 int recorder_init(termsight_session *s)
@@ -377,6 +392,8 @@ int recorder_init(termsight_session *s)
     if (!r->lane_drops_seen || !r->runs || !r->watch ||
         lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
         return -1;
+    /* Without the boards the session still records; monitors then show no steps. */
+    r->dg = digest_create(s->seg, recorder_name, s, s->fp_start_op, s->bp_end_op);
     return 0;
 }
 
@@ -385,6 +402,7 @@ void recorder_free(termsight_session *s)
     recorder *r = s->rec;
     if (!r)
         return;
+    digest_destroy(r->dg);
     free(r->overflow);
     free(r->lane_drops_seen);
     free(r->runs);
@@ -496,6 +514,8 @@ int recorder_close_locked(termsight_session *s, int had_window)
 {
     recorder *r = s->rec;
     int rc = 0;
+    if (r->dg) /* the last steps, which no later drain will settle */
+        digest_publish(r->dg, tsclock_now(&ts_clock), 1);
     if (r->writer) {
         char *why = NULL;
         if (recording_sync(r->writer, &why) != 0 || recording_writer_close(r->writer, &why) != 0)

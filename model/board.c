@@ -224,6 +224,12 @@ int board_get_op(const segment *s, uint32_t i, ts_op_record *out)
     return 0;
 }
 
+uint64_t board_published_ns(const segment *s)
+{
+    const ts_board *b = segment_board(s);
+    return b ? atomic_load_explicit(&b->published_ns, memory_order_relaxed) : 0;
+}
+
 uint64_t board_ops_lost(const segment *s)
 {
     const ts_board *b = segment_board(s);

@@ -390,6 +390,11 @@ void steptrace_feed(steptrace *t, const ts_event *ev);
 /* End of input: finalizes every ended step. */
 void steptrace_finish(steptrace *t);
 
+/* A live trace's (the collector's): finalizes, in order, the ended steps whose end lies at least
+ * quiet_ns before now_ns (their records have come by then), without waiting for later steps.
+ * Returns how many. */
+size_t steptrace_settle(steptrace *t, uint64_t now_ns, uint64_t quiet_ns);
+
 const step_totals *steptrace_totals(const steptrace *t);
 /* The last finalized steps, oldest first, at most max. */
 size_t steptrace_recent(const steptrace *t, step_row *out, size_t max);
@@ -805,6 +810,8 @@ void board_put_step(board_writer *w, const step_row *row);
 void board_put_totals(board_writer *w, const step_totals *t);
 void board_put_op(board_writer *w, uint32_t i, const op_totals *t);
 void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns);
+/* The collector clock of the writer's last publication (0: none yet). */
+uint64_t board_published_ns(const segment *s);
 /* A new op record for (kind, name, type, flags): its index, or -1 when the board is full or its
  * pages cannot be had. */
 int board_op_new(board_writer *w, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags);
@@ -823,6 +830,22 @@ uint32_t board_ops_used(const segment *s);
 /* Op record i: 0, or -1 when out of range or torn. */
 int board_get_op(const segment *s, uint32_t i, ts_op_record *out);
 uint64_t board_ops_lost(const segment *s);
+
+/* The sums behind the boards (digest.c): the step trace by the operator options given, and every
+ * operator's and kernel's totals. One thread: the segment creator's recorder. */
+typedef struct digest digest;
+
+/* name: the bytes of a string id (for the operator options and data fetches). NULL when out of
+ * memory or when seg has no boards. */
+digest *digest_create(const segment *seg,
+                      const char *(*name)(void *ctx, uint32_t id, uint32_t *len), void *name_ctx,
+                      const char *fp_start_op, const char *bp_end_op);
+void digest_destroy(digest *d);
+/* Events the recorder took from the lanes, in the order it writes them. */
+void digest_feed(digest *d, const ts_event *ev, size_t n);
+/* After a drain: the steps that have settled (finish: every ended step, at the session's end)
+ * and what changed, onto the boards. now_ns: the collector clock at the drain. */
+void digest_publish(digest *d, uint64_t now_ns, int finish);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Lanes                                                                                      */

@@ -1066,6 +1066,32 @@ void steptrace_finish(steptrace *st)
     advance(st, 1);
 }
 
+size_t steptrace_settle(steptrace *st, uint64_t now_ns, uint64_t quiet_ns)
+{
+    size_t n = 0;
+    while (st->nopen) {
+        slot *h = st->open[0];
+        if (h->has_end) {
+            if (h->end > now_ns || now_ns - h->end < quiet_ns)
+                break;
+            finalize_head(st);
+            n++;
+            continue;
+        }
+        /* Begun and not ended: abandoned once a later step has settled (as advance does). */
+        int later = 0;
+        for (uint32_t j = 1; j < st->nopen && !later; j++) {
+            const slot *o = st->open[j];
+            later = o->has_end && o->end <= now_ns && now_ns - o->end >= quiet_ns;
+        }
+        if (!later)
+            break;
+        st->tot.incomplete++;
+        release_slot(st, 0);
+    }
+    return n;
+}
+
 void steptrace_destroy(steptrace *st)
 {
     if (!st)

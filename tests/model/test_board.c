@@ -223,6 +223,113 @@ START_TEST(test_writer_against_reader)
 }
 END_TEST
 
+/* ---- The digest that fills them --------------------------------------------------------- */
+
+static ts_event ev_range(uint32_t tid, uint32_t name, uint32_t depth, uint64_t b, uint64_t e)
+{
+    return (ts_event){.kind = TS_KIND_OP_RANGE,
+                      .tid = tid,
+                      .device = TS_DEVICE_HOST,
+                      .aux = depth,
+                      .name = name,
+                      .type = 9,
+                      .begin_ns = b,
+                      .end_ns = e};
+}
+
+static ts_event ev_mark(uint16_t kind, uint64_t t, uint64_t step)
+{
+    return (ts_event){
+        .kind = kind, .tid = 1, .device = TS_DEVICE_HOST, .begin_ns = t, .end_ns = t, .v0 = step};
+}
+
+static const ts_op_record *find_op(const segment *r, uint32_t kind, uint32_t name,
+                                   ts_op_record *buf)
+{
+    for (uint32_t i = 0; i < board_ops_used(r); i++)
+        if (board_get_op(r, i, buf) == 0 && buf->kind == kind && buf->name == name)
+            return buf;
+    return NULL;
+}
+
+/* Steps settle 50 ms after their end (2 s once device work was seen) or at the end; operators
+ * carry their self time; a board full of operators counts the rest lost. */
+START_TEST(test_digest)
+{
+    segment_config cfg = mt_config(mt_pid(3));
+    segment *s = mt_create(&cfg);
+    digest *d = digest_create(s, NULL, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(d);
+    segment *r = mt_attach(cfg.pid, 0);
+    const uint64_t MS = 1000000;
+    for (uint64_t k = 1; k <= 3; k++) {
+        uint64_t t = k * 100 * MS;
+        ts_event ev[4] = {
+            ev_mark(TS_KIND_STEP_BEGIN, t, k), ev_range(1, 20, 1, t + 1 * MS, t + 11 * MS),
+            ev_range(1, 21, 0, t, t + 30 * MS), ev_mark(TS_KIND_STEP_END, t + 40 * MS, k)};
+        digest_feed(d, ev, 4);
+    }
+    /* Step 3 ended at 340 ms: at 360 ms steps 1 and 2 have settled, 3 has not. */
+    digest_publish(d, 360 * MS, 0);
+    step_totals t;
+    ck_assert_int_eq(board_get_totals(r, &t), 0);
+    ck_assert_uint_eq(t.steps, 2);
+    ck_assert_uint_eq(t.current_step, 3);
+    step_row rows[4];
+    uint64_t next;
+    ck_assert_uint_eq(board_get_steps(r, 0, rows, 4, &next), 2);
+    ck_assert_uint_eq(rows[1].step, 2);
+    ck_assert_uint_eq(rows[1].begin_ns, 140 * MS); /* from step 1's end */
+    ck_assert_uint_eq(rows[1].end_ns, 240 * MS);
+    ck_assert_uint_eq(rows[1].ops, 1); /* the top-level op */
+    ck_assert_uint_eq(rows[1].ops_ns, 30 * MS);
+    digest_publish(d, 390 * MS, 0);
+    ck_assert_int_eq(board_get_totals(r, &t), 0);
+    ck_assert_uint_eq(t.steps, 3);
+    ts_op_record op;
+    ck_assert_ptr_nonnull(find_op(r, TS_KIND_OP_RANGE, 21, &op));
+    ck_assert_uint_eq(op.t.count, 3);
+    ck_assert_uint_eq(op.t.total_ns, 90 * MS);
+    ck_assert_uint_eq(op.t.self_ns, 60 * MS); /* less its child's 10 each time */
+    ck_assert_ptr_nonnull(find_op(r, TS_KIND_OP_RANGE, 20, &op));
+    ck_assert_uint_eq(op.t.self_ns, 30 * MS);
+
+    /* Device work seen: a step waits 2 s for its kernels; the end finalizes it at once. */
+    ts_event k = {.kind = TS_KIND_KERNEL,
+                  .tid = 7,
+                  .name = 30,
+                  .type = 21,
+                  .flags = TS_EF_COMM,
+                  .begin_ns = 410 * MS,
+                  .end_ns = 420 * MS};
+    ts_event ev[3] = {ev_mark(TS_KIND_STEP_BEGIN, 400 * MS, 4), k,
+                      ev_mark(TS_KIND_STEP_END, 440 * MS, 4)};
+    digest_feed(d, ev, 3);
+    digest_publish(d, 1000 * MS, 0);
+    ck_assert_int_eq(board_get_totals(r, &t), 0);
+    ck_assert_uint_eq(t.steps, 3);
+    digest_publish(d, 1001 * MS, 1);
+    ck_assert_int_eq(board_get_totals(r, &t), 0);
+    ck_assert_uint_eq(t.steps, 4);
+    ck_assert_ptr_nonnull(find_op(r, TS_KIND_KERNEL, 30, &op));
+    ck_assert_uint_eq(op.flags, TS_EF_COMM);
+    ck_assert_uint_eq(op.type, 21);
+
+    /* More operators than the board holds: the rest counted, not kept. */
+    for (uint32_t i = 0; i < TS_BOARD_OPS + 10; i++) {
+        ts_event e = ev_range(2, 1000 + i, 0, 1, 2);
+        digest_feed(d, &e, 1);
+    }
+    digest_publish(d, 1002 * MS, 0);
+    ck_assert_uint_eq(board_ops_used(r), TS_BOARD_OPS);
+    ck_assert_uint_eq(board_ops_lost(r), 10 + 3 /* the 3 ops already there took room */);
+    ck_assert_uint_eq(board_published_ns(r), 1002 * MS);
+    digest_destroy(d);
+    segment_close(r, 0);
+    segment_close(s, 1);
+}
+END_TEST
+
 static Suite *board_suite(void)
 {
     Suite *s = suite_create("board");
@@ -232,6 +339,7 @@ static Suite *board_suite(void)
     tcase_add_test(tc, test_totals_and_ops);
     tcase_add_test(tc, test_op_totals_add);
     tcase_add_test(tc, test_writer_against_reader);
+    tcase_add_test(tc, test_digest);
     suite_add_tcase(s, tc);
     return s;
 }
