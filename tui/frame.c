@@ -97,9 +97,6 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
                  st->lost_threads > 1 ? " +" : "");
         x = item(c, r, 0, x, "lost by", buf, ROLE_WARN);
     }
-    /* Missed is the live view's sample, not a loss (the recording has them): no alarm. */
-    format_count((double)st->missed, buf, sizeof buf);
-    x = item(c, r, 0, x, "missed", buf, ROLE_HEADER);
     format_elapsed(st->elapsed_s, buf, sizeof buf);
     x = item(c, r, 0, x, "up", buf, ROLE_HEADER);
     if (frozen)
@@ -109,7 +106,7 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     /* The training's own count where the collector says it (the live view sees steps only
      * while collecting, and may miss some); final once the process has ended. */
     step_summary ss = analysis_steps(a);
-    uint64_t step = st->steps > ss.current_step ? st->steps : ss.current_step;
+    uint64_t step = source_step_now(st, a);
     if (step)
         snprintf(buf, sizeof buf, "%llu%s", (unsigned long long)step, st->gone ? " (final)" : "");
     else
@@ -377,12 +374,15 @@ static const struct {
               "recording lacks them and the report says so"},
     {"lost by", "the thread that lost most events in this window, at the rate it emitted when "
                 "it began to lose them; + when others lost some too (termsight ls lists them)"},
-    {"missed", "events the live view skipped to keep up (it reads a sample when the process "
-               "writes faster); they are in the recording, the report has them all"},
+    {"sampled", "in a panel's title: the data queues or the timeline show a sample, as the "
+                "process writes faster than the live view reads its lanes (what it skipped is in "
+                "the recording, the report has it all); steps and operators are always whole"},
+    {"partial", "in the operators' title: more distinct operators than the collector's board "
+                "holds (4096); the rest are in the recording, the report has them"},
     {"up", "time since the session began"},
     {"rank", "of a job: this rank / the job's world size (screen 7 lists the ranks)"},
     {"step", "the training's own step count; (final) once it ended"},
-    {"avg step", "the mean step time of the steps the live view has seen"},
+    {"avg step", "the mean time of every step finished so far, as the recording has them"},
     {"run", "the run folder (the recording, and the report once analysed); in its place for a "
             "while, the latest answer or event"},
     {"FROZEN", "the display is frozen (space thaws it); the training goes on"},

@@ -150,14 +150,23 @@ static int row_cell(canvas *c, rect body, int y, int x, int width, int role, con
     return x + width + 1;
 }
 
+/* ", partial" after the title's text (n bytes of cap) when the collector's operator board had no
+ * room for some operators: their events are not in the live table (the report has them). */
+static void ops_partial(const panel_ctx *p, char *extra, int n, size_t cap)
+{
+    if (p->st && p->st->ops_lost && n >= 0 && (size_t)n < cap)
+        snprintf(extra + n, cap - (size_t)n, ", partial");
+}
+
 /* The kernels table: the analysis's kernel query, sorted and searched as the operators are. */
 static void kernels_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 {
     char extra[200];
     int n0 = snprintf(extra, sizeof extra, "kernels, by %s", sort_name(v->ops_sort));
     if (v->search[0] || v->searching)
-        snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
-                 v->searching ? "_" : "");
+        n0 += snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
+                       v->searching ? "_" : "");
+    ops_partial(p, extra, n0, sizeof extra);
     frame_title(c, r, "Operators", extra);
 
     kernel_stat *rows = NULL;
@@ -245,8 +254,9 @@ static void ops_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         n0 = snprintf(extra, sizeof extra, "ops of %.*s", (int)(tl < 60 ? tl : 60), tname);
     n0 += snprintf(extra + n0, sizeof extra - (size_t)n0, ", by %s", sort_name(v->ops_sort));
     if (v->search[0] || v->searching)
-        snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
-                 v->searching ? "_" : "");
+        n0 += snprintf(extra + n0, sizeof extra - (size_t)n0, ", search \"%s%s\"", v->search,
+                       v->searching ? "_" : "");
+    ops_partial(p, extra, n0, sizeof extra);
     frame_title(c, r, "Operators", extra);
 
     op_query q = {.by_type = v->ops_by_type && !v->ops_type,

@@ -52,7 +52,8 @@ static void queues_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full
     queue_finding f[FINDINGS_MAX];
     size_t nf = analysis_queue_findings(p->a, f, FINDINGS_MAX);
     char extra[96];
-    snprintf(extra, sizeof extra, "%zu queue%s, usage per %s", nq, nq == 1 ? "" : "s", "second");
+    snprintf(extra, sizeof extra, "%zu queue%s, usage per %s%s", nq, nq == 1 ? "" : "s", "second",
+             p->st && p->st->sampled ? ", sampled" : "");
     frame_title(c, r, "Data queues", extra);
     rect body = {r.y + 1, r.x, r.h - 1, r.w};
     if (!nq) {

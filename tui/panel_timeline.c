@@ -347,6 +347,8 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
         snprintf(extra, sizeof extra, "span %s, ending %s before the latest%s", s, d,
                  full ? "  (D to the end or End: follow)" : "");
     }
+    if (p->st && p->st->sampled)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", sampled");
     frame_title(c, r, "Timeline", extra);
     if (!ring || !ring->n) {
         const source_status *st = p->st;

@@ -33,7 +33,7 @@ void ranks_row_fill(rank_row *row, const source_status *st, const analysis *a)
     row->events_per_s = st->events_per_s;
     row->drops = st->drops;
     step_summary ss = analysis_steps(a);
-    row->step = ss.current_step;
+    row->step = source_step_now(st, a);
     row->steps = ss.steps;
     row->avg_total_ns = ss.avg_total_ns;
     row->avg_interval_ns = ss.avg_interval_ns;

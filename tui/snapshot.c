@@ -10,7 +10,7 @@
 
 #define PANEL_ROWS  24
 #define JSON_TOP    20
-#define JSON_RECENT 20
+#define JSON_RECENT 256 /* the steps a live view keeps */
 
 static void print_canvas(FILE *out, const canvas *c)
 {
@@ -93,6 +93,14 @@ static void json_status(cJSON *o, const source_status *st)
     }
     report_json_u64(o, "missed", st->missed);
     report_json_u64(o, "observed", st->observed);
+    /* One word per view: what the collector's boards give is whole; what comes from the lanes
+     * is a sample while the monitor misses some of them. */
+    cJSON *live = cJSON_AddObjectToObject(o, "live");
+    cJSON_AddStringToObject(live, "steps", "exact");
+    cJSON_AddStringToObject(live, "operators", st->ops_lost ? "partial" : "exact");
+    cJSON_AddStringToObject(live, "queues", st->sampled ? "sampled" : "exact");
+    cJSON_AddStringToObject(live, "timeline", st->sampled ? "sampled" : "exact");
+    report_json_u64(live, "as_of_ns", st->board_ns);
     cJSON_AddNumberToObject(o, "window", st->window);
     add_clean(o, "run_folder", st->run_folder);
     if (st->record_error)
@@ -101,13 +109,13 @@ static void json_status(cJSON *o, const source_status *st)
 
 /* The step summary in summary.json's shape, with what only a live view has: the step under way
  * and the last finished ones. */
-static void json_steps(cJSON *o, const analysis *a)
+static void json_steps(cJSON *o, const analysis *a, const source_status *st)
 {
     cJSON *s = report_json_steps(a);
     if (!s)
         return;
     cJSON_AddItemToObject(o, "steps", s);
-    report_json_u64(s, "current", analysis_steps(a).current_step);
+    report_json_u64(s, "current", source_step_now(st, a));
     step_row rows[JSON_RECENT];
     size_t n = analysis_recent_steps(a, rows, JSON_RECENT);
     cJSON *recent = cJSON_AddArrayToObject(s, "recent");
@@ -311,7 +319,7 @@ int snapshot_json(FILE *out, const panel_ctx *p)
         return -1;
     cJSON_AddNumberToObject(o, "termsight_top", 1);
     json_status(o, p->st);
-    json_steps(o, p->a);
+    json_steps(o, p->a, p->st);
     json_ops(o, p->a);
     json_queues(o, p->a);
     json_cpu_memory(o, p->a);

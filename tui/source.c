@@ -1,8 +1,14 @@
-/* source: the live side of the monitor. It maps a session's segment read-only, copies what the
- * lanes hold with lane_observe (never writing to them, never blocking a writer), and feeds the
- * copies to an analysis and to the timeline ring. Both are bounded, so memory stays flat over a
- * run of days. A writer that laps the monitor costs the monitor events, counted as missed; the
- * monitor never costs the writer anything.
+/* source: the live side of the monitor. It maps a session's segment read-only and feeds an
+ * analysis and the timeline ring from it, never writing to it, never blocking a writer:
+ *
+ * - steps and operator statistics from the collector's boards (model.h), which its recorder
+ *   keeps of everything it writes: exact at any event rate, whenever the monitor looks;
+ * - the rest (queues, counters, CPU, memory, the timeline's recent ops) from what the lanes
+ *   hold, copied with lane_observe. A lane that has more than LIVE_READ_MAX events new since the
+ *   last poll is read from its newest LIVE_TAIL on: what is skipped, or lapped by the writer, is
+ *   counted as missed, and the views built from lanes say "sampled" while it happens.
+ *
+ * The analysis and the ring are bounded, so memory stays flat over a run of days.
  *
  * Commands go through the mailbox of a second, writable mapping opened on the first command. */
 #include "tui_internal.h"
@@ -16,6 +22,9 @@
 #define OBSERVE_BATCH  4096  /* events copied per lane_observe call */
 #define TIMELINE_KEEP  32768 /* events the timeline ring holds (2 MiB) */
 #define RATE_WINDOW_NS 1000000000ull
+#define LIVE_READ_MAX  (1u << 18)    /* new events of a lane read whole per poll ... */
+#define LIVE_TAIL      TIMELINE_KEEP /* ... past that, its newest ones */
+#define SAMPLED_NS     5000000000ull /* "sampled" stays this long after a miss */
 
 struct source {
     segment *seg; /* read-only: the data */
@@ -32,6 +41,9 @@ struct source {
     int rate_known;
     uint64_t end_realtime_ns; /* when the process was seen gone, 0 while alive */
     int finished;             /* analysis_finish was called: the run is over */
+    uint64_t last_miss_ns;    /* CLOCK_MONOTONIC of the last poll that missed events */
+    op_totals *ops_seen;      /* per op record of the board, what was handed to the analysis */
+    step_row *rows;           /* scratch: the step board's rows */
 };
 
 static uint64_t realtime_ns(void)
@@ -117,15 +129,22 @@ int source_open(pid_t pid, source **out, char **cause)
     s->buf = malloc(OBSERVE_BATCH * sizeof *s->buf);
     analysis_config cfg;
     analysis_config_init(&cfg);
+    cfg.board = 1;
     s->an = analysis_create(&cfg, analysis_names_segment, s->seg);
-    if (!s->cursor || !s->buf || !s->an || tlring_init(&s->tl, TIMELINE_KEEP) != 0) {
+    s->ops_seen = calloc(TS_BOARD_OPS, sizeof *s->ops_seen);
+    s->rows = malloc(TS_BOARD_STEPS * sizeof *s->rows);
+    if (!s->cursor || !s->buf || !s->an || !s->ops_seen || !s->rows ||
+        tlring_init(&s->tl, TIMELINE_KEEP) != 0) {
         source_close(s);
         return cause_set(cause, "out of memory");
     }
-    /* What the rings hold now is recent history: start from it. What was overwritten before we
-     * came is not missed. */
-    for (uint32_t i = 0; i < s->lanes; i++)
-        s->cursor[i] = oldest_intact(s, i);
+    /* What the rings hold now is recent history: start from it (its newest LIVE_READ_MAX). What
+     * was overwritten before we came is not missed. */
+    for (uint32_t i = 0; i < s->lanes; i++) {
+        uint64_t head = lane_head(s, i), oldest = oldest_intact(s, i);
+        s->cursor[i] =
+            head > LIVE_READ_MAX && head - LIVE_READ_MAX > oldest ? head - LIVE_READ_MAX : oldest;
+    }
     read_header(s);
     *out = s;
     return 0;
@@ -141,16 +160,60 @@ void source_close(source *s)
     tlring_free(&s->tl);
     free(s->cursor);
     free(s->buf);
+    free(s->ops_seen);
+    free(s->rows);
     free(s);
+}
+
+/* The step board's totals and rows replace the analysis's; what each op record gained since the
+ * last poll is added to it (a record that went back, which only damage does, is passed over). */
+static void read_boards(source *s)
+{
+    step_totals t;
+    if (board_get_totals(s->seg, &t) == 0) {
+        uint64_t next;
+        size_t n = board_get_steps(s->seg, 0, s->rows, TS_BOARD_STEPS, &next);
+        analysis_steps_load(s->an, &t, s->rows, n);
+    }
+    uint32_t used = board_ops_used(s->seg);
+    for (uint32_t i = 0; i < used; i++) {
+        ts_op_record r;
+        op_totals *seen = &s->ops_seen[i];
+        if (board_get_op(s->seg, i, &r) != 0 || r.t.count <= seen->count ||
+            r.t.total_ns < seen->total_ns || r.t.self_ns < seen->self_ns ||
+            r.t.flops < seen->flops || r.t.flops_ns < seen->flops_ns ||
+            r.t.flops_self_ns < seen->flops_self_ns)
+            continue;
+        op_totals d = {.count = r.t.count - seen->count,
+                       .total_ns = r.t.total_ns - seen->total_ns,
+                       .self_ns = r.t.self_ns - seen->self_ns,
+                       .min_ns = r.t.min_ns,
+                       .max_ns = r.t.max_ns,
+                       .flops = r.t.flops - seen->flops,
+                       .flops_ns = r.t.flops_ns - seen->flops_ns,
+                       .flops_self_ns = r.t.flops_self_ns - seen->flops_self_ns};
+        analysis_ops_add(s->an, r.kind, r.name, r.type, r.flags, &d);
+        *seen = r.t;
+    }
+    s->st.ops_lost = board_ops_lost(s->seg);
+    s->st.board_ns = board_published_ns(s->seg);
 }
 
 size_t source_poll(source *s, uint64_t now_ns)
 {
     read_header(s);
+    read_boards(s);
     uint32_t used = lanes_used(s);
     size_t total = 0;
-    uint64_t written = 0;
+    uint64_t written = 0, missed = s->st.missed;
     for (uint32_t i = 0; i < used; i++) {
+        /* A lane far ahead is read from its newest events: the boards have its steps and
+         * operators, the timeline wants what is recent. */
+        uint64_t head = lane_head(s, i);
+        if (head > s->cursor[i] && head - s->cursor[i] > LIVE_READ_MAX) {
+            s->st.missed += head - LIVE_TAIL - s->cursor[i];
+            s->cursor[i] = head - LIVE_TAIL;
+        }
         /* At most one ring per lane and poll: a lane that laps us is read from its oldest
          * intact event on, never chased. */
         for (uint64_t budget = lane_capacity(s->seg, i); budget > 0;) {
@@ -174,6 +237,9 @@ size_t source_poll(source *s, uint64_t now_ns)
         s->finished = 1;
     }
     s->st.observed += total;
+    if (s->st.missed != missed)
+        s->last_miss_ns = now_ns;
+    s->st.sampled = s->last_miss_ns && now_ns - s->last_miss_ns < SAMPLED_NS;
     /* The rate over at least a second (the first one over what there is): steadier to read,
      * and the header does not change at every refresh of a fast display. */
     if (!s->rate_ns) {
@@ -200,6 +266,12 @@ void source_resync(source *s)
         if (s->cursor[i] < oldest)
             s->cursor[i] = oldest;
     }
+}
+
+uint64_t source_step_now(const source_status *st, const analysis *a)
+{
+    uint64_t seen = analysis_steps(a).current_step;
+    return st && st->steps > seen ? st->steps : seen;
 }
 
 analysis *source_analysis(const source *s)

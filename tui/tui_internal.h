@@ -252,8 +252,12 @@ typedef struct source_status {
     uint64_t drops;        /* events the collector dropped */
     lane_loss worst;       /* the thread that lost most in the window under way */
     uint32_t lost_threads; /* threads that lost events in it */
-    uint64_t missed;       /* events the monitor missed: lapped by the writers */
+    uint64_t missed;       /* events of the lanes the monitor did not read: skipped or lapped */
     uint64_t observed;     /* events the monitor read */
+    int sampled;           /* the views built from the lanes (queues, counters, the timeline)
+                              missed events lately: they show a sample */
+    uint64_t ops_lost;     /* operator events the operator board had no room for */
+    uint64_t board_ns;     /* collector clock of the boards' last publication (0: none) */
     uint32_t window;
     uint64_t steps; /* the last step the training began (its own count; 0: unknown) */
     uint32_t record_error;
@@ -275,6 +279,10 @@ size_t source_poll(source *s, uint64_t now_ns);
 /* After a pause (the display frozen): lanes the writers lapped meanwhile resume from what they
  * still hold, without counting the rest as missed. */
 void source_resync(source *s);
+
+/* The step the training is at: its own count as the collector mirrors it, else the last step
+ * begun that the step board has (the header, the Ranks screen and the snapshots say this one). */
+uint64_t source_step_now(const source_status *st, const analysis *a);
 
 analysis *source_analysis(const source *s);
 const tlring *source_timeline(const source *s);

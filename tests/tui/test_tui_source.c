@@ -1,6 +1,8 @@
-/* The live source on real shared memory: it reads what the lanes hold into the analysis and the
- * timeline without writing to them, counts what writers lapped, follows the header's state, sees
- * the process end, sends commands through the mailbox, and refuses foreign segments. */
+/* The live source on real shared memory: it takes steps and operators from the boards whole, and
+ * reads what the lanes hold into the analysis and the timeline without writing to them, counts
+ * what writers lapped, follows the header's state, sees the process end, sends commands through
+ * the mailbox, and refuses foreign segments. The tests play the collector's part: events into a
+ * lane, and the recorder's digest of them onto the boards. */
 #include "model/model_test.h"
 #include "tui_internal.h"
 
@@ -14,8 +16,14 @@ typedef struct writer {
     segment *seg;
     strtab *names;
     lane_writer w;
+    digest *dg;
     uint32_t op, type;
 } writer;
+
+static const char *writer_name(void *ctx, uint32_t id, uint32_t *len)
+{
+    return strtab_name(ctx, id, len);
+}
 
 /* A segment of our own pid (alive), 64 events a lane. */
 static void writer_open(writer *wr, pid_t pid)
@@ -27,12 +35,15 @@ static void writer_open(writer *wr, pid_t pid)
     char *cause = NULL;
     ck_assert_int_eq(strtab_create(wr->seg, &wr->names, &cause), 0);
     ck_assert_int_eq(lane_claim(wr->seg, 77, &wr->w), 0);
+    wr->dg = digest_create(wr->seg, writer_name, wr->names, NULL, NULL);
+    ck_assert_ptr_nonnull(wr->dg);
     wr->op = strtab_intern(wr->names, "Default/fc1/MatMul-op1", 22, NULL);
     wr->type = strtab_intern(wr->names, "MatMul", 6, NULL);
 }
 
 static void writer_close(writer *wr)
 {
+    digest_destroy(wr->dg);
     strtab_destroy(wr->names);
     segment_close(wr->seg, 1);
 }
@@ -51,9 +62,12 @@ static void push_ops(writer *wr, int n)
                       .end_ns = clock_ns + 1000};
         clock_ns += 2000;
         ck_assert_int_eq(lane_push(&wr->w, &e), 1);
-        /* The recorder's part: keep the ring from filling, so writers lap the observer. */
+        /* The recorder's part: keep the ring from filling, so writers lap the observer, and
+         * sum what it took onto the boards. */
+        digest_feed(wr->dg, &e, 1);
         lane_consume(wr->seg, 0, 1);
     }
+    digest_publish(wr->dg, clock_ns, 0);
 }
 
 static uint64_t op_count(const analysis *a)
@@ -91,6 +105,7 @@ START_TEST(test_observe)
     ck_assert_uint_eq(op_count(source_analysis(s)), 10);
     ck_assert_uint_eq(source_timeline(s)->n, 10);
     ck_assert_uint_eq(st->missed, 0);
+    ck_assert(!st->sampled);
     push_ops(&wr, 20);
     atomic_store(&segment_header(wr.seg)->state, TS_STATE_COLLECTING);
     ck_assert_uint_eq(source_poll(s, 2000000000ull), 20);
@@ -115,10 +130,12 @@ START_TEST(test_lapped)
     ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
     const source_status *st = source_status_of(s);
     push_ops(&wr, 200); /* a 64-event lane, lapped */
-    /* A copy gets at most 63 whole: the 64th slot is the one the writer fills next. */
+    /* A copy gets at most 63 whole: the 64th slot is the one the writer fills next. The lanes'
+     * views are a sample now; the operators, from the board, are whole. */
     ck_assert_uint_eq(source_poll(s, 1), 63);
     ck_assert_uint_eq(st->missed, 200 - 63);
-    ck_assert_uint_eq(op_count(source_analysis(s)), 63);
+    ck_assert(st->sampled);
+    ck_assert_uint_eq(op_count(source_analysis(s)), 200);
     /* Frozen while the writer went on: resuming reads what the ring still holds and does not
      * count the rest as missed. */
     push_ops(&wr, 500);
@@ -322,8 +339,9 @@ static pid_t start_rank(const char *job, int rank, int world, int compute_ms, in
     segment *seg;
     strtab *names;
     lane_writer w;
+    digest *dg = NULL;
     if (segment_create(&cfg, &seg, NULL) != 0 || strtab_create(seg, &names, NULL) != 0 ||
-        lane_claim(seg, 77, &w) != 0)
+        lane_claim(seg, 77, &w) != 0 || !(dg = digest_create(seg, writer_name, names, NULL, NULL)))
         _exit(1);
     uint32_t op = strtab_intern(names, "forward_backward", 16, NULL);
     uint32_t ar = strtab_intern(names, "all_reduce", 10, NULL);
@@ -352,7 +370,9 @@ static pid_t start_rank(const char *job, int rank, int world, int compute_ms, in
             if (lane_push(&w, &ev[i]) != 1)
                 _exit(1);
         }
+        digest_feed(dg, ev, 4);
     }
+    digest_publish(dg, (STEPS + 1) * STEP_NS, 1);
     char c = 'r';
     if (write(ready, &c, 1) != 1)
         _exit(1);
