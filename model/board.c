@@ -79,13 +79,14 @@ int board_writer_init(board_writer *w, const segment *s)
     return w->b ? 0 : -1;
 }
 
-void board_put_step(board_writer *w, const step_row *row)
+void board_put_step(board_writer *w, const step_row *row, const step_totals *tot)
 {
     uint64_t k = w->steps++;
     ts_step_record *r = &w->b->steps[k % TS_BOARD_STEPS];
     atomic_store_explicit(&r->seq, 2 * k + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     words_store(&r->row, row, sizeof *row);
+    words_store(&r->tot, tot, sizeof *tot);
     atomic_store_explicit(&r->seq, 2 * k + 2, memory_order_release);
     atomic_store_explicit(&w->b->steps_written, k + 1, memory_order_release);
 }
@@ -181,7 +182,8 @@ uint64_t board_steps_written(const segment *s)
     return b ? atomic_load_explicit(&b->steps_written, memory_order_acquire) : 0;
 }
 
-size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t max, uint64_t *next)
+size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t max, uint64_t *next,
+                       step_totals *tot)
 {
     const ts_board *b = segment_board(s);
     uint64_t written = board_steps_written(s);
@@ -194,12 +196,22 @@ size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t ma
     if (written - k > max && written >= max)
         k = written - max; /* the newest max of them */
     size_t n = 0;
+    ts_step_record rec;
     for (; k < written && n < max; k++) {
         const ts_step_record *r = &b->steps[k % TS_BOARD_STEPS];
-        /* A record rewritten for a later step is gone, not torn: only 2k + 2 is step k. */
-        if (read_record(&r->seq, &r->row, &out[n], sizeof out[n]) == 2 * k + 2)
-            n++;
+        /* A record rewritten for a later step is gone, not torn: only 2k + 2 is step k. The
+         * writer overwrites oldest first, so what was copied before a gone one is as old: the
+         * steps handed back are the consecutive ones after it. */
+        if (read_record(&r->seq, &r->row, &rec.row, sizeof rec - 8) == 2 * k + 2) {
+            out[n++] = rec.row;
+            if (tot)
+                *tot = rec.tot;
+        } else {
+            n = 0;
+        }
     }
+    if (tot && n && tot->nslowest > 5)
+        tot->nslowest = 5;
     return n;
 }
 

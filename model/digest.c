@@ -56,7 +56,7 @@ static const char *digest_name(void *ctx, uint32_t id, uint32_t *len)
 static void digest_row(void *ctx, const step_row *row)
 {
     digest *d = ctx;
-    board_put_step(&d->board, row);
+    board_put_step(&d->board, row, steptrace_totals(d->steps));
 }
 
 digest *digest_create(const segment *seg,

@@ -757,9 +757,10 @@ void op_totals_add(op_totals *a, const op_totals *b);
 op_totals op_totals_of(const ts_event *ev, uint64_t self_ns);
 
 typedef struct ts_step_record {
-    _Atomic uint64_t
-        seq; /* 2k + 1 while the k-th step (from 0) is written here, 2k + 2 once whole */
+    /* 2k + 1 while the k-th step (from 0) is written here, 2k + 2 once whole */
+    _Atomic uint64_t seq;
     step_row row;
+    step_totals tot; /* the totals once this step was counted: rows and sums agree */
 } ts_step_record;
 
 typedef struct ts_op_record {
@@ -788,6 +789,9 @@ _Static_assert(sizeof(step_row) % 8 == 0 && sizeof(step_totals) % 8 == 0 &&
                    sizeof(op_totals) % 8 == 0 && sizeof(ts_op_record) % 8 == 0,
                "board records are copied word by word");
 _Static_assert(offsetof(ts_board, steps) % 64 == 0, "step records start on a cache line");
+_Static_assert(offsetof(ts_step_record, row) == 8 &&
+                   offsetof(ts_step_record, tot) == 8 + sizeof(step_row),
+               "a step record is copied whole after its sequence word");
 
 /* The boards of s, or NULL (a segment too short for them cannot pass segment_validate). */
 ts_board *segment_board(const segment *s);
@@ -804,9 +808,9 @@ typedef struct board_writer {
 
 /* The creator's: 0, or -1 when s has no boards. */
 int board_writer_init(board_writer *w, const segment *s);
-/* A finished step, the step totals, an operator's totals now (index from board_op_new), the
- * operator events that found no room. */
-void board_put_step(board_writer *w, const step_row *row);
+/* A finished step with the totals once it was counted, the step totals now, an operator's totals
+ * now (index from board_op_new), the operator events that found no room. */
+void board_put_step(board_writer *w, const step_row *row, const step_totals *tot);
 void board_put_totals(board_writer *w, const step_totals *t);
 void board_put_op(board_writer *w, uint32_t i, const op_totals *t);
 void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns);
@@ -821,10 +825,14 @@ int board_op_new(board_writer *w, uint32_t kind, uint32_t name, uint32_t type, u
 int board_get_totals(const segment *s, step_totals *out);
 /* Step records ever written (what a reader has seen up to is its own business). */
 uint64_t board_steps_written(const segment *s);
-/* The steps from the from-th written (0-based) on, oldest first, at most max: those still on the
- * board and whole. *next: the index after the last one the board has now (pass it back as from).
- * Returns how many were copied. */
-size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t max, uint64_t *next);
+/* The steps written from the from-th (0-based) on, oldest first, at most max (the newest max),
+ * consecutive: the newest run of them still on the board and whole (a writer that overtakes the
+ * copy costs the oldest). tot (may be NULL): the totals once the newest of them was counted,
+ * which agree with the rows (the totals record, board_get_totals, may be ahead or behind them).
+ * *next: the index after the last one the board had (pass it back as from). Returns how many were
+ * copied. */
+size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t max, uint64_t *next,
+                       step_totals *tot);
 /* Op records in use (bounded by TS_BOARD_OPS). */
 uint32_t board_ops_used(const segment *s);
 /* Op record i: 0, or -1 when out of range or torn. */

@@ -25,6 +25,8 @@
 #define LIVE_READ_MAX  (1u << 18)    /* new events of a lane read whole per poll ... */
 #define LIVE_TAIL      TIMELINE_KEEP /* ... past that, its newest ones */
 #define SAMPLED_NS     5000000000ull /* "sampled" stays this long after a miss */
+#define LIVE_STEPS     256           /* the steps a live view shows (the analysis keeps) */
+#define BOARD_TRIES    16            /* reads of the step board per poll, at most */
 
 struct source {
     segment *seg; /* read-only: the data */
@@ -169,11 +171,27 @@ void source_close(source *s)
  * last poll is added to it (a record that went back, which only damage does, is passed over). */
 static void read_boards(source *s)
 {
-    step_totals t;
-    if (board_get_totals(s->seg, &t) == 0) {
+    /* The rows with the totals they were counted in, so that the averages are those of the steps
+     * shown; the step begun last and what went unattributed from the totals record, which is
+     * newer. A writer that publishes a burst of steps while the rows are copied costs the oldest
+     * of them: again, then, until the recent steps are whole (a few tries). */
+    step_totals t, now;
+    for (int tries = 0; tries < BOARD_TRIES; tries++) {
         uint64_t next;
-        size_t n = board_get_steps(s->seg, 0, s->rows, TS_BOARD_STEPS, &next);
+        size_t n = board_get_steps(s->seg, 0, s->rows, LIVE_STEPS, &next, &t);
+        if (n < (next < LIVE_STEPS ? next : LIVE_STEPS))
+            continue;
+        if (!n)
+            memset(&t, 0, sizeof t);
+        if (board_get_totals(s->seg, &now) == 0 && now.steps >= t.steps) {
+            t.current_step = now.current_step;
+            t.late = now.late;
+            t.outside = now.outside;
+            t.dropped = now.dropped;
+            t.incomplete = now.incomplete;
+        }
         analysis_steps_load(s->an, &t, s->rows, n);
+        break;
     }
     uint32_t used = board_ops_used(s->seg);
     for (uint32_t i = 0; i < used; i++) {

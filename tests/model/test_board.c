@@ -30,10 +30,12 @@ static step_row row_of(uint64_t k)
     return r;
 }
 
+/* Step k with totals that follow from it too. */
 static void put(board_writer *w, uint64_t k)
 {
     step_row r = row_of(k);
-    board_put_step(w, &r);
+    step_totals t = {.steps = k + 1, .current_step = k + 1, .total_ns = 900 * (k + 1)};
+    board_put_step(w, &r, &t);
 }
 
 static void check_row(const step_row *r, uint64_t k)
@@ -52,30 +54,30 @@ START_TEST(test_steps_round_trip)
     segment *r = mt_attach(cfg.pid, 0);
     step_row rows[TS_BOARD_STEPS];
     uint64_t next = 99;
-    ck_assert_uint_eq(board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next), 0);
+    ck_assert_uint_eq(board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next, NULL), 0);
     ck_assert_uint_eq(next, 0);
     for (uint64_t k = 0; k < 10; k++)
         put(&w, k);
-    size_t n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next);
+    size_t n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next, NULL);
     ck_assert_uint_eq(n, 10);
     ck_assert_uint_eq(next, 10);
     for (size_t i = 0; i < n; i++)
         check_row(&rows[i], i);
     /* From where the last read ended: only what is new. */
     put(&w, 10);
-    n = board_get_steps(r, next, rows, TS_BOARD_STEPS, &next);
+    n = board_get_steps(r, next, rows, TS_BOARD_STEPS, &next, NULL);
     ck_assert_uint_eq(n, 1);
     check_row(&rows[0], 10);
     /* Past a wrap, the newest TS_BOARD_STEPS, oldest first. */
     for (uint64_t k = 11; k < 1300; k++)
         put(&w, k);
-    n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next);
+    n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next, NULL);
     ck_assert_uint_eq(n, TS_BOARD_STEPS);
     ck_assert_uint_eq(next, 1300);
     for (size_t i = 0; i < n; i++)
         check_row(&rows[i], 1300 - TS_BOARD_STEPS + i);
     /* Fewer asked for than there are: the newest of them. */
-    n = board_get_steps(r, 0, rows, 5, &next);
+    n = board_get_steps(r, 0, rows, 5, &next, NULL);
     ck_assert_uint_eq(n, 5);
     check_row(&rows[4], 1299);
     segment_close(r, 0);
@@ -192,7 +194,11 @@ START_TEST(test_writer_against_reader)
     while (!finished) {
         finished = atomic_load(&rc.done);
         uint64_t next;
-        size_t n = board_get_steps(r, from, rows, TS_BOARD_STEPS, &next);
+        step_totals rt;
+        size_t n = board_get_steps(r, from, rows, TS_BOARD_STEPS, &next, &rt);
+        /* The totals that come with the rows are those of the newest of them. */
+        if (n)
+            ck_assert_uint_eq(rt.steps, rows[n - 1].step);
         for (size_t i = 0; i < n; i++) {
             uint64_t k = rows[i].step - 1;
             ck_assert_uint_ge(k, from); /* in order, never one read before */
@@ -213,7 +219,7 @@ START_TEST(test_writer_against_reader)
     }
     pthread_join(t, NULL);
     uint64_t next;
-    size_t n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next);
+    size_t n = board_get_steps(r, 0, rows, TS_BOARD_STEPS, &next, NULL);
     ck_assert_uint_eq(next, rc.steps);
     ck_assert_uint_eq(n, TS_BOARD_STEPS);
     check_row(&rows[n - 1], rc.steps - 1);
@@ -277,7 +283,9 @@ START_TEST(test_digest)
     ck_assert_uint_eq(t.current_step, 3);
     step_row rows[4];
     uint64_t next;
-    ck_assert_uint_eq(board_get_steps(r, 0, rows, 4, &next), 2);
+    step_totals rt;
+    ck_assert_uint_eq(board_get_steps(r, 0, rows, 4, &next, &rt), 2);
+    ck_assert_uint_eq(rt.steps, 2);
     ck_assert_uint_eq(rows[1].step, 2);
     ck_assert_uint_eq(rows[1].begin_ns, 140 * MS); /* from step 1's end */
     ck_assert_uint_eq(rows[1].end_ns, 240 * MS);

@@ -1,0 +1,305 @@
+/* The live view at high event rates: a child process emits steps of 20 operators through the
+ * public API at 1 M events/s (from one thread, and from two) and at 10 M events/s, while the
+ * test watches it with termsight top's source. The child keeps its own counts in shared memory.
+ * Steps are exact: the live step numbers never skip one, the last 256 steps are consecutive,
+ * the final count and average are the program's; operators are within a drain of what the
+ * program emitted at every poll, and at the end within 10 % of it with every event accounted for
+ * (recorded or lost). The child's recording is capped (RLIMIT_FSIZE) so the test writes little:
+ * past the cap the collector says "recording stopped" and goes on draining, and summing. */
+#include "model/model_test.h"
+#include "termsight/termsight.h"
+#include "tui_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#define OPS        20          /* operators per step, on the stepping thread */
+#define SIDE_OPS   4           /* operators of the second thread (a loader's) */
+#define RECORD_CAP (16u << 20) /* bytes of recording the child may write */
+
+/* What the child says of itself, in memory shared with the test. */
+typedef struct truth {
+    _Atomic uint64_t steps;             /* steps ended */
+    _Atomic uint64_t side[SIDE_OPS];    /* the second thread's operators, each */
+    _Atomic uint64_t first_ns, last_ns; /* the first step's begin, the last one's end */
+    _Atomic int ready, stop;
+    pid_t pid;
+} truth;
+
+typedef struct rate_case {
+    uint64_t rate; /* events/s in all */
+    int threads;   /* 2: a second thread emits side operators at a tenth of the rate */
+    uint64_t ms;   /* how long */
+} rate_case;
+
+static const rate_case cases[] = {{1000000, 1, 2000}, {1000000, 2, 2000}, {10000000, 1, 2000}};
+
+static void pace(uint64_t start, uint64_t done, uint64_t rate)
+{
+    uint64_t due = start + (uint64_t)((double)done * 1e9 / (double)rate);
+    uint64_t now = termsight_now_ns();
+    if (due > now + 200000) { /* sleep only for more than 0.2 ms */
+        struct timespec ts = {(time_t)((due - now) / 1000000000ull),
+                              (long)((due - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+typedef struct side_arg {
+    truth *t;
+    uint64_t rate;
+} side_arg;
+
+static void *side_thread(void *arg)
+{
+    side_arg *a = arg;
+    uint32_t names[SIDE_OPS];
+    for (int k = 0; k < SIDE_OPS; k++) {
+        char n[32];
+        snprintf(n, sizeof n, "loader/decode-%d", k);
+        names[k] = termsight_name(n);
+    }
+    uint64_t start = termsight_now_ns(), done = 0;
+    while (!atomic_load(&a->t->stop)) {
+        for (int b = 0; b < 100; b++)
+            for (int k = 0; k < SIDE_OPS; k++) {
+                termsight_range_begin_id(names[k], 0);
+                termsight_range_end();
+                atomic_fetch_add_explicit(&a->t->side[k], 1, memory_order_relaxed);
+            }
+        done += 100 * SIDE_OPS;
+        pace(start, done, a->rate);
+    }
+    return NULL;
+}
+
+/* The child: a session, the capped recording, steps of OPS operators paced to the rate. */
+static void emitter(truth *t, const rate_case *c, const char *dir)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = dir;
+    o.sample_interval_ms = 3600000;
+    termsight_session *s;
+    if (termsight_session_create(&o, &s) != TERMSIGHT_OK)
+        _exit(2);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {RECORD_CAP, RECORD_CAP};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    uint32_t names[OPS];
+    for (int k = 0; k < OPS; k++) {
+        char n[32];
+        snprintf(n, sizeof n, "net/layer%d/op%d", k / 4, k);
+        names[k] = termsight_name(n);
+    }
+    uint64_t side_rate = c->threads > 1 ? c->rate / 10 : 0;
+    uint64_t rate = c->rate - side_rate;
+    pthread_t side;
+    side_arg sa = {t, side_rate};
+    if (side_rate && pthread_create(&side, NULL, side_thread, &sa) != 0)
+        _exit(3);
+    atomic_store(&t->ready, 1);
+    uint64_t start = termsight_now_ns(), end = start + c->ms * 1000000ull, done = 0;
+    atomic_store(&t->first_ns, start);
+    for (;;) {
+        for (int b = 0; b < 40; b++) {
+            termsight_step_begin();
+            for (int k = 0; k < OPS; k++) {
+                termsight_range_begin_id(names[k], 0);
+                termsight_range_end();
+            }
+            termsight_step_end();
+            atomic_fetch_add_explicit(&t->steps, 1, memory_order_release);
+        }
+        done += 40 * (OPS + 2);
+        uint64_t now = termsight_now_ns();
+        if (now >= end)
+            break;
+        pace(start, done, rate);
+    }
+    atomic_store(&t->last_ns, termsight_now_ns());
+    atomic_store(&t->stop, 1);
+    if (side_rate)
+        pthread_join(side, NULL);
+    termsight_session_destroy(s);
+    _exit(0);
+}
+
+static uint64_t op_count_of(const analysis *a, const char *name)
+{
+    op_query q = {.sort = OP_SORT_NAME, .search = name};
+    op_stat *rows = NULL;
+    size_t n = analysis_ops(a, &q, &rows);
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(analysis_name(a, rows[i].name, NULL), name))
+            c = rows[i].count;
+    free(rows);
+    return c;
+}
+
+/* Events the child's lanes dropped (full rings), as their mirrors say (a mapping kept from the
+ * start reads them after the session's end too). */
+static uint64_t lane_drops(const segment *seg)
+{
+    uint64_t d = 0;
+    for (uint32_t i = 0; i < segment_lanes_used(seg); i++)
+        d += atomic_load(&segment_lane(seg, i)->drops);
+    return d;
+}
+
+START_TEST(test_rates)
+{
+    const rate_case *c = &cases[_i];
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/live-rates-XXXXXX", mt_tmp_base());
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    truth *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(t, MAP_FAILED);
+    memset(t, 0, sizeof *t);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (!pid)
+        emitter(t, c, dir);
+
+    source *src = NULL;
+    uint64_t t0 = mt_now_ns();
+    while (!atomic_load(&t->ready) || source_open(pid, &src, NULL) != 0) {
+        ck_assert_msg(mt_now_ns() - t0 < MT_POLL_LIMIT_NS, "no session from the emitter");
+        mt_pause();
+    }
+    analysis *a = source_analysis(src);
+    const source_status *st = source_status_of(src);
+    segment *seg = mt_attach(pid, 0);
+    uint64_t before[SIDE_OPS + 1] = {0}, last_count = 0, drops = 0;
+    int polls = 0, gone = 0, late_seen = 0;
+    static step_row rows[TS_BOARD_STEPS];
+    while (!gone) {
+        /* What the program had done before this poll: the poll must show at least that, less
+         * what its lanes dropped, once the recorder has drained it (a drain is about a
+         * millisecond; the poll comes 20 ms later). */
+        uint64_t steps_before = atomic_load(&t->steps);
+        uint64_t side_before[SIDE_OPS];
+        for (int k = 0; k < SIDE_OPS; k++)
+            side_before[k] = atomic_load(&t->side[k]);
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+        source_poll(src, mt_now_ns());
+        gone = st->gone;
+        drops = lane_drops(seg);
+        step_summary ss = analysis_steps(a);
+        ck_assert_uint_ge(ss.steps, last_count); /* never back */
+        last_count = ss.steps;
+        ck_assert_uint_le(ss.steps, atomic_load(&t->steps));
+        /* Every step that ended 20 ms ago shows, finished, but for the settling steps (50 ms)
+         * and what was dropped. */
+        ck_assert_uint_ge(ss.steps + drops + (uint64_t)(c->rate / (OPS + 2) / 10) + 64, before[0]);
+        /* The recent steps are consecutive: none is skipped (unless its marks were dropped). */
+        size_t n = analysis_recent_steps(a, rows, TS_BOARD_STEPS);
+        for (size_t i = 1; i < n && !drops; i++)
+            ck_assert_uint_eq(rows[i].step, rows[i - 1].step + 1);
+        if (n && !drops)
+            ck_assert_msg(rows[n - 1].step == ss.steps,
+                          "last %llu, count %llu: incomplete %llu, outside %llu, late %llu, "
+                          "dropped %llu, current %llu, gone %d",
+                          (unsigned long long)rows[n - 1].step, (unsigned long long)ss.steps,
+                          (unsigned long long)ss.incomplete_steps,
+                          (unsigned long long)ss.outside_events, (unsigned long long)ss.late_events,
+                          (unsigned long long)ss.dropped_events,
+                          (unsigned long long)ss.current_step, gone);
+        /* Operators: at least what was emitted a poll ago, at most what is emitted now. */
+        uint64_t op0 = op_count_of(a, "net/layer0/op0");
+        ck_assert_uint_le(op0, atomic_load(&t->steps));
+        ck_assert_uint_ge(op0 + drops, before[0]);
+        for (int k = 0; k < SIDE_OPS && c->threads > 1; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "loader/decode-%d", k);
+            uint64_t got = op_count_of(a, name);
+            ck_assert_uint_le(got, atomic_load(&t->side[k]));
+            ck_assert_uint_ge(got + drops, before[1 + k]);
+        }
+        /* A monitor that comes now sees the last 256 steps at once. */
+        if (!late_seen && ss.steps > 1000) {
+            source *late = NULL;
+            ck_assert_int_eq(source_open(pid, &late, NULL), 0);
+            source_poll(late, mt_now_ns());
+            size_t m = analysis_recent_steps(source_analysis(late), rows, TS_BOARD_STEPS);
+            ck_assert_uint_eq(m, 256);
+            for (size_t i = 1; i < m && !drops; i++)
+                ck_assert_uint_eq(rows[i].step, rows[i - 1].step + 1);
+            ck_assert_uint_ge(rows[m - 1].step, ss.steps);
+            source_close(late);
+            late_seen = 1;
+        }
+        before[0] = steps_before;
+        for (int k = 0; k < SIDE_OPS; k++)
+            before[1 + k] = side_before[k];
+        polls++;
+        ck_assert_msg(mt_now_ns() - t0 < MT_POLL_LIMIT_NS + c->ms * 1000000ull, "no end");
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "emitter status %d", status);
+    source_poll(src, mt_now_ns());
+    ck_assert_int_ge(polls, 10);
+
+    /* The end: every step, the program's average, every operator within 10 % of what it
+     * emitted and every event recorded or counted lost. */
+    ck_assert(late_seen);
+    uint64_t steps = atomic_load(&t->steps);
+    step_summary ss = analysis_steps(a);
+    ck_assert_uint_le(ss.steps, steps);
+    ck_assert_uint_ge(ss.steps + drops, steps); /* a dropped event costs a step at most */
+    if (!drops)
+        ck_assert_uint_eq(ss.steps, steps);
+    double own_avg = (double)(atomic_load(&t->last_ns) - atomic_load(&t->first_ns)) / steps;
+    ck_assert_msg(fabs(ss.avg_total_ns - own_avg) <= 0.05 * own_avg, "avg %.0f ns, own %.0f ns",
+                  ss.avg_total_ns, own_avg);
+    ck_assert_uint_eq(source_step_now(st, a), steps);
+    uint64_t live_ops = 0, emitted = steps * OPS;
+    for (int k = 0; k < OPS; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "net/layer%d/op%d", k / 4, k);
+        uint64_t got = op_count_of(a, name);
+        ck_assert_msg(got <= steps && got + steps / 10 >= steps, "%s: %llu of %llu", name,
+                      (unsigned long long)got, (unsigned long long)steps);
+        live_ops += got;
+    }
+    for (int k = 0; k < SIDE_OPS && c->threads > 1; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "loader/decode-%d", k);
+        uint64_t got = op_count_of(a, name), want = atomic_load(&t->side[k]);
+        ck_assert_msg(got <= want && got + want / 10 >= want, "%s: %llu of %llu", name,
+                      (unsigned long long)got, (unsigned long long)want);
+        live_ops += got;
+        emitted += want;
+    }
+    ck_assert_uint_ge(live_ops + drops, emitted);
+    ck_assert_uint_eq(st->ops_lost, 0);
+    printf("live rates %llu/s x%d: %llu steps, %d polls, %llu lane drops, %s\n",
+           (unsigned long long)c->rate, c->threads, (unsigned long long)steps, polls,
+           (unsigned long long)drops, st->sampled ? "lanes sampled" : "lanes whole");
+
+    source_close(src);
+    segment_close(seg, 0);
+    munmap(t, sizeof *t);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    shm_unlink_pid(pid);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("live_rates");
+    TCase *tc = tcase_create("rates");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_rates, 0, (int)(sizeof cases / sizeof cases[0]));
+    suite_add_tcase(s, tc);
+    return mt_run(s);
+}
