@@ -233,12 +233,12 @@ static void feed_op(opstats *st, analysis *a, const ts_event *ev)
     uint32_t r = op_row_of(st, a, ev->name, ev->type);
     if (r == UINT32_MAX)
         return;
-    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+    uint64_t dur = event_duration(ev);
     uint64_t self = dur;
     if (!(ev->flags & TS_EF_CROSS_THREAD))
         self = nesting_self(st->nest, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
-    op_totals one = op_totals_of(ev, self);
-    op_add(st, r, &one);
+    op_totals_count(&st->ops[r].t, dur, self, event_flops(ev));
+    st->self_total += self;
 }
 
 static uint32_t kernel_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t op)
@@ -288,9 +288,10 @@ static void feed_device(opstats *st, analysis *a, const ts_event *ev)
     uint32_t r = kernel_row_of(st, a, ev->kind, ev->name, ev->type);
     if (r == UINT32_MAX)
         return;
-    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
-    op_totals one = op_totals_of(ev, dur);
-    kernel_add(st, r, &one, ev->flags);
+    uint64_t dur = event_duration(ev);
+    op_totals_count(&st->kernels[r].t, dur, dur, 0);
+    if (ev->flags & TS_EF_COMM)
+        st->kernels[r].comm = 1;
 }
 
 static void *opstats_create(analysis *a)

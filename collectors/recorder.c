@@ -154,6 +154,11 @@ static void write_consume(termsight_session *s, uint32_t i, const lane_run *run)
 {
     lane_run rest = *run, p;
     size_t n;
+    /* A lane three quarters full is one the recorder falls behind on: its operators are left
+     * out of the boards' sums then (counted, so the live view says partial), so that the
+     * recorder keeps up and the recording loses nothing for the live view's sake. */
+    if (s->rec->dg)
+        digest_pressed(s->rec->dg, run->na + run->nb > lane_capacity(s->seg, i) / 4 * 3);
     while ((n = lane_run_take(&rest, CONSUME_STEP, &p))) {
         write_events(s, p.a, p.na, p.b, p.nb);
         if (s->rec->dg) {
@@ -328,8 +333,10 @@ static size_t drain_locked(termsight_session *s)
             /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
             if (overflow_n) {
                 write_events(s, s->rec->overflow, overflow_n, NULL, 0);
-                if (s->rec->dg)
+                if (s->rec->dg) {
+                    digest_pressed(s->rec->dg, 0);
                     digest_feed(s->rec->dg, s->rec->overflow, overflow_n);
+                }
                 memmove(s->rec->overflow, s->rec->overflow + overflow_n,
                         (s->rec->overflow_n - overflow_n) * sizeof *s->rec->overflow);
                 s->rec->overflow_n -= overflow_n;

@@ -45,22 +45,8 @@ void op_totals_add(op_totals *a, const op_totals *b)
 
 op_totals op_totals_of(const ts_event *ev, uint64_t self_ns)
 {
-    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
-    op_totals t = {.count = 1, .total_ns = dur, .self_ns = self_ns, .min_ns = dur, .max_ns = dur};
-    uint64_t f = 0;
-    if (ev->kind == TS_KIND_OP_RANGE) {
-        f = ev->v0;
-        if (ev->flags & TS_EF_DOUBLE) {
-            double d;
-            memcpy(&d, &ev->v0, sizeof d);
-            f = d >= 1.0 && d < 1.8e19 ? (uint64_t)d : 0; /* NaN and negatives fail both tests */
-        }
-    }
-    if (f) {
-        t.flops = f;
-        t.flops_ns = dur;
-        t.flops_self_ns = self_ns;
-    }
+    op_totals t = {0};
+    op_totals_count(&t, event_duration(ev), self_ns, event_flops(ev));
     return t;
 }
 

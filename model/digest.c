@@ -16,7 +16,8 @@
 
 #define SETTLE_NS        50000000ull   /* 50 ms */
 #define SETTLE_DEVICE_NS 2000000000ull /* 2 s: CUPTI hands over its buffers about every second */
-#define KEY_CACHE        4096          /* direct-mapped, in front of the key map */
+#define KEY_CACHE_BITS   12 /* a direct-mapped cache of 4096 keys in front of the key map */
+#define KEY_CACHE        (1u << KEY_CACHE_BITS)
 
 typedef struct key_slot {
     uint64_t key; /* 0: empty (no key is 0: kinds are not 0) */
@@ -30,6 +31,7 @@ struct digest {
     nesting *nest;
     board_writer board;
     int steps_fed;   /* step kinds fed since the last publication */
+    int have_steps;  /* a step marker came: the step trace wants operators from then on */
     int device_seen; /* device work: steps wait longer for their kernels */
     index_map keys;  /* op key -> op index (the same on the board) */
     key_slot cache[KEY_CACHE];
@@ -37,14 +39,23 @@ struct digest {
     uint8_t *dirty; /* ops changed since the last publication */
     uint32_t *changed;
     uint32_t nchanged, nops;
-    uint64_t lost; /* operator events of keys the board had no room for */
+    uint64_t lost; /* operator events not summed: no room on the board, or fed while pressed */
+    int pressed;   /* digest_pressed: operators are counted lost, not summed */
+    /* The nesting stack of the last range's kind and thread: a drain hands over a thread's
+     * events in a row. */
+    nesting_stack *stack;
+    uint64_t stack_key;
 };
 
-/* Kind, communication flag, name and type in one key: names are string ids below 2^24. */
-static uint64_t op_key(const ts_event *ev)
+/* Kind, communication flag, name and type in one key. */
+static inline uint64_t op_key(const ts_event *ev)
 {
-    return (uint64_t)ev->kind << 56 | (uint64_t)((ev->flags & TS_EF_COMM) != 0) << 55 |
-           (uint64_t)(ev->name & 0xffffff) << 24 | (ev->type & 0xffffff);
+    /* name | type << 32 in one load, then the kind and the communication flag in the name's top
+     * byte, which string ids (below 2^24) leave free. */
+    uint64_t w;
+    memcpy(&w, &ev->name, sizeof w);
+    return (w & 0xffffffff00ffffffull) | (uint64_t)(ev->kind & 0x7f) << 24 |
+           (uint64_t)(ev->flags & TS_EF_COMM) << 29;
 }
 
 static const char *digest_name(void *ctx, uint32_t id, uint32_t *len)
@@ -98,10 +109,10 @@ void digest_destroy(digest *d)
 
 /* The op index of an event's key, claiming a board record for a new one; -1 when the board is
  * full (the event is counted lost). */
-static int op_of(digest *d, const ts_event *ev)
+static inline int op_of(digest *d, const ts_event *ev)
 {
     uint64_t key = op_key(ev);
-    key_slot *c = &d->cache[(key ^ key >> 29) & (KEY_CACHE - 1)];
+    key_slot *c = &d->cache[(key * 0x9e3779b97f4a7c15ull) >> (64 - KEY_CACHE_BITS)];
     if (c->key == key)
         return (int)c->op;
     uint32_t i = index_map_find(&d->keys, key);
@@ -120,56 +131,92 @@ static int op_of(digest *d, const ts_event *ev)
     return (int)i;
 }
 
-static void feed_op(digest *d, const ts_event *ev)
+/* An operator, kernel, copy or memset into its op record: self time by nesting for ranges (the
+ * nesting goes on whether or not the op has a record: its children were counted). */
+static inline void feed_op(digest *d, const ts_event *ev, int range)
 {
+    if (d->pressed) {
+        d->lost++;
+        return;
+    }
+    uint64_t dur = event_duration(ev), self = dur;
+    if (range && !(ev->flags & TS_EF_CROSS_THREAD)) {
+        uint64_t sk = (uint64_t)ev->kind << 32 | ev->tid;
+        if (!d->stack || d->stack_key != sk) {
+            d->stack = nesting_stack_of(d->nest, ev->kind, ev->tid);
+            d->stack_key = sk;
+        }
+        if (d->stack)
+            self = nesting_stack_self(d->stack, ev->aux, ev->begin_ns, dur);
+    }
     int i = op_of(d, ev);
-    uint64_t dur = ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
-    uint64_t self = dur;
-    int range = ev->kind == TS_KIND_OP_RANGE || ev->kind == TS_KIND_NVTX_RANGE;
-    /* Nesting goes on whether or not the op has a record: its children were counted. */
-    if (range && !(ev->flags & TS_EF_CROSS_THREAD))
-        self = nesting_self(d->nest, ev->kind, ev->tid, ev->aux, ev->begin_ns, dur);
     if (i < 0) {
         d->lost++;
         return;
     }
-    op_totals one = op_totals_of(ev, self);
-    op_totals_add(&d->ops[i], &one);
+    op_totals_count(&d->ops[i], dur, self, event_flops(ev));
     if (!d->dirty[i]) {
         d->dirty[i] = 1;
         d->changed[d->nchanged++] = (uint32_t)i;
     }
 }
 
+static void feed_steps(digest *d, const ts_event *e)
+{
+    steptrace_feed(d->steps, e);
+    d->steps_fed = 1;
+}
+
+/* Operators into their records; to the step trace, step markers and window starts always, and
+ * once the program marks steps, top-level ranges, kernels, communication and phases (a program
+ * that marks no step costs its recorder no step trace: without a step every record is outside).
+ */
 void digest_feed(digest *d, const ts_event *ev, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         const ts_event *e = &ev[k];
         switch (e->kind) {
+        case TS_KIND_OP_RANGE:
+        case TS_KIND_NVTX_RANGE:
+            feed_op(d, e, 1);
+            if (e->aux == 0 && d->have_steps)
+                feed_steps(d, e);
+            break;
         case TS_KIND_KERNEL:
+            d->device_seen = 1;
+            feed_op(d, e, 0);
+            if (d->have_steps)
+                feed_steps(d, e);
+            break;
         case TS_KIND_MEMCPY:
         case TS_KIND_MEMSET:
             d->device_seen = 1;
-            /* fall through */
-        case TS_KIND_OP_RANGE:
-        case TS_KIND_NVTX_RANGE:
-            feed_op(d, e);
-            if (e->kind == TS_KIND_MEMCPY || e->kind == TS_KIND_MEMSET ||
-                (e->kind != TS_KIND_KERNEL && e->aux != 0))
-                break; /* the step trace takes kernels and top-level ranges only */
-            /* fall through */
+            feed_op(d, e, 0);
+            break;
         case TS_KIND_STEP_BEGIN:
         case TS_KIND_STEP_END:
+            d->have_steps = 1;
+            feed_steps(d, e);
+            break;
+        case TS_KIND_COLLECT_START:
+            feed_steps(d, e);
+            break;
         case TS_KIND_PHASE:
         case TS_KIND_COMM_OP:
-        case TS_KIND_COLLECT_START:
-            steptrace_feed(d->steps, e);
-            d->steps_fed = 1;
+            if (d->have_steps)
+                feed_steps(d, e);
             break;
         default:
             break;
         }
     }
+}
+
+void digest_pressed(digest *d, int pressed)
+{
+    /* A parent whose children went unsummed counts them as its own time: its operators are
+     * partial then anyway. */
+    d->pressed = pressed;
 }
 
 void digest_publish(digest *d, uint64_t now_ns, int finish)

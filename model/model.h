@@ -282,6 +282,45 @@ typedef struct nesting nesting;
 nesting *nesting_create(void); /* NULL when out of memory */
 void nesting_destroy(nesting *n);
 
+typedef struct nesting_level {
+    uint64_t sum_ns;    /* ranges at this depth waiting for their parent */
+    uint64_t min_begin; /* the earliest begin among them */
+} nesting_level;
+
+/* One (kind, thread)'s levels; its address stays the same for the life of n. */
+typedef struct nesting_stack {
+    nesting_level *lv;
+    uint32_t cap, top; /* levels at top and above are empty */
+} nesting_stack;
+
+/* The stack of (kind, tid), made on first use; NULL without memory. */
+nesting_stack *nesting_stack_of(nesting *n, uint32_t kind, uint32_t tid);
+/* Room for need levels: 0, or -1 without memory. */
+int nesting_reserve(nesting_stack *t, uint32_t need);
+
+/* nesting_self on a stack found before (a caller that meets one thread's ranges in a row keeps
+ * it): every recorded range goes through here. */
+static inline uint64_t nesting_stack_self(nesting_stack *t, uint32_t depth, uint64_t begin,
+                                          uint64_t dur)
+{
+    if (depth >= NESTING_MAX_DEPTH || (depth >= t->cap && nesting_reserve(t, depth + 1) != 0))
+        return dur;
+    /* Below depth, normally only depth + 1 holds anything; deeper levels hold ranges whose own
+     * parent went unrecorded, and they lie inside this range too when they began inside it. */
+    uint64_t children = 0;
+    for (uint32_t l = depth + 1; l < t->top; l++) {
+        if (t->lv[l].min_begin >= begin)
+            children += t->lv[l].sum_ns;
+        t->lv[l] = (nesting_level){0, UINT64_MAX};
+    }
+    t->top = depth + 1;
+    nesting_level *p = &t->lv[depth];
+    p->sum_ns += dur;
+    if (begin < p->min_begin)
+        p->min_begin = begin;
+    return dur > children ? dur - children : 0;
+}
+
 /* The self time of a range of kind on thread tid at depth that lasted dur from begin: dur less
  * the ranges of the same kind and thread that ended before it, deeper, and began inside it.
  * Ranges come in the order their thread ended them. Without memory (or past
@@ -751,9 +790,45 @@ typedef struct op_totals {
 /* Sums b into a (min and max taken); b with no count changes nothing. */
 void op_totals_add(op_totals *a, const op_totals *b);
 
-/* One range or device event as totals: count 1, its duration, the self time given (nesting_self
- * for ranges; the duration for device work), and the FLOPs an OP_RANGE carries in v0 (an integer,
- * or a double with TS_EF_DOUBLE; one that is not a count from 1 to 1.8e19 counts as none). */
+/* The FLOPs an OP_RANGE carries in v0 (an integer, or a double with TS_EF_DOUBLE); a value that
+ * is not a count from 1 to 1.8e19, or another kind, counts as none. */
+static inline uint64_t event_flops(const ts_event *ev)
+{
+    if (ev->kind != TS_KIND_OP_RANGE)
+        return 0;
+    if (!(ev->flags & TS_EF_DOUBLE))
+        return ev->v0;
+    double d;
+    __builtin_memcpy(&d, &ev->v0, sizeof d);
+    return d >= 1.0 && d < 1.8e19 ? (uint64_t)d : 0; /* NaN and negatives fail both tests */
+}
+
+/* Counts one range or device event into a: its duration, the self time given (nesting_self for
+ * ranges; the duration for device work), and its FLOPs (event_flops). What op_totals_add of the
+ * event alone would do, without building it: every recorded operator goes through here. */
+static inline void op_totals_count(op_totals *a, uint64_t dur, uint64_t self_ns, uint64_t flops)
+{
+    if (!a->count || dur < a->min_ns)
+        a->min_ns = dur;
+    if (dur > a->max_ns)
+        a->max_ns = dur;
+    a->count++;
+    a->total_ns += dur;
+    a->self_ns += self_ns;
+    if (flops) {
+        a->flops += flops;
+        a->flops_ns += dur;
+        a->flops_self_ns += self_ns;
+    }
+}
+
+/* An event's duration (0 when it ends before it begins). */
+static inline uint64_t event_duration(const ts_event *ev)
+{
+    return ev->end_ns > ev->begin_ns ? ev->end_ns - ev->begin_ns : 0;
+}
+
+/* One event as totals (op_totals_count into zeroes). */
 op_totals op_totals_of(const ts_event *ev, uint64_t self_ns);
 
 typedef struct ts_step_record {
@@ -851,6 +926,10 @@ digest *digest_create(const segment *seg,
 void digest_destroy(digest *d);
 /* Events the recorder took from the lanes, in the order it writes them. */
 void digest_feed(digest *d, const ts_event *ev, size_t n);
+/* While pressed (a recorder that falls behind: a lane three quarters full), operators fed are
+ * counted as left out (the operator board says so: partial) instead of summed, which costs the
+ * recorder nothing; steps are summed whatever the pressure. */
+void digest_pressed(digest *d, int pressed);
 /* After a drain: the steps that have settled (finish: every ended step, at the session's end)
  * and what changed, onto the boards. now_ns: the collector clock at the drain. */
 void digest_publish(digest *d, uint64_t now_ns, int finish);

@@ -1,6 +1,7 @@
 /* nesting: the self time of ranges written when they end (operator and NVTX ranges), for the
  * analysis's operator statistics (analysis/opstats.c) and the collector's live operator board
- * alike.
+ * alike. The per-range step is inline (model.h, nesting_stack_self); finding a thread's stack and
+ * growing it are here.
  *
  * On one thread a nested child arrives before its parent, and each thread's events keep their
  * order whatever the interleaving with other threads. Each (thread, kind) keeps, per depth, the
@@ -13,19 +14,9 @@
 
 #include <stdlib.h>
 
-typedef struct level {
-    uint64_t sum_ns;    /* ranges at this depth waiting for their parent */
-    uint64_t min_begin; /* the earliest begin among them */
-} level;
-
-typedef struct thread_stack {
-    level *lv;
-    uint32_t cap, top; /* levels at top and above are empty */
-} thread_stack;
-
 struct nesting {
-    index_map thread_map; /* kind << 32 | tid -> thread index */
-    thread_stack *threads;
+    index_map thread_map;    /* kind << 32 | tid -> thread index */
+    nesting_stack **threads; /* each allocated on its own: a stack's address never moves */
     uint32_t nthreads, cap_threads;
     uint64_t last_key;
     uint32_t last;
@@ -41,49 +32,54 @@ void nesting_destroy(nesting *n)
     if (!n)
         return;
     index_map_free(&n->thread_map);
-    for (uint32_t i = 0; i < n->nthreads; i++)
-        free(n->threads[i].lv);
+    for (uint32_t i = 0; i < n->nthreads; i++) {
+        free(n->threads[i]->lv);
+        free(n->threads[i]);
+    }
     free(n->threads);
     free(n);
 }
 
-static thread_stack *thread_of(nesting *n, uint32_t kind, uint32_t tid)
+nesting_stack *nesting_stack_of(nesting *n, uint32_t kind, uint32_t tid)
 {
     uint64_t key = (uint64_t)kind << 32 | tid;
     if (n->nthreads && key == n->last_key)
-        return &n->threads[n->last];
+        return n->threads[n->last];
     uint32_t i = index_map_find(&n->thread_map, key);
     if (i == UINT32_MAX) {
         if (n->nthreads == n->cap_threads) {
             uint32_t cap = n->cap_threads ? n->cap_threads * 2 : 16;
-            thread_stack *t = realloc(n->threads, (size_t)cap * sizeof *t);
+            nesting_stack **t = realloc(n->threads, (size_t)cap * sizeof *t);
             if (!t)
                 return NULL;
             n->threads = t;
             n->cap_threads = cap;
         }
-        if (index_map_get(&n->thread_map, key, n->nthreads, NULL) == UINT32_MAX)
+        nesting_stack *t = calloc(1, sizeof *t);
+        if (!t || index_map_get(&n->thread_map, key, n->nthreads, NULL) == UINT32_MAX) {
+            free(t);
             return NULL;
+        }
         i = n->nthreads++;
-        n->threads[i] = (thread_stack){0};
+        n->threads[i] = t;
     }
     n->last_key = key;
     n->last = i;
-    return &n->threads[i];
+    return n->threads[i];
 }
 
-static int depth_reserve(thread_stack *t, uint32_t need)
+int nesting_reserve(nesting_stack *t, uint32_t need)
 {
     if (need <= t->cap)
         return 0;
     uint32_t cap = t->cap ? t->cap : 16;
     while (cap < need)
         cap *= 2;
-    level *lv = realloc(t->lv, (size_t)cap * sizeof *lv);
+    nesting_level *lv = realloc(t->lv, (size_t)cap * sizeof *lv);
     if (!lv)
         return -1;
     for (uint32_t l = t->cap; l < cap; l++)
-        lv[l] = (level){0, UINT64_MAX};
+        lv[l] = (nesting_level){0, UINT64_MAX};
     t->lv = lv;
     t->cap = cap;
     return 0;
@@ -92,23 +88,6 @@ static int depth_reserve(thread_stack *t, uint32_t need)
 uint64_t nesting_self(nesting *n, uint32_t kind, uint32_t tid, uint32_t depth, uint64_t begin,
                       uint64_t dur)
 {
-    if (depth >= NESTING_MAX_DEPTH)
-        return dur;
-    thread_stack *t = thread_of(n, kind, tid);
-    if (!t || depth_reserve(t, depth + 1) != 0)
-        return dur;
-    /* Below depth, normally only depth + 1 holds anything; deeper levels hold ranges whose own
-     * parent went unrecorded, and they lie inside this range too when they began inside it. */
-    uint64_t children = 0;
-    for (uint32_t l = depth + 1; l < t->top; l++) {
-        if (t->lv[l].min_begin >= begin)
-            children += t->lv[l].sum_ns;
-        t->lv[l] = (level){0, UINT64_MAX};
-    }
-    t->top = depth + 1;
-    level *p = &t->lv[depth];
-    p->sum_ns += dur;
-    if (begin < p->min_begin)
-        p->min_begin = begin;
-    return dur > children ? dur - children : 0;
+    nesting_stack *t = nesting_stack_of(n, kind, tid);
+    return t ? nesting_stack_self(t, depth, begin, dur) : dur;
 }

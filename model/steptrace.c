@@ -233,6 +233,9 @@ void steptrace_set_options(steptrace *st, const char *fp_start_op, const char *b
 
 static slot *find_slot(steptrace *st, uint64_t number)
 {
+    /* Open steps are sorted by number: most lookups are of the newest, or of none. */
+    if (!st->nopen || number > st->open[st->nopen - 1]->number || number < st->open[0]->number)
+        return NULL;
     for (uint32_t i = st->nopen; i-- > 0;)
         if (st->open[i]->number == number)
             return st->open[i];

@@ -4,7 +4,8 @@
  * Steps are exact: the live step numbers never skip one, the last 256 steps are consecutive,
  * the final count and average are the program's; operators are within a drain of what the
  * program emitted at every poll, and at the end within 10 % of it with every event accounted for
- * (recorded or lost). The child's recording is capped (RLIMIT_FSIZE) so the test writes little:
+ * (summed, dropped, or left out of the sums by a recorder that fell behind, which the live view
+ * then calls partial). The child's recording is capped (RLIMIT_FSIZE) so the test writes little:
  * past the cap the collector says "recording stopped" and goes on draining, and summing. */
 #include "model/model_test.h"
 #include "termsight/termsight.h"
@@ -214,13 +215,13 @@ START_TEST(test_rates)
         /* Operators: at least what was emitted a poll ago, at most what is emitted now. */
         uint64_t op0 = op_count_of(a, "net/layer0/op0");
         ck_assert_uint_le(op0, atomic_load(&t->steps));
-        ck_assert_uint_ge(op0 + drops, before[0]);
+        ck_assert_uint_ge(op0 + drops + st->ops_lost, before[0]);
         for (int k = 0; k < SIDE_OPS && c->threads > 1; k++) {
             char name[32];
             snprintf(name, sizeof name, "loader/decode-%d", k);
             uint64_t got = op_count_of(a, name);
             ck_assert_uint_le(got, atomic_load(&t->side[k]));
-            ck_assert_uint_ge(got + drops, before[1 + k]);
+            ck_assert_uint_ge(got + drops + st->ops_lost, before[1 + k]);
         }
         /* A monitor that comes now sees the last 256 steps at once. */
         if (!late_seen && ss.steps > 1000) {
@@ -278,11 +279,13 @@ START_TEST(test_rates)
         live_ops += got;
         emitted += want;
     }
-    ck_assert_uint_ge(live_ops + drops, emitted);
-    ck_assert_uint_eq(st->ops_lost, 0);
-    printf("live rates %llu/s x%d: %llu steps, %d polls, %llu lane drops, %s\n",
+    ck_assert_uint_ge(live_ops + drops + st->ops_lost, emitted);
+    ck_assert_uint_le(st->ops_lost, emitted / 10);
+    printf("live rates %llu/s x%d: %llu steps, %d polls, %llu lane drops, %llu operators left "
+           "out, %s\n",
            (unsigned long long)c->rate, c->threads, (unsigned long long)steps, polls,
-           (unsigned long long)drops, st->sampled ? "lanes sampled" : "lanes whole");
+           (unsigned long long)drops, (unsigned long long)st->ops_lost,
+           st->sampled ? "lanes sampled" : "lanes whole");
 
     source_close(src);
     segment_close(seg, 0);
