@@ -135,18 +135,23 @@ static void segments(void)
     uint32_t mm = strtab_intern(t, "MatMul", 6, NULL);
     uint32_t odd = strtab_intern(t, "n\x01\xff\n", 4, NULL);
     lane_writer w;
-    if (lane_claim(s, 7, &w) != 0)
+    digest *d = digest_create(s, NULL, NULL, NULL, NULL);
+    if (lane_claim(s, 7, &w) != 0 || !d)
         fail("segment", "no lane");
     for (uint64_t i = 0; i < 70; i++) { /* more than one ring: the writer laps */
-        ts_event ev = {.kind = i % 2 ? TS_KIND_OP_RANGE : TS_KIND_STEP_BEGIN,
+        static const uint16_t kinds[] = {TS_KIND_STEP_BEGIN, TS_KIND_OP_RANGE, TS_KIND_STEP_END};
+        ts_event ev = {.kind = kinds[i % 3],
                        .tid = 7,
                        .device = TS_DEVICE_HOST,
-                       .name = i % 3 ? mm : odd,
+                       .name = i % 3 == 1 ? (i % 2 ? mm : odd) : 0,
                        .begin_ns = i * 10,
-                       .end_ns = i * 10 + 5,
-                       .v0 = i};
+                       .end_ns = i * 10 + (i % 3 == 1 ? 5 : 0),
+                       .v0 = i / 3 + 1};
         lane_push(&w, &ev);
+        digest_feed(d, &ev, 1); /* the recorder's part: the boards */
     }
+    digest_publish(d, 1000, 1);
+    digest_destroy(d);
     ts_segment_header *h = segment_header(s);
     atomic_store(&h->lanes_used, 1);
     atomic_store(&h->state, TS_STATE_COLLECTING);
