@@ -36,50 +36,20 @@ for n in "$RATE" "$WINDOW" "$WARMUP"; do
 done
 command -v tmux >/dev/null || { echo "bench_top.sh: tmux is needed" >&2; exit 1; }
 
-WORK=""
-EMITTER=""
 SOCK="termsight-bench-top-$$"
-
-cleanup() {
-    set +e
+NAME=bench_top
+. "$ROOT/bench/emitter.sh"
+emitter_extra_cleanup() {
     tmux -L "$SOCK" kill-server 2>/dev/null
     rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK" # a server that exits leaves it behind
-    if [ -n "$EMITTER" ]; then
-        kill "$EMITTER" 2>/dev/null
-        wait "$EMITTER" 2>/dev/null
-        rm -f /dev/shm/termsight-"$EMITTER"-*
-    fi
-    [ -n "$WORK" ] && rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-if [ -z "$BUILD" ]; then
-    BUILD="$ROOT/build-bench"
-    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" --target termsight_cli bench_top_emit -j "$(nproc)" >/dev/null
-fi
-TOP="$BUILD/cli/termsight"
-EMIT="$BUILD/bench/bench_top_emit"
-for f in "$TOP" "$EMIT"; do
-    [ -x "$f" ] || { echo "bench_top.sh: $f is missing" >&2; exit 1; }
-done
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/termsight-bench-top.XXXXXX")
+emitter_build
 TICKS=$(getconf CLK_TCK)
 IFS=, read -r -a RATES <<<"$REFRESH"
 SECONDS_NEEDED=$(((WARMUP + WINDOW + 5) * ${#RATES[@]} + 10))
 
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 echo "emitter: $RATE events/s for ${SECONDS_NEEDED} s; window ${WINDOW} s after ${WARMUP} s warm-up"
-
-"$EMIT" --rate "$RATE" --seconds "$SECONDS_NEEDED" --output "$WORK/out" >"$WORK/emit.log" 2>&1 &
-EMITTER=$!
-for _ in $(seq 100); do
-    ls /dev/shm/termsight-"$EMITTER"-* >/dev/null 2>&1 && break
-    sleep 0.1
-done
-ls /dev/shm/termsight-"$EMITTER"-* >/dev/null 2>&1 || { echo "bench_top.sh: the emitter made no session" >&2; exit 1; }
+emitter_start "$RATE" "$SECONDS_NEEDED"
 
 # utime + stime of a process, in clock ticks (fields 14 and 15 after the command name).
 cpu_ticks() {
