@@ -377,8 +377,9 @@ static const struct {
     {"sampled", "in a panel's title: the data queues or the timeline show a sample, as the "
                 "process writes faster than the live view reads its lanes (what it skipped is in "
                 "the recording, the report has it all); steps and operators are always whole"},
-    {"partial", "in the operators' title: more distinct operators than the collector's board "
-                "holds (4096); the rest are in the recording, the report has them"},
+    {"partial", "in the operators' title: some operators are not in the live sums (more distinct "
+                "ones than the collector's board holds, 4096, or a recorder that fell behind "
+                "left some out to keep up); the recording has them, the report has them all"},
     {"up", "time since the session began"},
     {"rank", "of a job: this rank / the job's world size (screen 7 lists the ranks)"},
     {"step", "the training's own step count; (final) once it ended"},
