@@ -373,6 +373,9 @@ static pid_t start_rank(const char *job, int rank, int world, int compute_ms, in
         digest_feed(dg, ev, 4);
     }
     digest_publish(dg, (STEPS + 1) * STEP_NS, 1);
+    /* The training's own count, which the collector mirrors: it began one step more than its
+     * events say (the header and the Ranks screen must say the same). */
+    atomic_store(&segment_header(seg)->steps, STEPS + 1);
     char c = 'r';
     if (write(ready, &c, 1) != 1)
         _exit(1);
@@ -443,7 +446,7 @@ START_TEST(test_job_ranks)
         ck_assert_str_eq(r->host, "node7");
         ck_assert_int_eq(r->state, TS_STATE_IDLE);
         ck_assert(!r->gone);
-        ck_assert_uint_eq(r->step, STEPS);
+        ck_assert_uint_eq(r->step, STEPS + 1);
         ck_assert_uint_ge(r->steps, 5);
         ck_assert(r->have_last);
         ck_assert_msg(fabs(r->avg_total_ns - 200e6) < 1e6, "rank %d: %.0f", i, r->avg_total_ns);
@@ -469,8 +472,13 @@ START_TEST(test_job_ranks)
                    .tl = source_timeline(sel),
                    .st = source_status_of(sel),
                    .rk = t};
-    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, 120}, 1);
+    /* The header says the step the Ranks screen says. */
+    frame_header(&c, (rect){0, 0, 2, 120}, p.st, p.a, NULL, ROLE_NORMAL, -1, 0);
     char line[512], all[8192] = "";
+    canvas_line(&c, 1, line, sizeof line);
+    ck_assert_msg(strstr(line, "step 13 "), "%s", line);
+    canvas_clear(&c);
+    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, 120}, 1);
     for (int y = 0; y < 24; y++) {
         canvas_line(&c, y, line, sizeof line);
         strncat(all, line, sizeof all - strlen(all) - 2);
