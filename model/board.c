@@ -91,13 +91,13 @@ void board_put_op(board_writer *w, uint32_t i, const op_totals *t)
     if (i >= w->ops)
         return;
     ts_op_record *r = &w->b->ops[i];
-    /* The writer's own count of rewrites is not kept per record: odd, then even, from the
-     * sequence it last stored, which only it writes (a torn read is all a stranger can cause). */
-    uint64_t seq = atomic_load_explicit(&r->seq, memory_order_relaxed) | 1;
-    atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
+    /* Every rewrite of any record takes the next of the writer's own numbers (never read back
+     * from the segment): odd while it writes, even once whole, never the same twice. */
+    uint64_t k = ++w->op_puts;
+    atomic_store_explicit(&r->seq, 2 * k + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     words_store(&r->t, t, sizeof *t);
-    atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
+    atomic_store_explicit(&r->seq, 2 * k + 2, memory_order_release);
 }
 
 void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns)

@@ -879,6 +879,7 @@ typedef struct board_writer {
     uint64_t totals;    /* totals written */
     uint32_t ops;       /* op records claimed */
     uint32_t ops_ready; /* op records whose pages are had */
+    uint64_t op_puts;   /* op records written, all of them: their sequence numbers */
 } board_writer;
 
 /* The creator's: 0, or -1 when s has no boards. */
