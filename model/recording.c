@@ -40,6 +40,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -788,6 +789,23 @@ static int reader_locate(const char *path, char **file, char **cause)
         free(*file);
         *file = NULL;
     }
+    /* A folder inside a run folder (its report/, most likely) given for the run folder. */
+    char *up = NULL;
+    if (asprintf(&up, "%s/../" TS_RECORDING_DIR "/" TS_RECORDING_FILE, path) >= 0 &&
+        stat(up, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        free(up);
+        char *run = NULL;
+        int rc = asprintf(&run, "%s/..", path) < 0 ? -1 : 0;
+        char real[PATH_MAX];
+        const char *name = rc == 0 && realpath(run, real) ? real : "the folder above it";
+        rc = cause_set(cause,
+                       "%s holds no termsight recording: it lies in the run folder %s, which "
+                       "does; give that one",
+                       path, name);
+        free(run);
+        return rc;
+    }
+    free(up);
     return cause_set(cause, "%s holds no termsight recording (no %s or %s/%s in it)", path,
                      TS_RECORDING_FILE, TS_RECORDING_DIR, TS_RECORDING_FILE);
 }

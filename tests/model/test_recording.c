@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
@@ -916,6 +917,19 @@ START_TEST(test_open_paths)
         recording_reader_close(r);
         free(o.ev);
     }
+    /* The run's report folder given for it: the message names the run folder to give. */
+    char *report = path_join(run, "report");
+    ck_assert_int_eq(mkdir(report, 0700), 0);
+    recording_reader *r = NULL;
+    char *why = NULL;
+    ck_assert_int_eq(recording_reader_open(report, &r, &why), -1);
+    char real[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(run, real));
+    ck_assert_msg(why && strstr(why, "holds no termsight recording") && strstr(why, real) &&
+                      strstr(why, "give that one"),
+                  "%s", why ? why : "(none)");
+    free(why);
+    free(report);
     free(ev);
     free(file);
     free(dir);
