@@ -854,9 +854,9 @@ START_TEST(test_summary)
     ck_assert_int_eq((int)jnum(j, "timeline.left_out"), 0);
     ck_assert_double_eq(jnum(j, "timeline.limit_bytes"), 500.0 * 1024 * 1024);
 
-    /* Every file listed exists, and every file there is listed. */
+    /* Every file listed exists, and every file there is listed (report.html too). */
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    ck_assert_int_eq(cJSON_GetArraySize(files), 16);
+    ck_assert_int_eq(cJSON_GetArraySize(files), 17);
     const cJSON *it;
     cJSON_ArrayForEach(it, files)
     {
@@ -864,6 +864,16 @@ START_TEST(test_summary)
         ck_assert_msg(exists(p), "listed %s missing", it->valuestring);
         free(p);
     }
+    DIR *dp = opendir(dir);
+    ck_assert_ptr_nonnull(dp);
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (e->d_name[0] == '.')
+            continue;
+        int listed = 0;
+        cJSON_ArrayForEach(it, files) listed |= !strcmp(it->valuestring, e->d_name);
+        ck_assert_msg(listed, "%s is in the folder, not in files", e->d_name);
+    }
+    closedir(dp);
     cJSON_Delete(j);
 
     /* report.txt: the sections and the odd name on one line. */
