@@ -192,8 +192,11 @@ void report_print(const report *r, FILE *out, int brief)
                             : "--------------------------------");
         if (!n)
             fputs("  none recorded\n", out);
+        else /* self: the share of all operators' self time (nested operators' time apart) */
+            fprintf(out, "      %13s  %10s  %8s  %11s  %s\n", "total", "self share", "calls",
+                    "average", by_type ? "type" : "operator [type]");
         for (size_t i = 0; i < n; i++) {
-            fprintf(out, "  %2zu. %10.3f ms %5.1f %%  x%-7" PRIu64 " avg %8.3f ms", i + 1,
+            fprintf(out, "  %2zu. %10.3f ms  %8.1f %%  %8" PRIu64 "  %8.3f ms", i + 1,
                     (double)rows[i].total_ns / 1e6, 100 * rows[i].share, rows[i].count,
                     rows[i].count ? (double)rows[i].total_ns / (double)rows[i].count / 1e6 : 0.0);
             fprintf(out, "  %s", report_clean_id(&sc, a, rows[i].name, 0));
@@ -210,10 +213,11 @@ void report_print(const report *r, FILE *out, int brief)
         fputs("\nKernels (top 10 by total time)\n------------------------------\n", out);
         if (!nk)
             fputs("  none recorded\n", out);
+        else
+            fprintf(out, "      %13s  %8s  %s\n", "total", "calls", "kernel under operator");
         for (size_t i = 0; i < nk; i++) {
-            fprintf(out, "  %2zu. %10.3f ms  x%-7" PRIu64 " %s", i + 1,
-                    (double)ks[i].total_ns / 1e6, ks[i].count,
-                    report_clean_id(&sc, a, ks[i].name, 0));
+            fprintf(out, "  %2zu. %10.3f ms  %8" PRIu64 "  %s", i + 1, (double)ks[i].total_ns / 1e6,
+                    ks[i].count, report_clean_id(&sc, a, ks[i].name, 0));
             fprintf(out, " under %s%s\n",
                     ks[i].op ? report_clean_id(&sc, a, ks[i].op, 0) : "(unknown op)",
                     ks[i].comm ? " (communication)" : "");

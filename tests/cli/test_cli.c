@@ -731,8 +731,9 @@ START_TEST(test_analyse_report)
                            "events:     8 over 0.002 s",
                            "steps:      2 steps, average 1.000 ms",
                            "top op types by total time:",
-                           "   1.      0.600 ms  92.3 %  x3       avg    0.200 ms  MatMul",
-                           "   2.      0.050 ms   7.7 %  x1       avg    0.050 ms  BiasAdd",
+                           "              total  self share     calls      average  type",
+                           "   1.      0.600 ms      92.3 %         3     0.200 ms  MatMul",
+                           "   2.      0.050 ms       7.7 %         1     0.050 ms  BiasAdd",
                            "data queues: none recorded",
                            "suggestions:",
                            "report:     "};
