@@ -57,29 +57,87 @@ static void run_usage(FILE *out)
           out);
 }
 
-/* The folder of the termsight package's sitecustomize (python/termsight/_boot): 0 and its path
- * in out, or -1 where there is none (a build without the Python package: Python programs run
- * without it, as with --no-python). */
+/* Where the termsight package's sitecustomize (python/termsight/_boot) is looked for, relative
+ * to the command's folder: the build tree's copy (<build>/python, any build folder), the source
+ * tree's (a build folder inside it), then as installed. */
+static const char *const boot_rel[] = {"../python/termsight/_boot", "../../python/termsight/_boot",
+                                       TERMSIGHT_REL_LIBDIR
+                                       "/../python3/dist-packages/termsight/_boot",
+                                       "../lib/python3/dist-packages/termsight/_boot"};
+
+/* The folder of the termsight package's sitecustomize: 0 and its path in out, or -1 where there
+ * is none (a build without the Python package: Python programs run without it, as with
+ * --no-python). */
 static int find_python_boot(char out[static PATH_MAX])
 {
     const char *env = getenv("TERMSIGHT_PYTHON_BOOT");
     if (env && *env)
         return realpath(env, out) ? 0 : -1;
-    static const char *const rel[] = {"../../python/termsight/_boot",
-                                      TERMSIGHT_REL_LIBDIR
-                                      "/../python3/dist-packages/termsight/_boot",
-                                      "../lib/python3/dist-packages/termsight/_boot"};
     char exe[PATH_MAX];
     if (cli_exe_dir(exe, sizeof exe) != 0)
         return -1;
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    for (size_t i = 0; i < sizeof boot_rel / sizeof boot_rel[0]; i++) {
         char cand[PATH_MAX + 64], site[PATH_MAX + 96];
-        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        snprintf(cand, sizeof cand, "%s/%s", exe, boot_rel[i]);
         snprintf(site, sizeof site, "%s/sitecustomize.py", cand);
         if (access(site, R_OK) == 0 && realpath(cand, out))
             return 0;
     }
     return -1;
+}
+
+/* The file execvp runs for a command without a slash: the first executable one of its name in
+ * PATH. 0 and its path, or -1. */
+static int find_in_path(const char *cmd, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        int w = snprintf(out, cap, "%.*s/%s", (int)n, n ? p : ".", cmd);
+        if (w > 0 && (size_t)w < cap && access(out, X_OK) == 0)
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    return -1;
+}
+
+/* 1 when cmd runs Python: its name is python..., or it is a script (found as execvp finds it)
+ * whose first line names python. */
+static int runs_python(const char *cmd)
+{
+    const char *base = strrchr(cmd, '/');
+    if (!strncmp(base ? base + 1 : cmd, "python", 6))
+        return 1;
+    char path[PATH_MAX];
+    if (strchr(cmd, '/'))
+        snprintf(path, sizeof path, "%s", cmd);
+    else if (find_in_path(cmd, path, sizeof path) != 0)
+        return 0;
+    FILE *f = fopen(path, "re");
+    char line[256] = "";
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = 0;
+        fclose(f);
+    }
+    return line[0] == '#' && line[1] == '!' && strstr(line, "python");
+}
+
+/* Says once, for a Python program, that its PyTorch loops will not be profiled, and where the
+ * command looked for its Python part. */
+static void say_no_python(const char *cmd)
+{
+    if (!runs_python(cmd))
+        return;
+    char exe[PATH_MAX] = "?";
+    cli_exe_dir(exe, sizeof exe);
+    fprintf(stderr,
+            "termsight: run: %s is a Python program, but termsight's Python part was not found "
+            "beside the command (%s/%s, nor where it is installed; TERMSIGHT_PYTHON_BOOT names "
+            "it): its PyTorch loops are not profiled, only the process (CPU, memory, threads)\n",
+            cmd, exe, boot_rel[0]);
 }
 
 /* PYTHONPATH for CMD: the sitecustomize's folder, then the folder holding the termsight package
@@ -311,6 +369,8 @@ static int run_exec(const run_opts *o)
     if (find_library(lib) != 0)
         return 1;
     int have_boot = !o->no_python && find_python_boot(boot) == 0;
+    if (!o->no_python && !have_boot)
+        say_no_python(cmd[0]);
     char *mk_cause = NULL;
     if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
         cli_error("run: %s", mk_cause ? mk_cause : output);
