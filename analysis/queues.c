@@ -560,8 +560,7 @@ static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uin
                   PCT(me->st.avg_usage));
             if (me->filled)
                 textf(f->suggestion, sizeof f->suggestion,
-                      "the data pipeline keeps up: look at the training step (forward/backward "
-                      "operators) instead");
+                      "look at the training step (forward/backward operators) instead");
             return;
         }
         fs->score = me->st.empty_share;
@@ -613,8 +612,7 @@ static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uin
               (unsigned long long)me->st.samples, on, PCT(1.0 - v[dev].st.empty_share));
         if (me->filled)
             textf(f->suggestion, sizeof f->suggestion,
-                  "the data pipeline keeps up: look at the training step (forward/backward "
-                  "operators) instead");
+                  "look at the training step (forward/backward operators) instead");
         return;
     }
     if (dev >= 0 && me->filled) {
@@ -663,8 +661,7 @@ static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uin
               qn, PCT(me->st.avg_usage), PCT(me->st.full_share),
               (unsigned long long)me->st.samples);
         textf(f->suggestion, sizeof f->suggestion,
-              "the data pipeline keeps up: look at the training step (forward/backward "
-              "operators) instead");
+              "look at the training step (forward/backward operators) instead");
         return;
     }
     f->verdict = QUEUE_VERDICT_OK;
@@ -754,8 +751,7 @@ static void judge_pipeline(const analysis *a, const qview *v, uint32_t n, uint32
               "its inputs: the pipeline keeps up, \"%s\" is the slower side",
               qn, on, PCT(me->st.avg_usage), (unsigned long long)me->st.samples, on);
         textf(f->suggestion, sizeof f->suggestion,
-              "the data pipeline keeps up: look at the training step (forward/backward "
-              "operators) instead");
+              "look at the training step (forward/backward operators) instead");
         return;
     }
     f->verdict = QUEUE_VERDICT_OK;

@@ -36,7 +36,8 @@ static void analyse_usage(FILE *out)
           "  -o, --output DIR        write the report folder to DIR instead\n"
           "      --op NAME           print the statistics of op type NAME and its ops instead\n"
           "                          of writing the report (case-insensitive; a unique\n"
-          "                          substring will do)\n"
+          "                          substring will do), or of the operator or label named\n"
+          "                          NAME exactly when no type is\n"
           "      --json              with --op: the same as JSON, in summary.json's shape\n"
           "                          (times in microseconds)\n"
           "      --pretty            indent the JSON files\n"
@@ -170,10 +171,54 @@ static int print_op_json(const analysis *a, const op_stat *ts)
     return 0;
 }
 
-/* The seeds' op_analyse: one type's totals, then its ops (as text, or as JSON). */
+/* The operator (or label: a record_function's, a range's) named exactly name, as --op names one
+ * that is no type: its totals and its type, as text or JSON ({"op": {...}}). 1 when there is
+ * one, 0 when none is so named. */
+static int print_named_op(const analysis *a, const char *name, int json)
+{
+    op_query q = {.by_type = 0, .sort = OP_SORT_TOTAL, .search = name};
+    op_stat *rows = NULL;
+    size_t n = analysis_ops(a, &q, &rows);
+    const op_stat *hit = NULL;
+    for (size_t i = 0; i < n && !hit; i++) {
+        uint32_t len = 0;
+        const char *s = analysis_name(a, rows[i].name, &len);
+        if (len == strlen(name) && !memcmp(s, name, len))
+            hit = &rows[i];
+    }
+    if (hit && json) {
+        cJSON *o = cJSON_CreateObject();
+        char *text = NULL;
+        if (o) {
+            cJSON_AddItemToObject(o, "op", report_json_op(a, hit, 0));
+            text = cJSON_Print(o);
+            cJSON_Delete(o);
+        }
+        if (text)
+            puts(text);
+        cJSON_free(text);
+    } else if (hit) {
+        fputs("op: ", stdout);
+        put_name(a, hit->name);
+        fputs("\ntype: ", stdout);
+        put_name(a, hit->type);
+        printf("\ncount %" PRIu64 ", total %.3f ms, average %.3f ms, min %.3f ms, max %.3f ms, "
+               "%.1f %% of all ops' self time\n",
+               hit->count, (double)hit->total_ns / 1e6,
+               hit->count ? (double)hit->total_ns / (double)hit->count / 1e6 : 0.0,
+               (double)hit->min_ns / 1e6, (double)hit->max_ns / 1e6, 100 * hit->share);
+    }
+    free(rows);
+    return hit != NULL;
+}
+
+/* The seeds' op_analyse: one type's totals, then its ops (as text, or as JSON); an operator or
+ * label so named when no type is. */
 static int print_op(const analysis *a, const char *name, int json)
 {
     uint32_t type = analysis_op_type(a, name);
+    if (!type && print_named_op(a, name, json))
+        return 0;
     if (!type) {
         op_query q = {.by_type = 1, .sort = OP_SORT_TOTAL, .search = name};
         op_stat *rows = NULL;
@@ -181,7 +226,7 @@ static int print_op(const analysis *a, const char *name, int json)
         if (n == 1) {
             type = rows[0].name;
         } else {
-            cli_error("analyse: no op type '%s' in this recording%s", name,
+            cli_error("analyse: no op type or operator named '%s' in this recording%s", name,
                       n ? "; it matches:" : "");
             for (size_t i = 0; i < n && i < 20; i++) {
                 uint32_t len = 0;

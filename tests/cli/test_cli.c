@@ -886,7 +886,23 @@ START_TEST(test_analyse_op)
     cli_result_free(&r);
     cli_run(tmp, (const char *const[]){"analyse", "--op", "Conv2D", run, NULL}, &r);
     ck_assert_int_eq(r.status, 1);
-    err_expect(&r, "no op type 'Conv2D' in this recording");
+    err_expect(&r, "no op type or operator named 'Conv2D' in this recording");
+    cli_result_free(&r);
+    /* An operator's own name (a label, a record_function's) when no type has it. */
+    cli_run(tmp, (const char *const[]){"analyse", "--op", "Default/fc/MatMul-op1", run, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    static const char op_head[] = "op: Default/fc/MatMul-op1\ntype: MatMul\ncount 2,";
+    ck_assert_msg(!strncmp(r.out, op_head, sizeof op_head - 1), "%s", r.out);
+    cli_result_free(&r);
+    cli_run(tmp,
+            (const char *const[]){"analyse", "--op", "Default/fc/MatMul-op1", "--json", run, NULL},
+            &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    cJSON *one = cJSON_Parse(r.out);
+    ck_assert_msg(one != NULL, "not JSON:\n%s", r.out);
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(one, "op"), "op")->valuestring,
+                     "Default/fc/MatMul-op1");
+    cJSON_Delete(one);
     cli_result_free(&r);
     cli_run(tmp, (const char *const[]){"analyse", "--op", "a", run, NULL}, &r); /* both */
     ck_assert_int_eq(r.status, 1);
