@@ -134,9 +134,14 @@ typedef struct rank_in {
     double lost, bytes_skipped, chunks_skipped;
     double avg_comm_us; /* communication in flight per step, waited for or not (its summary) */
     int use;            /* merged; 0: left out (a warning says why) */
+    /* How its recording ended: "finished" (its session closed), "unfinished" (a collection
+     * window with no stop: still running, or killed before it could stop), or "ended" (the
+     * process died without closing its session: ended_why, as its recovery noted it). */
+    const char *state;
+    char ended_why[4 * 63 + 1]; /* clean text */
 
     /* From step_trace.csv. */
-    uint64_t steps;
+    uint64_t steps, last_step;
     double sum_total, sum_interval, sum_fpbp, sum_tail, sum_compute, sum_wait;
     int have_wait; /* the report had a comm_wait_us column */
 } rank_in;
@@ -218,6 +223,7 @@ static long index_of(const cJSON *o, const char *key)
 /* Reads the rank's summary.json: 0, or -1 with why. */
 static int load_summary(rank_in *r, char *why, size_t cap)
 {
+    r->state = "unknown";
     char path[4200];
     snprintf(path, sizeof path, "%s/" REPORT_DIR "/summary.json", r->folder);
     char *s = slurp(path, MAX_SUMMARY_BYTES);
@@ -259,8 +265,36 @@ static int load_summary(rank_in *r, char *why, size_t cap)
     r->chunks_skipped = num(rec, "chunks_skipped", 0);
     r->lost = num(ev, "lost", 0);
     r->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, "steps"), "avg_comm_us", 0);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(ev, "by_kind");
+    char ended[64];
+    text(ev, "ended", ended, sizeof ended);
+    text_clean(ended, strlen(ended), r->ended_why, 0);
+    r->state = r->ended_why[0]                                                  ? "ended"
+               : num(kinds, "collect_start", 0) > num(kinds, "collect_stop", 0) ? "unfinished"
+                                                                                : "finished";
     cJSON_Delete(root);
     return 0;
+}
+
+/* Says which ranks did not finish: how their recordings end, at which step. */
+static void warn_unfinished(job_report *j, size_t used)
+{
+    for (size_t i = 0; i < used; i++) {
+        const rank_in *r = &j->r[i];
+        char last[40] = "no step";
+        if (r->steps)
+            snprintf(last, sizeof last, "its last step %" PRIu64, r->last_step);
+        if (!strcmp(r->state, "ended"))
+            warn(j,
+                 "rank %ld (pid %ld) died without closing its session (%s), %s: its last events "
+                 "are what its shared memory held",
+                 r->rank, r->pid, r->ended_why, last);
+        else if (!strcmp(r->state, "unfinished"))
+            warn(j,
+                 "rank %ld (pid %ld) did not finish: its recording ends inside a collection "
+                 "window, %s (killed, or still running)",
+                 r->rank, r->pid, last);
+    }
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
@@ -404,6 +438,8 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         double compute = col[C_COMPUTE] >= 0 ? v[C_COMPUTE] : fmax(0, v[C_FPBP] - v[C_WAIT]);
         double busy = fmax(0, v[C_TOTAL] - v[C_WAIT]);
         r->steps++;
+        if ((uint64_t)v[C_STEP] > r->last_step)
+            r->last_step = (uint64_t)v[C_STEP];
         r->sum_total += v[C_TOTAL];
         r->sum_interval += v[C_INTERVAL];
         r->sum_fpbp += v[C_FPBP];
@@ -752,7 +788,7 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
         return;
     fputs("rank,local_rank,host,pid,steps,avg_step_us,avg_interval_us,avg_fpbp_us,avg_compute_us,"
           "avg_comm_wait_us,avg_tail_us,avg_busy_us,events_lost,bytes_skipped,straggler,"
-          "workers,run_folder\n",
+          "workers,run_folder,state,last_step\n",
           f);
     for (size_t i = 0; i < used; i++) {
         const rank_in *r = &j->r[i];
@@ -769,7 +805,7 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
                 r->bytes_skipped, cause);
         fprintf(f, "%u,", r->workers);
         csv_text(f, base_name(r->folder), 4096);
-        putc('\n', f);
+        fprintf(f, ",%s,%" PRIu64 "\n", r->state, r->last_step);
     }
     report_dir_close_file(d, f, "ranks.csv");
 }
@@ -931,6 +967,12 @@ static cJSON *summary_json(const job_report *j, size_t used)
         report_json_u64(o, "events_lost", (uint64_t)r->lost);
         report_json_u64(o, "bytes_skipped", (uint64_t)r->bytes_skipped);
         cJSON_AddNumberToObject(o, "workers", r->workers);
+        cJSON_AddStringToObject(o, "state", r->state);
+        report_json_u64(o, "last_step", r->last_step);
+        if (r->ended_why[0])
+            cJSON_AddStringToObject(o, "ended", r->ended_why);
+        else
+            cJSON_AddNullToObject(o, "ended");
         cJSON_AddItemToArray(ranks, o);
     }
 
@@ -1004,16 +1046,17 @@ static void print_report(const job_report *j, FILE *out, int brief)
         fprintf(out, "warning:    and %zu more\n", j->warn_dropped);
     if (!brief) {
         fputs("\nRanks (averages per step)\n-------------------------\n", out);
-        fprintf(out, "%6s %-16s %8s %6s %12s %12s %12s %12s %12s\n", "RANK", "HOST", "PID", "STEPS",
-                "STEP ms", "INTERVAL ms", "COMPUTE ms", "COMM WAIT ms", "TAIL ms");
+        fprintf(out, "%6s %-16s %8s %6s %12s %12s %12s %12s %12s  %s\n", "RANK", "HOST", "PID",
+                "STEPS", "STEP ms", "INTERVAL ms", "COMPUTE ms", "COMM WAIT ms", "TAIL ms",
+                "STATE");
         for (size_t i = 0; i < used; i++) {
             const rank_in *r = &j->r[i];
             char host[4 * sizeof r->host + 1];
             text_clean(r->host, strlen(r->host), host, 1);
-            fprintf(out, "%6ld %-16.16s %8ld %6" PRIu64 " %12.3f %12.3f %12.3f %12.3f %12.3f\n",
+            fprintf(out, "%6ld %-16.16s %8ld %6" PRIu64 " %12.3f %12.3f %12.3f %12.3f %12.3f  %s\n",
                     r->rank, host, r->pid, r->steps, avg(r->sum_total, r->steps) / 1000,
                     avg(r->sum_interval, r->steps) / 1000, avg(r->sum_compute, r->steps) / 1000,
-                    avg(r->sum_wait, r->steps) / 1000, avg(r->sum_tail, r->steps) / 1000);
+                    avg(r->sum_wait, r->steps) / 1000, avg(r->sum_tail, r->steps) / 1000, r->state);
         }
         fputc('\n', out);
     }
@@ -1186,6 +1229,7 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     }
     if (m.trace)
         report_dir_close_file(d, m.trace, "job_step_trace.csv");
+    warn_unfinished(j, used);
     if (min_steps != max_steps)
         warn(j,
              "the ranks recorded different numbers of steps (%" PRIu64 " to %" PRIu64

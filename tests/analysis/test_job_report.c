@@ -27,11 +27,13 @@ typedef struct rank_spec {
     int steps;
     double interval, compute, wait, tail;
     double jitter_pct;
-    double start_s;   /* wall clock of the session start, seconds */
-    int damaged;      /* bytes skipped in its recording */
-    int no_report;    /* a run folder whose analysis never ran */
-    const char *name; /* folder name; NULL: rank<R>-host-<pid>-... */
-    int parent;       /* a forked child (worker) of the spec at index parent - 1; 0: none */
+    double start_s;    /* wall clock of the session start, seconds */
+    int damaged;       /* bytes skipped in its recording */
+    int no_report;     /* a run folder whose analysis never ran */
+    const char *name;  /* folder name; NULL: rank<R>-host-<pid>-... */
+    int parent;        /* a forked child (worker) of the spec at index parent - 1; 0: none */
+    const char *ended; /* its recording recovered after it died: why (summary's events.ended) */
+    int unfinished;    /* its last collection window has no stop */
 } rank_spec;
 
 static void make_rank(const char *job_dir, const rank_spec *s, int idx)
@@ -80,6 +82,13 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
     cJSON_AddNumberToObject(t, "origin_ns", 5e9);
     cJSON *e = cJSON_AddObjectToObject(root, "events");
     cJSON_AddNumberToObject(e, "lost", 0);
+    cJSON *kinds = cJSON_AddObjectToObject(e, "by_kind");
+    cJSON_AddNumberToObject(kinds, "collect_start", 1);
+    cJSON_AddNumberToObject(kinds, "collect_stop", s->unfinished || s->ended ? 0 : 1);
+    if (s->ended)
+        cJSON_AddStringToObject(e, "ended", s->ended);
+    else
+        cJSON_AddNullToObject(e, "ended");
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     char *p = path_join(rep, "summary.json");
@@ -191,9 +200,9 @@ static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
 START_TEST(straggler_waiting_for_data)
 {
     rank_spec s[] = {
-        {"j", 0, 3, 20, 1000, 30000, 60000, 500, 2, 100, 0, 0, NULL, 0},
-        {"j", 1, 3, 20, 1000, 30000, 60000, 500, 2, 100.001, 0, 0, NULL, 0},
-        {"j", 2, 3, 20, 61000, 30000, 200, 500, 2, 100.002, 0, 0, NULL, 0},
+        {"j", 0, 3, 20, 1000, 30000, 60000, 500, 2, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 3, 20, 1000, 30000, 60000, 500, 2, 100.001, 0, 0, NULL, 0, NULL, 0},
+        {"j", 2, 3, 20, 61000, 30000, 200, 500, 2, 100.002, 0, 0, NULL, 0, NULL, 0},
     };
     char *dir;
     job_report *j = merge_specs(s, 3, &dir);
@@ -252,8 +261,8 @@ END_TEST
 START_TEST(straggler_computing)
 {
     rank_spec s[] = {
-        {"j", 0, 2, 10, 1000, 50000, 20000, 500, 0, 100, 0, 0, NULL, 0},
-        {"j", 1, 2, 10, 1000, 70000, 100, 500, 0, 100, 0, 0, NULL, 0},
+        {"j", 0, 2, 10, 1000, 50000, 20000, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 2, 10, 1000, 70000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
     };
     char *dir;
     job_report *j = merge_specs(s, 2, &dir);
@@ -274,9 +283,22 @@ START_TEST(balanced_ranks)
 {
     rank_spec s[4];
     for (int r = 0; r < 4; r++)
-        s[r] = (rank_spec){
-            "j", r, 4,    15, 2000 + 100 * r, 40000 * (1 + 0.02 * r), 1500 - 300 * r, 400, 5, 100,
-            0,   0, NULL, 0};
+        s[r] = (rank_spec){"j",
+                           r,
+                           4,
+                           15,
+                           2000 + 100 * r,
+                           40000 * (1 + 0.02 * r),
+                           1500 - 300 * r,
+                           400,
+                           5,
+                           100,
+                           0,
+                           0,
+                           NULL,
+                           0,
+                           NULL,
+                           0};
     char *dir;
     job_report *j = merge_specs(s, 4, &dir);
     cJSON *root = summary_of(job_report_dir(j));
@@ -300,7 +322,7 @@ START_TEST(everyone_waits)
 {
     rank_spec s[3];
     for (int r = 0; r < 3; r++)
-        s[r] = (rank_spec){"j", r, 3, 10, 1000, 20000, 25000, 500, 0, 100, 0, 0, NULL, 0};
+        s[r] = (rank_spec){"j", r, 3, 10, 1000, 20000, 25000, 500, 0, 100, 0, 0, NULL, 0, NULL, 0};
     char *dir;
     job_report *j = merge_specs(s, 3, &dir);
     cJSON *root = summary_of(job_report_dir(j));
@@ -320,13 +342,17 @@ END_TEST
 START_TEST(bad_ranks_left_out)
 {
     rank_spec s[] = {
-        {"j", 0, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
-        {"j", 1, 5, 12, 1000, 30000, 100, 500, 0, 100, 4096, 0, NULL, 0},  /* damaged, 12 steps */
-        {"other", 2, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0}, /* another job */
-        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 50, 0, 0, "rank3-old-run", 0}, /* earlier run */
-        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "rank3-new-run", 0},
-        {"j", 4, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 1, NULL, 0}, /* never analysed */
-        {NULL, 0, 0, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "python3-77-x", 0}, /* no job */
+        {"j", 0, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 5, 12, 1000, 30000, 100, 500, 0, 100, 4096, 0, NULL, 0, NULL,
+         0}, /* damaged, 12 steps */
+        {"other", 2, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL,
+         0}, /* another job */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 50, 0, 0, "rank3-old-run", 0, NULL,
+         0}, /* earlier run */
+        {"j", 3, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "rank3-new-run", 0, NULL, 0},
+        {"j", 4, 5, 10, 1000, 30000, 100, 500, 0, 100, 0, 1, NULL, 0, NULL, 0}, /* never analysed */
+        {NULL, 0, 0, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, "python3-77-x", 0, NULL,
+         0}, /* no job */
     };
     char *dir;
     job_report *j = merge_specs(s, sizeof s / sizeof s[0], &dir);
@@ -354,15 +380,65 @@ START_TEST(bad_ranks_left_out)
 }
 END_TEST
 
+/* A rank killed mid-run (its recording recovered from its shared memory) and one whose recording
+ * ends inside its window are named: their state and last step in ranks.csv, summary.json and
+ * report.txt, a warning each, and the incomplete advice. */
+START_TEST(dead_ranks_named)
+{
+    rank_spec s[] = {
+        {"j", 0, 3, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 3, 7, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, "killed by signal 9", 0},
+        {"j", 2, 3, 9, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 1},
+    };
+    char *dir;
+    job_report *j = merge_specs(s, sizeof s / sizeof s[0], &dir);
+    ck_assert(has_warning(j, "rank 1 (pid 1001) died without closing its session (killed by "
+                             "signal 9), its last step 7"));
+    ck_assert(has_warning(j, "rank 2 (pid 1002) did not finish: its recording ends inside a "
+                             "collection window, its last step 9"));
+    ck_assert(!has_warning(j, "rank 0 (pid"));
+    cJSON *root = summary_of(job_report_dir(j));
+    const cJSON *ranks = cJSON_GetObjectItem(root, "ranks");
+    static const char *const states[] = {"finished", "ended", "unfinished"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *r = cJSON_GetArrayItem(ranks, i);
+        ck_assert_str_eq(cJSON_GetObjectItem(r, "state")->valuestring, states[i]);
+    }
+    ck_assert_int_eq((int)rank_field(root, 1, "last_step"), 7);
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(ranks, 1), "ended")->valuestring,
+                     "killed by signal 9");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(ranks, 0), "ended")));
+    const cJSON *adv = cJSON_GetObjectItem(root, "advice");
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(adv, cJSON_GetArraySize(adv) - 1), "kind")
+            ->valuestring,
+        "incomplete");
+    cJSON_Delete(root);
+    char *csv = text_of(job_report_dir(j), "ranks.csv");
+    ck_assert_msg(strstr(csv, ",run_folder,state,last_step\n"), "%s", csv);
+    ck_assert_msg(strstr(csv, ",ended,7\n") && strstr(csv, ",unfinished,9\n") &&
+                      strstr(csv, ",finished,10\n"),
+                  "%s", csv);
+    free(csv);
+    char *txt = text_of(job_report_dir(j), "report.txt");
+    ck_assert_msg(strstr(txt, "STATE") && strstr(txt, "  ended\n"), "%s", txt);
+    free(txt);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
 /* A rank's forked children (DataLoader workers) with sessions of their own are counted with
  * their rank, never merged as ranks, and warned about by no one. */
 START_TEST(workers_are_no_ranks)
 {
     rank_spec s[] = {
-        {"j", 0, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
-        {"j", 1, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0},
-        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-77-20261124-000000-00000001", 1},
-        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-78-20261124-000000-00000002", 1},
+        {"j", 0, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 2, 10, 1000, 30000, 100, 500, 0, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-77-20261124-000000-00000001", 1,
+         NULL, 0},
+        {"j", 0, 2, 3, 10, 10, 0, 0, 0, 100, 0, 0, "rank0-worker-h-78-20261124-000000-00000002", 1,
+         NULL, 0},
     };
     char *dir;
     job_report *j = merge_specs(s, 4, &dir);
@@ -390,7 +466,7 @@ START_TEST(nothing_to_merge)
     ck_assert_ptr_nonnull(strstr(cause, "no run folder"));
     free(cause);
     cause = NULL;
-    rank_spec s = {"j", 0, 1, 10, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0};
+    rank_spec s = {"j", 0, 1, 10, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0, NULL, 0};
     make_rank(job, &s, 0);
     ck_assert_int_eq(job_report_run(job, NULL, &j, &cause), -1);
     ck_assert_ptr_nonnull(strstr(cause, "no rank of a job could be used"));
@@ -407,8 +483,9 @@ END_TEST
 START_TEST(merged_timeline)
 {
     rank_spec s[] = {
-        {"j", 0, 2, 3, 1000, 30000, 100, 500, 0, 100.0, 0, 0, NULL, 0},
-        {"j", 1, 2, 3, 1000, 30000, 100, 500, 0, 100.25, 0, 0, NULL, 0}, /* started 250 ms later */
+        {"j", 0, 2, 3, 1000, 30000, 100, 500, 0, 100.0, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 2, 3, 1000, 30000, 100, 500, 0, 100.25, 0, 0, NULL, 0, NULL,
+         0}, /* started 250 ms later */
     };
     char *dir;
     job_report *j = merge_specs(s, 2, &dir);
@@ -442,11 +519,11 @@ START_TEST(job_folder_detection)
 {
     char *dir = tmp_make();
     ck_assert(!job_is_folder(dir)); /* empty */
-    rank_spec plain = {NULL, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, "python3-1-20261124-000000-00000000",
-                       0};
+    rank_spec plain = {
+        NULL, 0, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1, "python3-1-20261124-000000-00000000", 0, NULL, 0};
     make_rank(dir, &plain, 0);
     ck_assert(!job_is_folder(dir)); /* an output folder of unrelated runs */
-    rank_spec r = {"j", 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0};
+    rank_spec r = {"j", 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, NULL, 0, NULL, 0};
     make_rank(dir, &r, 1);
     ck_assert(job_is_folder(dir));
     char *run = path_join(dir, "python3-1-20261124-000000-00000000");
@@ -520,6 +597,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, balanced_ranks);
     tcase_add_test(tc, everyone_waits);
     tcase_add_test(tc, bad_ranks_left_out);
+    tcase_add_test(tc, dead_ranks_named);
     tcase_add_test(tc, workers_are_no_ranks);
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
