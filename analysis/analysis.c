@@ -255,6 +255,11 @@ static void note_thread(analysis *a, uint32_t tid, uint32_t name)
         a->thread_names[idx] = name;
 }
 
+void analysis_name_thread(analysis *a, uint32_t tid, uint32_t name)
+{
+    note_thread(a, tid, name);
+}
+
 uint32_t analysis_thread_name(const analysis *a, uint32_t tid)
 {
     uint32_t idx = index_map_find(&a->threads, tid);

@@ -145,6 +145,10 @@ size_t analysis_losses(const analysis *a, const analysis_loss **rows);
 /* The name a thread gave itself, 0 when none. */
 uint32_t analysis_thread_name(const analysis *a, uint32_t tid);
 
+/* A board analysis's: thread (or process) tid was given name by the program (the collector's
+ * names board), as a THREAD_NAME event would say. */
+void analysis_name_thread(analysis *a, uint32_t tid, uint32_t name);
+
 /* A recorded option (TS_KIND_CONFIG) by key, or NULL. */
 const char *analysis_config_value(const analysis *a, const char *key);
 

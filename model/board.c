@@ -106,6 +106,21 @@ void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns)
     atomic_store_explicit(&w->b->published_ns, now_ns, memory_order_relaxed);
 }
 
+int board_put_name(board_writer *w, uint32_t tid, uint32_t name)
+{
+    uint32_t i = 0;
+    while (i < w->names && w->name_tid[i] != tid)
+        i++;
+    if (i == TS_BOARD_NAMES)
+        return -1;
+    atomic_store_explicit(&w->b->names[i], (uint64_t)tid << 32 | name, memory_order_relaxed);
+    if (i == w->names) {
+        w->name_tid[w->names++] = tid;
+        atomic_store_explicit(&w->b->names_used, w->names, memory_order_release);
+    }
+    return 0;
+}
+
 int board_op_new(board_writer *w, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags)
 {
     if (w->ops == TS_BOARD_OPS)
@@ -219,6 +234,26 @@ int board_get_op(const segment *s, uint32_t i, ts_op_record *out)
     if (!read_record(&r->seq, (const uint8_t *)r + 8, (uint8_t *)out + 8, sizeof *out - 8))
         return -1;
     out->seq = 0;
+    return 0;
+}
+
+uint32_t board_names_used(const segment *s)
+{
+    const ts_board *b = segment_board(s);
+    if (!b)
+        return 0;
+    uint32_t n = atomic_load_explicit(&b->names_used, memory_order_acquire);
+    return n > TS_BOARD_NAMES ? TS_BOARD_NAMES : n;
+}
+
+int board_get_name(const segment *s, uint32_t i, uint32_t *tid, uint32_t *name)
+{
+    const ts_board *b = segment_board(s);
+    if (!b || i >= TS_BOARD_NAMES)
+        return -1;
+    uint64_t v = atomic_load_explicit(&b->names[i], memory_order_relaxed);
+    *tid = (uint32_t)(v >> 32);
+    *name = (uint32_t)v;
     return 0;
 }
 

@@ -201,6 +201,9 @@ void digest_feed(digest *d, const ts_event *ev, size_t n)
         case TS_KIND_COLLECT_START:
             feed_steps(d, e);
             break;
+        case TS_KIND_THREAD_NAME:
+            board_put_name(&d->board, e->tid, e->name);
+            break;
         case TS_KIND_PHASE:
         case TS_KIND_COMM_OP:
             if (d->have_steps)

@@ -779,6 +779,7 @@ int segment_remove_orphan_ctls(void);
 
 #define TS_BOARD_STEPS 512  /* step records kept: the last 512 steps */
 #define TS_BOARD_OPS   4096 /* operators and kernels with totals; further ones are counted lost */
+#define TS_BOARD_NAMES 1024 /* threads and processes with a name the program gave them */
 
 /* One operator's (or kernel's) totals since the session began. */
 typedef struct op_totals {
@@ -853,9 +854,12 @@ typedef struct ts_board {
     _Atomic uint64_t steps_written; /* step records ever written: the newest is at
                                        (steps_written - 1) % TS_BOARD_STEPS */
     _Atomic uint32_t ops_used;      /* op records in use, from the first */
-    uint32_t pad;
-    _Atomic uint64_t ops_lost;     /* operator events not on the board (it was full) */
-    _Atomic uint64_t published_ns; /* collector clock, the recorder's last publication */
+    _Atomic uint32_t names_used;    /* names records in use, from the first */
+    _Atomic uint64_t ops_lost;      /* operator events not on the board (it was full) */
+    _Atomic uint64_t published_ns;  /* collector clock, the recorder's last publication */
+    /* The names the program gave its threads and processes (termsight_thread_name,
+     * termsight_process_name: DataLoader workers), tid << 32 | name id, one word each. */
+    _Atomic uint64_t names[TS_BOARD_NAMES];
     _Alignas(64) ts_step_record steps[TS_BOARD_STEPS];
     ts_op_record ops[TS_BOARD_OPS];
 } ts_board;
@@ -875,11 +879,13 @@ ts_board *segment_board(const segment *s);
 typedef struct board_writer {
     ts_board *b;
     const segment *seg;
-    uint64_t steps;     /* step records written */
-    uint64_t totals;    /* totals written */
-    uint32_t ops;       /* op records claimed */
-    uint32_t ops_ready; /* op records whose pages are had */
-    uint64_t op_puts;   /* op records written, all of them: their sequence numbers */
+    uint64_t steps;                    /* step records written */
+    uint64_t totals;                   /* totals written */
+    uint32_t ops;                      /* op records claimed */
+    uint32_t ops_ready;                /* op records whose pages are had */
+    uint64_t op_puts;                  /* op records written, all of them: their sequence numbers */
+    uint32_t names;                    /* names records in use */
+    uint32_t name_tid[TS_BOARD_NAMES]; /* their threads */
 } board_writer;
 
 /* The creator's: 0, or -1 when s has no boards. */
@@ -892,6 +898,8 @@ void board_put_op(board_writer *w, uint32_t i, const op_totals *t);
 void board_put_ops_lost(board_writer *w, uint64_t lost, uint64_t now_ns);
 /* The collector clock of the writer's last publication (0: none yet). */
 uint64_t board_published_ns(const segment *s);
+/* Thread (or process) tid is called name now; 0, or -1 when the names board is full. */
+int board_put_name(board_writer *w, uint32_t tid, uint32_t name);
 /* A new op record for (kind, name, type, flags): its index, or -1 when the board is full or its
  * pages cannot be had. */
 int board_op_new(board_writer *w, uint32_t kind, uint32_t name, uint32_t type, uint32_t flags);
@@ -914,6 +922,10 @@ uint32_t board_ops_used(const segment *s);
 /* Op record i: 0, or -1 when out of range or torn. */
 int board_get_op(const segment *s, uint32_t i, ts_op_record *out);
 uint64_t board_ops_lost(const segment *s);
+/* Names records in use (bounded by TS_BOARD_NAMES), and record i: 0 with the thread and its name
+ * id, or -1 out of range. */
+uint32_t board_names_used(const segment *s);
+int board_get_name(const segment *s, uint32_t i, uint32_t *tid, uint32_t *name);
 
 /* The sums behind the boards (digest.c): the step trace by the operator options given, and every
  * operator's and kernel's totals. One thread: the segment creator's recorder. */

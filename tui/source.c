@@ -45,7 +45,8 @@ struct source {
     int finished;             /* analysis_finish was called: the run is over */
     uint64_t last_miss_ns;    /* CLOCK_MONOTONIC of the last poll that missed events */
     op_totals *ops_seen;      /* per op record of the board, what was handed to the analysis */
-    step_row *rows;           /* scratch: the step board's rows */
+    uint64_t names_seen[TS_BOARD_NAMES]; /* per names record, what was handed to it */
+    step_row *rows;                      /* scratch: the step board's rows */
 };
 
 static uint64_t realtime_ns(void)
@@ -212,6 +213,17 @@ static void read_boards(source *s)
                        .flops_self_ns = r.t.flops_self_ns - seen->flops_self_ns};
         analysis_ops_add(s->an, r.kind, r.name, r.type, r.flags, &d);
         *seen = r.t;
+    }
+    /* The names the program gave its threads and processes, whenever it gave them (the
+     * lanes' events that said so are long gone for a monitor that came later). */
+    uint32_t names = board_names_used(s->seg);
+    for (uint32_t i = 0; i < names; i++) {
+        uint32_t tid, name;
+        if (board_get_name(s->seg, i, &tid, &name) == 0 &&
+            s->names_seen[i] != ((uint64_t)tid << 32 | name)) {
+            s->names_seen[i] = (uint64_t)tid << 32 | name;
+            analysis_name_thread(s->an, tid, name);
+        }
     }
     s->st.ops_lost = board_ops_lost(s->seg);
     s->st.board_ns = board_published_ns(s->seg);

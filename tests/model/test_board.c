@@ -123,6 +123,21 @@ START_TEST(test_totals_and_ops)
     ck_assert_int_eq(board_get_op(r, TS_BOARD_OPS, &rec), -1);
     ck_assert_uint_eq(board_ops_lost(r), 11);
 
+    /* Names: one record a thread, renamed in place, up to the board's size. */
+    uint32_t tid, nm;
+    ck_assert_uint_eq(board_names_used(r), 0);
+    ck_assert_int_eq(board_put_name(&w, 77, 5), 0);
+    ck_assert_int_eq(board_put_name(&w, 78, 6), 0);
+    ck_assert_int_eq(board_put_name(&w, 77, 9), 0);
+    ck_assert_uint_eq(board_names_used(r), 2);
+    ck_assert_int_eq(board_get_name(r, 0, &tid, &nm), 0);
+    ck_assert_uint_eq(tid, 77);
+    ck_assert_uint_eq(nm, 9);
+    for (uint32_t k = 2; k < TS_BOARD_NAMES; k++)
+        ck_assert_int_eq(board_put_name(&w, 1000 + k, 1), 0);
+    ck_assert_int_eq(board_put_name(&w, 5000, 1), -1);
+    ck_assert_int_eq(board_get_name(r, TS_BOARD_NAMES, &tid, &nm), -1);
+
     /* A record its writer left half-written (a writer that died mid-way) is refused, never
      * taken torn; the creator's mapping plays the dying writer. */
     atomic_store(&segment_board(s)->ops[17].seq, 7);

@@ -129,19 +129,31 @@ START_TEST(test_lapped)
     source *s = NULL;
     ck_assert_int_eq(source_open(getpid(), &s, NULL), 0);
     const source_status *st = source_status_of(s);
+    /* The thread names itself, then the lane is lapped: the name's event is gone from it. */
+    uint32_t name = strtab_intern(wr.names, "trainer-main", 12, NULL);
+    ts_event named = {.kind = TS_KIND_THREAD_NAME,
+                      .tid = 77,
+                      .device = TS_DEVICE_HOST,
+                      .name = name,
+                      .begin_ns = clock_ns,
+                      .end_ns = clock_ns};
+    ck_assert_int_eq(lane_push(&wr.w, &named), 1);
+    digest_feed(wr.dg, &named, 1);
+    lane_consume(wr.seg, 0, 1);
     push_ops(&wr, 200); /* a 64-event lane, lapped */
     /* A copy gets at most 63 whole: the 64th slot is the one the writer fills next. The lanes'
      * views are a sample now; the operators, from the board, are whole. */
     ck_assert_uint_eq(source_poll(s, 1), 63);
-    ck_assert_uint_eq(st->missed, 200 - 63);
+    ck_assert_uint_eq(st->missed, 201 - 63);
     ck_assert(st->sampled);
     ck_assert_uint_eq(op_count(source_analysis(s)), 200);
+    ck_assert_uint_eq(analysis_thread_name(source_analysis(s), 77), name); /* from the board */
     /* Frozen while the writer went on: resuming reads what the ring still holds and does not
      * count the rest as missed. */
     push_ops(&wr, 500);
     source_resync(s);
     ck_assert_uint_eq(source_poll(s, 2), 63);
-    ck_assert_uint_eq(st->missed, 200 - 63);
+    ck_assert_uint_eq(st->missed, 201 - 63);
     source_close(s);
     writer_close(&wr);
 }
