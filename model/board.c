@@ -216,13 +216,17 @@ size_t board_get_steps(const segment *s, uint64_t from, step_row *out, size_t ma
     return n;
 }
 
+/* A count of records in use as the writer published it, bounded by the board's size. */
+static uint32_t used_of(const _Atomic uint32_t *used, uint32_t max)
+{
+    uint32_t n = atomic_load_explicit(used, memory_order_acquire);
+    return n > max ? max : n;
+}
+
 uint32_t board_ops_used(const segment *s)
 {
     const ts_board *b = segment_board(s);
-    if (!b)
-        return 0;
-    uint32_t n = atomic_load_explicit(&b->ops_used, memory_order_acquire);
-    return n > TS_BOARD_OPS ? TS_BOARD_OPS : n;
+    return b ? used_of(&b->ops_used, TS_BOARD_OPS) : 0;
 }
 
 int board_get_op(const segment *s, uint32_t i, ts_op_record *out)
@@ -240,10 +244,7 @@ int board_get_op(const segment *s, uint32_t i, ts_op_record *out)
 uint32_t board_names_used(const segment *s)
 {
     const ts_board *b = segment_board(s);
-    if (!b)
-        return 0;
-    uint32_t n = atomic_load_explicit(&b->names_used, memory_order_acquire);
-    return n > TS_BOARD_NAMES ? TS_BOARD_NAMES : n;
+    return b ? used_of(&b->names_used, TS_BOARD_NAMES) : 0;
 }
 
 int board_get_name(const segment *s, uint32_t i, uint32_t *tid, uint32_t *name)
