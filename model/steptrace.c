@@ -894,26 +894,47 @@ static int force_one(steptrace *st)
     return 0;
 }
 
-/* Finalizes the steps that are due, oldest first; all: every ended step (steptrace_finish). A
- * step begun and never ended is abandoned once a later one is finalized. */
-static void advance(steptrace *st, int all)
+/* When open steps may be finalized: every ended one (all), those whose end lies quiet_ns before
+ * now_ns (a live trace settling, quiet_ns > 0), else those due by later steps. */
+typedef struct finalize_rule {
+    int all;
+    uint64_t now_ns, quiet_ns;
+} finalize_rule;
+
+static int ready(const steptrace *st, uint32_t i, const finalize_rule *w)
 {
+    const slot *o = st->open[i];
+    if (!o->has_end)
+        return 0;
+    if (w->all)
+        return 1;
+    if (w->quiet_ns)
+        return o->end <= w->now_ns && w->now_ns - o->end >= w->quiet_ns;
+    return due(st, i);
+}
+
+/* Finalizes the steps the rule allows, oldest first; a step begun and never ended is abandoned
+ * once a later one may be finalized. Returns how many were finalized. */
+static size_t advance(steptrace *st, const finalize_rule *w)
+{
+    size_t n = 0;
     while (st->nopen) {
-        slot *h = st->open[0];
-        if (h->has_end) {
-            if (!all && !due(st, 0))
+        if (st->open[0]->has_end) {
+            if (!ready(st, 0, w))
                 break;
             finalize_head(st);
+            n++;
             continue;
         }
         int later = 0;
         for (uint32_t j = 1; j < st->nopen && !later; j++)
-            later = st->open[j]->has_end && (all || due(st, j));
+            later = ready(st, j, w);
         if (!later)
             break;
         st->tot.incomplete++;
         release_slot(st, 0);
     }
+    return n;
 }
 
 static slot *new_slot(steptrace *st, uint64_t number)
@@ -1051,7 +1072,7 @@ void steptrace_feed(steptrace *st, const ts_event *ev)
             st->horizon = ev->begin_ns;
             scan_pending(st);
         }
-        advance(st, 0);
+        advance(st, &(finalize_rule){0});
         break;
     }
     case TS_KIND_COLLECT_START:
@@ -1066,33 +1087,13 @@ void steptrace_feed(steptrace *st, const ts_event *ev)
 
 void steptrace_finish(steptrace *st)
 {
-    advance(st, 1);
+    advance(st, &(finalize_rule){.all = 1});
 }
 
 size_t steptrace_settle(steptrace *st, uint64_t now_ns, uint64_t quiet_ns)
 {
-    size_t n = 0;
-    while (st->nopen) {
-        slot *h = st->open[0];
-        if (h->has_end) {
-            if (h->end > now_ns || now_ns - h->end < quiet_ns)
-                break;
-            finalize_head(st);
-            n++;
-            continue;
-        }
-        /* Begun and not ended: abandoned once a later step has settled (as advance does). */
-        int later = 0;
-        for (uint32_t j = 1; j < st->nopen && !later; j++) {
-            const slot *o = st->open[j];
-            later = o->has_end && o->end <= now_ns && now_ns - o->end >= quiet_ns;
-        }
-        if (!later)
-            break;
-        st->tot.incomplete++;
-        release_slot(st, 0);
-    }
-    return n;
+    finalize_rule w = {.now_ns = now_ns, .quiet_ns = quiet_ns ? quiet_ns : 1};
+    return advance(st, &w);
 }
 
 void steptrace_destroy(steptrace *st)
