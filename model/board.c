@@ -11,22 +11,6 @@
 
 #define READ_TRIES 64 /* copies of a record tried while the writer keeps rewriting it */
 
-static void words_store(void *dst, const void *src, size_t bytes)
-{
-    uint64_t *to = dst;
-    const uint64_t *from = src;
-    for (size_t k = 0; k < bytes / 8; k++)
-        __atomic_store_n(&to[k], from[k], __ATOMIC_RELAXED);
-}
-
-static void words_load(void *dst, const void *src, size_t bytes)
-{
-    uint64_t *to = dst;
-    const uint64_t *from = src;
-    for (size_t k = 0; k < bytes / 8; k++)
-        to[k] = __atomic_load_n(&from[k], __ATOMIC_RELAXED);
-}
-
 void op_totals_add(op_totals *a, const op_totals *b)
 {
     if (!b->count)

@@ -340,16 +340,6 @@ int lane_reclaim(const segment *s, uint32_t i)
     return 1;
 }
 
-/* Word by word with atomic loads: the producer may be rewriting the slot; what we copy is
- * checked against head afterwards and discarded if it could be torn. */
-static void copy_slot(ts_event *dst, const ts_event *src)
-{
-    const uint64_t *from = (const uint64_t *)(const void *)src;
-    uint64_t *to = (uint64_t *)(void *)dst;
-    for (size_t k = 0; k < sizeof(ts_event) / sizeof(uint64_t); k++)
-        to[k] = __atomic_load_n(&from[k], __ATOMIC_RELAXED);
-}
-
 size_t lane_observe(const segment *s, uint32_t i, uint64_t *cursor, ts_event *out, size_t max,
                     uint64_t *missed)
 {
@@ -377,7 +367,8 @@ size_t lane_observe(const segment *s, uint32_t i, uint64_t *cursor, ts_event *ou
     }
     size_t n = head - cur < max ? (size_t)(head - cur) : max;
     for (size_t k = 0; k < n; k++)
-        copy_slot(&out[k], &ring[(cur + k) & (cap - 1)]);
+        /* the producer may be rewriting the slot: checked against head below */
+        words_load(&out[k], &ring[(cur + k) & (cap - 1)], sizeof(ts_event));
     atomic_thread_fence(memory_order_acquire);
     uint64_t after = atomic_load_explicit(&l->head, memory_order_relaxed);
     if (atomic_load_explicit(&l->ring_seq, memory_order_relaxed) != r.seq) {
