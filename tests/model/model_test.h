@@ -29,6 +29,18 @@
 #define MT_TSAN 0
 #endif
 
+/* Any sanitizer (ASan, UBSan or TSan): the library runs several times slower. */
+#if MT_TSAN || defined(__SANITIZE_ADDRESS__)
+#define MT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define MT_SANITIZED 1
+#endif
+#endif
+#ifndef MT_SANITIZED
+#define MT_SANITIZED 0
+#endif
+
 /* Loop counts: TSan runs 5-15x slower, and so does a machine that asks for it
  * (TERMSIGHT_TEST_QUICK=1). */
 static inline unsigned mt_scale(unsigned normal, unsigned reduced)

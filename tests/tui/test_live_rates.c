@@ -7,8 +7,10 @@
  * (summed, dropped, or left out of the sums by a recorder that fell behind, which the live view
  * then calls partial). The child's recording is capped (RLIMIT_FSIZE) so the test writes little:
  * past the cap the collector says "recording stopped" and goes on draining, and summing. */
+#define TESTUTIL_TAG "live-rates"
 #include "model/model_test.h"
 #include "termsight/termsight.h"
+#include "testutil.h"
 #include "tui_internal.h"
 
 #include <math.h>
@@ -40,17 +42,7 @@ static const rate_case cases[] = {{1000000, 1, 2000}, {1000000, 2, 2000}, {10000
 
 /* Under a sanitizer the library runs several times slower: the rates are a tenth, so that what is
  * tested (the live view following a recorder that keeps up) is what the machine can do. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RATE_DIVISOR 10
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(undefined_behavior_sanitizer)
-#define RATE_DIVISOR 10
-#endif
-#endif
-#ifndef RATE_DIVISOR
-#define RATE_DIVISOR 1
-#endif
+#define RATE_DIVISOR (MT_SANITIZED ? 10 : 1)
 
 static void pace(uint64_t start, uint64_t done, uint64_t rate)
 {
@@ -172,9 +164,7 @@ START_TEST(test_rates)
     rate_case scaled = cases[_i];
     scaled.rate /= RATE_DIVISOR;
     const rate_case *c = &scaled;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/live-rates-XXXXXX", mt_tmp_base());
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *dir = tmp_make();
     truth *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(t, MAP_FAILED);
     memset(t, 0, sizeof *t);
@@ -306,9 +296,7 @@ START_TEST(test_rates)
     source_close(src);
     segment_close(seg, 0);
     munmap(t, sizeof *t);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    tmp_remove(dir);
     shm_unlink_pid(pid);
 }
 END_TEST
