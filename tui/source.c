@@ -135,7 +135,7 @@ int source_open(pid_t pid, source **out, char **cause)
     cfg.board = 1;
     s->an = analysis_create(&cfg, analysis_names_segment, s->seg);
     s->ops_seen = calloc(TS_BOARD_OPS, sizeof *s->ops_seen);
-    s->rows = malloc(TS_BOARD_STEPS * sizeof *s->rows);
+    s->rows = malloc(LIVE_STEPS * sizeof *s->rows);
     if (!s->cursor || !s->buf || !s->an || !s->ops_seen || !s->rows ||
         tlring_init(&s->tl, TIMELINE_KEEP) != 0) {
         source_close(s);
@@ -168,14 +168,12 @@ void source_close(source *s)
     free(s);
 }
 
-/* The step board's totals and rows replace the analysis's; what each op record gained since the
- * last poll is added to it (a record that went back, which only damage does, is passed over). */
-static void read_boards(source *s)
+/* The step board's rows with the totals they were counted in, so that the averages are those of
+ * the steps shown; the step begun last and what went unattributed from the totals record, which
+ * is newer. A writer that publishes a burst of steps while the rows are copied costs the oldest
+ * of them: again, then, until the recent steps are whole (a few tries). */
+static void read_steps(source *s)
 {
-    /* The rows with the totals they were counted in, so that the averages are those of the steps
-     * shown; the step begun last and what went unattributed from the totals record, which is
-     * newer. A writer that publishes a burst of steps while the rows are copied costs the oldest
-     * of them: again, then, until the recent steps are whole (a few tries). */
     step_totals t, now;
     for (int tries = 0; tries < BOARD_TRIES; tries++) {
         uint64_t next;
@@ -192,8 +190,14 @@ static void read_boards(source *s)
             t.incomplete = now.incomplete;
         }
         analysis_steps_load(s->an, &t, s->rows, n);
-        break;
+        return;
     }
+}
+
+/* What each op record gained since the last poll, added to the analysis (a record that went
+ * back, which only damage does, is passed over). */
+static void read_ops(source *s)
+{
     uint32_t used = board_ops_used(s->seg);
     for (uint32_t i = 0; i < used; i++) {
         ts_op_record r;
@@ -214,8 +218,12 @@ static void read_boards(source *s)
         analysis_ops_add(s->an, r.kind, r.name, r.type, r.flags, &d);
         *seen = r.t;
     }
-    /* The names the program gave its threads and processes, whenever it gave them (the
-     * lanes' events that said so are long gone for a monitor that came later). */
+}
+
+/* The names the program gave its threads and processes, whenever it gave them (the lanes'
+ * events that said so are long gone for a monitor that came later). */
+static void read_names(source *s)
+{
     uint32_t names = board_names_used(s->seg);
     for (uint32_t i = 0; i < names; i++) {
         uint32_t tid, name;
@@ -225,6 +233,13 @@ static void read_boards(source *s)
             analysis_name_thread(s->an, tid, name);
         }
     }
+}
+
+static void read_boards(source *s)
+{
+    read_steps(s);
+    read_ops(s);
+    read_names(s);
     s->st.ops_lost = board_ops_lost(s->seg);
     s->st.board_ns = board_published_ns(s->seg);
 }
