@@ -155,20 +155,36 @@ static void put_stat(const op_stat *s)
 
 /* One type's totals and its ops as JSON: {"type": {...}, "ops": [...]}, the rows in the shape
  * summary.json gives them (report_json.c). */
-static int print_op_json(const analysis *a, const op_stat *ts)
+/* Prints o indented and frees it: 0, or 1 when out of memory (o NULL included). */
+static int print_json(cJSON *o)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return 1;
-    cJSON_AddItemToObject(o, "type", report_json_op(a, ts, 1));
-    cJSON_AddItemToObject(o, "ops", report_json_ops(a, 0, ts->name, 0));
-    char *text = cJSON_Print(o);
+    char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text)
         return 1;
     puts(text);
     cJSON_free(text);
     return 0;
+}
+
+static int print_op_json(const analysis *a, const op_stat *ts)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddItemToObject(o, "type", report_json_op(a, ts, 1));
+        cJSON_AddItemToObject(o, "ops", report_json_ops(a, 0, ts->name, 0));
+    }
+    return print_json(o);
+}
+
+/* A row's totals, the line under its name. */
+static void print_totals(const op_stat *s)
+{
+    printf("\ncount %" PRIu64 ", total %.3f ms, average %.3f ms, min %.3f ms, max %.3f ms, "
+           "%.1f %% of all ops' self time\n",
+           s->count, (double)s->total_ns / 1e6,
+           s->count ? (double)s->total_ns / (double)s->count / 1e6 : 0.0, (double)s->min_ns / 1e6,
+           (double)s->max_ns / 1e6, 100 * s->share);
 }
 
 /* The operator (or label: a record_function's, a range's) named exactly name, as --op names one
@@ -188,25 +204,15 @@ static int print_named_op(const analysis *a, const char *name, int json)
     }
     if (hit && json) {
         cJSON *o = cJSON_CreateObject();
-        char *text = NULL;
-        if (o) {
+        if (o)
             cJSON_AddItemToObject(o, "op", report_json_op(a, hit, 0));
-            text = cJSON_Print(o);
-            cJSON_Delete(o);
-        }
-        if (text)
-            puts(text);
-        cJSON_free(text);
+        print_json(o);
     } else if (hit) {
         fputs("op: ", stdout);
         put_name(a, hit->name);
         fputs("\ntype: ", stdout);
         put_name(a, hit->type);
-        printf("\ncount %" PRIu64 ", total %.3f ms, average %.3f ms, min %.3f ms, max %.3f ms, "
-               "%.1f %% of all ops' self time\n",
-               hit->count, (double)hit->total_ns / 1e6,
-               hit->count ? (double)hit->total_ns / (double)hit->count / 1e6 : 0.0,
-               (double)hit->min_ns / 1e6, (double)hit->max_ns / 1e6, 100 * hit->share);
+        print_totals(hit);
     }
     free(rows);
     return hit != NULL;
@@ -262,11 +268,7 @@ static int print_op(const analysis *a, const char *name, int json)
     }
     fputs("op type: ", stdout);
     put_name(a, type);
-    printf("\ncount %" PRIu64 ", total %.3f ms, average %.3f ms, min %.3f ms, max %.3f ms, "
-           "%.1f %% of all ops' self time\n",
-           ts->count, (double)ts->total_ns / 1e6,
-           ts->count ? (double)ts->total_ns / (double)ts->count / 1e6 : 0.0,
-           (double)ts->min_ns / 1e6, (double)ts->max_ns / 1e6, 100 * ts->share);
+    print_totals(ts);
     op_query oq = {.by_type = 0, .sort = OP_SORT_TOTAL, .type = type};
     size_t no = analysis_ops(a, &oq, &ops);
     printf("\n%8s %12s %10s %10s %10s %6s  %s\n", "count", "total_ms", "avg_ms", "min_ms", "max_ms",
