@@ -38,7 +38,7 @@ struct digest {
     op_totals *ops; /* TS_BOARD_OPS, since the session began */
     uint8_t *dirty; /* ops changed since the last publication */
     uint32_t *changed;
-    uint32_t nchanged, nops;
+    uint32_t nchanged;
     uint64_t lost; /* operator events not summed: no room on the board, or fed while pressed */
     int pressed;   /* digest_pressed: operators are counted lost, not summed */
     /* The nesting stack of the last range's kind and thread: a drain hands over a thread's
@@ -117,15 +117,12 @@ static inline int op_of(digest *d, const ts_event *ev)
         return (int)c->op;
     uint32_t i = index_map_find(&d->keys, key);
     if (i == UINT32_MAX) {
-        if (d->nops == TS_BOARD_OPS)
-            return -1;
         int b = board_op_new(&d->board, ev->kind, ev->name, ev->type, ev->flags & TS_EF_COMM);
         if (b < 0)
             return -1;
         if (index_map_get(&d->keys, key, (uint32_t)b, NULL) != (uint32_t)b)
             return -1; /* no memory for the map: a later event of the key tries again */
         i = (uint32_t)b;
-        d->nops = i + 1;
     }
     *c = (key_slot){key, i};
     return (int)i;
