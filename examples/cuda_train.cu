@@ -10,8 +10,9 @@
  *
  * It uses only the CUDA runtime (cudaMalloc, cudaMemcpy, cudaMemset, kernel launches) and NVTX
  * (header-only; without an NVTX injection every range is a no-op). The loss and the accuracy are
- * printed as they fall and rise; the last line gives the training time, for measuring the
- * collector's overhead against a run without it.
+ * printed as they fall and rise; then the training time, for measuring the collector's overhead
+ * against a run without it; the last line ("cuda_train: asked kernels K h2d ...") counts what the
+ * program asked of CUDA, to hold a profiler's record of the run against.
  *
  * Usage: cuda_train [steps [batch [hidden]]]   (defaults 600, 256, 128)
  * Exit status: 0 trained, 1 a CUDA error or no usable device (said on stderr), 2 bad arguments.
@@ -50,6 +51,49 @@
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
+
+/* What the program asks of CUDA, counted as it asks and printed at the end (the "asked:" line),
+ * so that a profiler's record of the run can be held against it (bench/gpu_check.sh). */
+static struct {
+    long kernels, h2d, d2h, memsets, dev_allocs, dev_frees, pinned_allocs, pinned_frees;
+} asked;
+
+template <class T> static cudaError_t counted_malloc(T **p, size_t bytes)
+{
+    asked.dev_allocs++;
+    return cudaMalloc(p, bytes);
+}
+
+template <class T> static cudaError_t counted_malloc_host(T **p, size_t bytes)
+{
+    asked.pinned_allocs++;
+    return cudaMallocHost(p, bytes);
+}
+
+static cudaError_t counted_free(void *p)
+{
+    asked.dev_frees += p != NULL;
+    return cudaFree(p);
+}
+
+static cudaError_t counted_free_host(void *p)
+{
+    asked.pinned_frees += p != NULL;
+    return cudaFreeHost(p);
+}
+
+static cudaError_t counted_memcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    asked.h2d += kind == cudaMemcpyHostToDevice;
+    asked.d2h += kind == cudaMemcpyDeviceToHost;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+static cudaError_t counted_memset(void *p, int value, size_t bytes)
+{
+    asked.memsets++;
+    return cudaMemset(p, value, bytes);
+}
 
 /* ---- Data: points on three spiral arms, from a seeded generator ------------------------- */
 
@@ -256,6 +300,7 @@ static void matmul(const float *A, const float *B, float *C, int M, int N, int K
 {
     dim3 block(TILE, TILE), grid(blocks(N, TILE), blocks(M, TILE));
     matmul_tiled<<<grid, block>>>(A, B, C, M, N, K, ta, tb);
+    asked.kernels++;
 }
 
 /* The forward pass of rows points at x; the logits end in the last layer's z. */
@@ -270,10 +315,12 @@ static cudaError_t forward(model *m, const float *x, int rows)
         nvtxRangePop();
         nvtxRangePushA(L->op_bias_add);
         bias_add<<<blocks(n, 256), 256>>>(L->z, L->b, rows, L->out);
+        asked.kernels++;
         nvtxRangePop();
         if (l < N_LAYERS - 1) {
             nvtxRangePushA(L->op_relu);
             relu<<<blocks(n, 256), 256>>>(L->z, L->a, n);
+            asked.kernels++;
             nvtxRangePop();
             in = L->a;
         }
@@ -290,10 +337,12 @@ static cudaError_t backward_update(model *m, const float *x)
         if (l < N_LAYERS - 1) {
             nvtxRangePushA(L->op_grad_relu);
             relu_grad<<<blocks(rows * L->out, 256), 256>>>(L->dz, L->z, rows * L->out);
+            asked.kernels++;
             nvtxRangePop();
         }
         nvtxRangePushA(L->op_grad_bias);
         bias_grad<<<blocks(L->out, 128), 128>>>(L->dz, L->db, rows, L->out);
+        asked.kernels++;
         nvtxRangePop();
         const float *in = l ? m->layers[l - 1].a : x;
         nvtxRangePushA(L->op_grad_w); /* dW = in^T dz */
@@ -310,9 +359,11 @@ static cudaError_t backward_update(model *m, const float *x)
         nvtxRangePushA(L->op_update_w);
         sgd_update<<<blocks(L->in * L->out, 256), 256>>>(L->w, L->dw, LEARNING_RATE,
                                                          L->in * L->out);
+        asked.kernels++;
         nvtxRangePop();
         nvtxRangePushA(L->op_update_b);
         sgd_update<<<blocks(L->out, 256), 256>>>(L->b, L->db, LEARNING_RATE, L->out);
+        asked.kernels++;
         nvtxRangePop();
     }
     return cudaGetLastError();
@@ -328,20 +379,21 @@ static double now_s(void)
 /* Data on the device and the host, parameters initialized. Returns 0, or 1 (said on stderr). */
 static int setup(model *m)
 {
-    CHECK(cudaMallocHost(&m->host_x, sizeof(float) * 2 * TRAIN_POINTS));
-    CHECK(cudaMallocHost(&m->host_y, sizeof(int) * TRAIN_POINTS));
-    CHECK(cudaMallocHost(&m->host_test_x, sizeof(float) * 2 * TEST_POINTS));
-    CHECK(cudaMallocHost(&m->host_test_y, sizeof(int) * TEST_POINTS));
+    CHECK(counted_malloc_host(&m->host_x, sizeof(float) * 2 * TRAIN_POINTS));
+    CHECK(counted_malloc_host(&m->host_y, sizeof(int) * TRAIN_POINTS));
+    CHECK(counted_malloc_host(&m->host_test_x, sizeof(float) * 2 * TEST_POINTS));
+    CHECK(counted_malloc_host(&m->host_test_y, sizeof(int) * TEST_POINTS));
     spiral(TRAIN_SEED, TRAIN_POINTS, m->host_x, m->host_y);
     spiral(TEST_SEED, TEST_POINTS, m->host_test_x, m->host_test_y);
-    CHECK(cudaMalloc(&m->test_x, sizeof(float) * 2 * TEST_POINTS));
-    CHECK(cudaMalloc(&m->test_y, sizeof(int) * TEST_POINTS));
-    CHECK(cudaMemcpy(m->test_x, m->host_test_x, sizeof(float) * 2 * TEST_POINTS,
-                     cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(m->test_y, m->host_test_y, sizeof(int) * TEST_POINTS, cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&m->x, sizeof(float) * 2 * m->batch));
-    CHECK(cudaMalloc(&m->y, sizeof(int) * m->batch));
-    CHECK(cudaMalloc(&m->stats, sizeof(float) * 2));
+    CHECK(counted_malloc(&m->test_x, sizeof(float) * 2 * TEST_POINTS));
+    CHECK(counted_malloc(&m->test_y, sizeof(int) * TEST_POINTS));
+    CHECK(counted_memcpy(m->test_x, m->host_test_x, sizeof(float) * 2 * TEST_POINTS,
+                         cudaMemcpyHostToDevice));
+    CHECK(counted_memcpy(m->test_y, m->host_test_y, sizeof(int) * TEST_POINTS,
+                         cudaMemcpyHostToDevice));
+    CHECK(counted_malloc(&m->x, sizeof(float) * 2 * m->batch));
+    CHECK(counted_malloc(&m->y, sizeof(int) * m->batch));
+    CHECK(counted_malloc(&m->stats, sizeof(float) * 2));
 
     /* Parameters: He initialization on the host, biases zeroed on the device. */
     int widths[N_LAYERS + 1] = {N_IN, m->hidden, m->hidden, N_CLASSES};
@@ -351,15 +403,15 @@ static int setup(model *m)
         L->in = widths[l];
         L->out = widths[l + 1];
         size_t nw = (size_t)L->in * L->out, na = (size_t)m->batch * L->out;
-        CHECK(cudaMalloc(&L->w, sizeof(float) * nw));
-        CHECK(cudaMalloc(&L->dw, sizeof(float) * nw));
-        CHECK(cudaMalloc(&L->b, sizeof(float) * L->out));
-        CHECK(cudaMalloc(&L->db, sizeof(float) * L->out));
-        CHECK(cudaMalloc(&L->z, sizeof(float) * na));
-        CHECK(cudaMalloc(&L->a, sizeof(float) * na));
-        CHECK(cudaMalloc(&L->dz, sizeof(float) * na));
-        CHECK(cudaMalloc(&m->eval_z[l], sizeof(float) * TEST_POINTS * L->out));
-        CHECK(cudaMalloc(&m->eval_a[l], sizeof(float) * TEST_POINTS * L->out));
+        CHECK(counted_malloc(&L->w, sizeof(float) * nw));
+        CHECK(counted_malloc(&L->dw, sizeof(float) * nw));
+        CHECK(counted_malloc(&L->b, sizeof(float) * L->out));
+        CHECK(counted_malloc(&L->db, sizeof(float) * L->out));
+        CHECK(counted_malloc(&L->z, sizeof(float) * na));
+        CHECK(counted_malloc(&L->a, sizeof(float) * na));
+        CHECK(counted_malloc(&L->dz, sizeof(float) * na));
+        CHECK(counted_malloc(&m->eval_z[l], sizeof(float) * TEST_POINTS * L->out));
+        CHECK(counted_malloc(&m->eval_a[l], sizeof(float) * TEST_POINTS * L->out));
         float *w = (float *)malloc(sizeof(float) * nw);
         if (!w) {
             fputs("cuda_train: out of memory\n", stderr);
@@ -368,10 +420,10 @@ static int setup(model *m)
         float scale = sqrtf(2.0f / (float)L->in);
         for (size_t i = 0; i < nw; i++)
             w[i] = scale * rng_normal(&init);
-        cudaError_t err = cudaMemcpy(L->w, w, sizeof(float) * nw, cudaMemcpyHostToDevice);
+        cudaError_t err = counted_memcpy(L->w, w, sizeof(float) * nw, cudaMemcpyHostToDevice);
         free(w);
         CHECK(err);
-        CHECK(cudaMemset(L->b, 0, sizeof(float) * L->out));
+        CHECK(counted_memset(L->b, 0, sizeof(float) * L->out));
     }
     name_ops(m);
     return 0;
@@ -390,23 +442,24 @@ static int train(model *m, int steps, double *seconds)
         nvtxRangePushA("step");
         int first = (int)(((long long)(s - 1) * batch) % (TRAIN_POINTS - batch + 1));
         nvtxRangePushA(m->op_get_next);
-        CHECK(cudaMemcpy(m->x, m->host_x + 2 * first, sizeof(float) * 2 * batch,
-                         cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(m->y, m->host_y + first, sizeof(int) * batch, cudaMemcpyHostToDevice));
-        CHECK(cudaMemset(m->stats, 0, sizeof(float) * 2));
+        CHECK(counted_memcpy(m->x, m->host_x + 2 * first, sizeof(float) * 2 * batch,
+                             cudaMemcpyHostToDevice));
+        CHECK(counted_memcpy(m->y, m->host_y + first, sizeof(int) * batch, cudaMemcpyHostToDevice));
+        CHECK(counted_memset(m->stats, 0, sizeof(float) * 2));
         nvtxRangePop();
 
         CHECK(forward(m, m->x, batch));
         layer *last = &m->layers[N_LAYERS - 1];
         nvtxRangePushA(m->op_loss);
         softmax_xent<<<blocks(batch, 128), 128>>>(last->z, m->y, last->dz, m->stats, batch);
+        asked.kernels++;
         nvtxRangePop();
         CHECK(cudaGetLastError());
         CHECK(backward_update(m, m->x));
 
         /* The step's loss back on the host: a real loop's loss.item(), which synchronizes. */
         float stats[2];
-        CHECK(cudaMemcpy(stats, m->stats, sizeof stats, cudaMemcpyDeviceToHost));
+        CHECK(counted_memcpy(stats, m->stats, sizeof stats, cudaMemcpyDeviceToHost));
         nvtxRangePop();
         loss_sum += stats[0];
         correct += stats[1];
@@ -436,19 +489,20 @@ static int evaluate(model *m)
         m->layers[l].a = m->eval_a[l];
     }
     nvtxRangePushA("eval");
-    cudaError_t err = cudaMemset(m->stats, 0, sizeof(float) * 2);
+    cudaError_t err = counted_memset(m->stats, 0, sizeof(float) * 2);
     if (err == cudaSuccess)
         err = forward(m, m->test_x, TEST_POINTS);
     if (err == cudaSuccess) {
         nvtxRangePushA(m->op_loss);
         softmax_xent<<<blocks(TEST_POINTS, 128), 128>>>(m->layers[N_LAYERS - 1].z, m->test_y, NULL,
                                                         m->stats, TEST_POINTS);
+        asked.kernels++;
         nvtxRangePop();
         err = cudaGetLastError();
     }
     float stats[2] = {0, 0};
     if (err == cudaSuccess)
-        err = cudaMemcpy(stats, m->stats, sizeof stats, cudaMemcpyDeviceToHost);
+        err = counted_memcpy(stats, m->stats, sizeof stats, cudaMemcpyDeviceToHost);
     nvtxRangePop();
     for (int l = 0; l < N_LAYERS; l++) {
         m->layers[l].z = keep_z[l];
@@ -466,17 +520,17 @@ static void model_free(model *m)
         layer *L = &m->layers[l];
         float *dev[] = {L->w, L->dw, L->b, L->db, L->z, L->a, L->dz, m->eval_z[l], m->eval_a[l]};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-            cudaFree(dev[i]);
+            counted_free(dev[i]);
     }
-    cudaFree(m->x);
-    cudaFree(m->y);
-    cudaFree(m->stats);
-    cudaFree(m->test_x);
-    cudaFree(m->test_y);
-    cudaFreeHost(m->host_x);
-    cudaFreeHost(m->host_y);
-    cudaFreeHost(m->host_test_x);
-    cudaFreeHost(m->host_test_y);
+    counted_free(m->x);
+    counted_free(m->y);
+    counted_free(m->stats);
+    counted_free(m->test_x);
+    counted_free(m->test_y);
+    counted_free_host(m->host_x);
+    counted_free_host(m->host_y);
+    counted_free_host(m->host_test_x);
+    counted_free_host(m->host_test_y);
 }
 
 /* argv[i] as an int in 1..max, def when absent, -1 when not such a number. */
@@ -527,5 +581,9 @@ int main(int argc, char **argv)
         printf("cuda_train: %d steps in %.1f ms (%.3f ms/step)\n", steps, 1e3 * seconds,
                1e3 * seconds / steps);
     model_free(&m);
+    printf("cuda_train: asked kernels %ld h2d %ld d2h %ld memsets %ld dev_allocs %ld dev_frees %ld "
+           "pinned_allocs %ld pinned_frees %ld\n",
+           asked.kernels, asked.h2d, asked.d2h, asked.memsets, asked.dev_allocs, asked.dev_frees,
+           asked.pinned_allocs, asked.pinned_frees);
     return rc;
 }
