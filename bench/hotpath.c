@@ -22,7 +22,8 @@
  *          hardware CRC-32C for comparison, write() into the tmpfs folder and the disk folder
  *   rate   events/s through lane -> recorder -> recording: a producer paced at increasing target
  *          rates, one fresh session per rate, recording on tmpfs and on disk; drops and the
- *          recorder thread's CPU time for each
+ *          recorder thread's CPU time for each. --rate-threads N shares each rate among N
+ *          producer threads, each with its own lane.
  *
  * Output: a human-readable table, and one "RESULT key median min max unit n" line per figure for
  * scripts (min and max over the repeats).
@@ -34,6 +35,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,14 +53,16 @@
 #include "lttng_tp.h"
 #endif
 
-#define MAX_REPEATS 32
-#define MAX_RATES   32
+#define MAX_REPEATS      32
+#define MAX_RATES        32
+#define MAX_RATE_THREADS 64
 
 /* ---- Options ----------------------------------------------------------------------------- */
 
 static struct {
     int repeats;              /* repeats of every measurement */
     int rate_repeats;         /* repeats of the rate section (each rate is seconds long) */
+    int rate_threads;         /* producer threads of the rate section, sharing its target */
     uint32_t rate_small_lane; /* the rate section also runs with this lane size on tmpfs */
     uint64_t hot_events;      /* events per kind per repeat in the hot section */
     uint32_t lane_events;     /* lane size for the hot and rate sections */
@@ -76,6 +80,7 @@ static struct {
 } opt = {
     .repeats = 5,
     .rate_repeats = 3,
+    .rate_threads = 1,
     .rate_small_lane = 16384,
     .hot_events = 4u << 20,
     .lane_events = 1u << 20,
@@ -311,7 +316,7 @@ static void session_open(bench_session *b, const char *parent, int collecting, u
     o.start_collecting = collecting;
     if (lane) /* 0: the default lanes, as a new user has them */
         o.lane_events = lane;
-    o.max_threads = 2;
+    o.max_threads = 2 + opt.rate_threads;
     o.process_name = "termsight_bench";
     if (monotonic)
         setenv("TERMSIGHT_CLOCK", "monotonic", 1);
@@ -759,6 +764,41 @@ static uint64_t file_size(const char *run_folder)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/* One producer of the rate section: termsight_range_complete at its target rate (0: as fast as
+ * it can, up to max_ev events) for limit_ns. */
+typedef struct producer {
+    pthread_t thread;
+    double target;
+    uint64_t max_ev, limit_ns, emitted;
+} producer;
+
+static void produce(producer *p)
+{
+    uint64_t t0 = mono_ns(), now = t0, emitted = 0, t = t0;
+    const uint64_t step = 256;
+    while (now - t0 < p->limit_ns && (p->target > 0 || emitted < p->max_ev)) {
+        for (uint64_t i = 0; i < step; i++) {
+            termsight_range_complete(id_name, id_type, t, t + 100, i);
+            t += 128;
+        }
+        emitted += step;
+        now = mono_ns();
+        if (p->target > 0) {
+            /* Ahead of the schedule: spin until the clock catches up. */
+            double due = (double)emitted / p->target * 1e9;
+            while ((double)(now - t0) < due)
+                now = mono_ns();
+        }
+    }
+    p->emitted = emitted;
+}
+
+static void *produce_thread(void *arg)
+{
+    produce(arg);
+    return NULL;
+}
+
 static rate_result rate_run(const char *parent, double target, uint32_t lane)
 {
     rate_result res = {.target = target};
@@ -774,21 +814,21 @@ static rate_result rate_run(const char *parent, double target, uint32_t lane)
         secs = (double)opt.rate_max_ev / target;
     uint64_t limit_ns = (uint64_t)(secs * 1e9);
     thread_sched sc0 = thread_sched_get(b.rec_tid);
-    uint64_t t0 = mono_ns(), now = t0, emitted = 0, t = t0;
-    const uint64_t step = 256;
-    while (now - t0 < limit_ns && (target > 0 || emitted < opt.rate_max_ev)) {
-        for (uint64_t i = 0; i < step; i++) {
-            termsight_range_complete(id_name, id_type, t, t + 100, i);
-            t += 128;
-        }
-        emitted += step;
-        now = mono_ns();
-        if (target > 0) {
-            /* Ahead of the schedule: spin until the clock catches up. */
-            double due = (double)emitted / target * 1e9;
-            while ((double)(now - t0) < due)
-                now = mono_ns();
-        }
+    uint64_t t0 = mono_ns(), emitted = 0;
+    int nthreads = opt.rate_threads;
+    producer prod[MAX_RATE_THREADS];
+    for (int i = 0; i < nthreads; i++) {
+        prod[i] = (producer){.target = target / nthreads,
+                             .max_ev = opt.rate_max_ev / (uint64_t)nthreads,
+                             .limit_ns = limit_ns};
+        if (i > 0 && pthread_create(&prod[i].thread, NULL, produce_thread, &prod[i]) != 0)
+            die("pthread_create failed");
+    }
+    produce(&prod[0]); /* the first producer is this thread, whose lane warm_lane grew */
+    emitted = prod[0].emitted;
+    for (int i = 1; i < nthreads; i++) {
+        pthread_join(prod[i].thread, NULL);
+        emitted += prod[i].emitted;
     }
     uint64_t t1 = mono_ns();
     thread_sched sc1 = thread_sched_get(b.rec_tid);
@@ -851,9 +891,9 @@ static void section_rate(void)
         {"tmpfs_lane16k", "tmpfs, fixed 16384-event lane", opt.tmpfs_dir, opt.rate_small_lane},
     };
     int ncfg = opt.rate_small_lane ? 5 : 4;
-    printf("== rate: producer termsight_range_complete paced at each target for up to %.1f s "
-           "(at most %" PRIu64 " events), %d repeats\n",
-           opt.rate_seconds, opt.rate_max_ev, opt.rate_repeats);
+    printf("== rate: %d producer thread(s) of termsight_range_complete sharing each target, for up "
+           "to %.1f s (at most %" PRIu64 " events), %d repeats\n",
+           opt.rate_threads, opt.rate_seconds, opt.rate_max_ev, opt.rate_repeats);
     for (int d = 0; d < ncfg; d++) {
         if (!listed(opt.rate_configs, cfgs[d].key))
             continue;
@@ -911,8 +951,10 @@ static void usage(void)
             "         [--hot-events N] [--lane-events N] [--idle-calls N] [--clock-calls N]\n"
             "         [--rates 10,20,30,50,0 (M/s; 0 = unpaced)] [--rate-seconds S]\n"
             "         [--rate-max-events N] [--rate-repeats N] [--rate-small-lane N (0: off)]\n"
+            "         [--rate-threads N (producers sharing each rate, 1..%d)]\n"
             "         [--rate-configs tmpfs_default,disk_default,tmpfs,disk,tmpfs_lane16k]\n"
-            "         [--tmpfs DIR] [--disk DIR] [--lttng-sleep-ms N]\n");
+            "         [--tmpfs DIR] [--disk DIR] [--lttng-sleep-ms N]\n",
+            MAX_RATE_THREADS);
     exit(2);
 }
 
@@ -969,6 +1011,8 @@ int main(int argc, char **argv)
             opt.rate_small_lane = (uint32_t)parse_u64(v);
         else if (!strcmp(a, "--rate-max-events"))
             opt.rate_max_ev = parse_u64(v);
+        else if (!strcmp(a, "--rate-threads"))
+            opt.rate_threads = (int)parse_u64(v);
         else if (!strcmp(a, "--tmpfs"))
             opt.tmpfs_dir = v;
         else if (!strcmp(a, "--disk"))
@@ -987,6 +1031,8 @@ int main(int argc, char **argv)
         die("--rate-small-lane must be 0 or a power of two >= 1024");
     if (opt.rate_repeats < 1 || opt.rate_repeats > MAX_REPEATS)
         die("--rate-repeats must be 1..%d", MAX_REPEATS);
+    if (opt.rate_threads < 1 || opt.rate_threads > MAX_RATE_THREADS)
+        die("--rate-threads must be 1..%d", MAX_RATE_THREADS);
 
     my_tid = (uint32_t)gettid();
     snprintf(work_dir, sizeof work_dir, "%s/termsight-bench-%d", opt.tmpfs_dir, (int)getpid());
