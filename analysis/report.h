@@ -106,6 +106,9 @@ void report_json_name(void *object, const char *key, const analysis *a, uint32_t
 void *report_json_op(const analysis *a, const op_stat *row, int by_type);
 /* The rows by total time, the first limit (0: all), of one type when type is not 0. */
 void *report_json_ops(const analysis *a, int by_type, uint32_t type, size_t limit);
+/* The top `limit` kernels, copies and memsets by total time (kernel, op, count, total_us,
+ * communication): summary.json's top_kernels. */
+void *report_json_kernels(const analysis *a, size_t limit);
 /* The step summary: count, source, avg_interval_us ... avg_comm_wait_us, slowest [step,
  * total_us]. */
 void *report_json_steps(const analysis *a);

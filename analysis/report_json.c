@@ -74,6 +74,26 @@ void *report_json_ops(const analysis *a, int by_type, uint32_t type, size_t limi
     return arr;
 }
 
+void *report_json_kernels(const analysis *a, size_t limit)
+{
+    cJSON *arr = cJSON_CreateArray();
+    kernel_stat *ks = NULL;
+    size_t n = arr ? analysis_kernels(a, limit, &ks) : 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        report_json_name(o, "kernel", a, ks[i].name);
+        report_json_name(o, "op", a, ks[i].op);
+        report_json_u64(o, "count", ks[i].count);
+        cJSON_AddNumberToObject(o, "total_us", us_of((double)ks[i].total_ns));
+        cJSON_AddBoolToObject(o, "communication", ks[i].comm);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(ks);
+    return arr;
+}
+
 void *report_json_steps(const analysis *a)
 {
     step_summary ss = analysis_steps(a);
@@ -269,19 +289,7 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, TOP_OPS));
     cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, TOP_OPS));
 
-    kernel_stat *ks = NULL;
-    size_t nk = analysis_kernels(a, TOP_OPS, &ks);
-    cJSON *kt = cJSON_AddArrayToObject(root, "top_kernels");
-    for (size_t i = 0; i < nk; i++) {
-        cJSON *o = cJSON_CreateObject();
-        j_name(o, "kernel", &sc, a, ks[i].name);
-        j_name(o, "op", &sc, a, ks[i].op);
-        report_json_u64(o, "count", ks[i].count);
-        cJSON_AddNumberToObject(o, "total_us", us_of((double)ks[i].total_ns));
-        cJSON_AddBoolToObject(o, "communication", ks[i].comm);
-        cJSON_AddItemToArray(kt, o);
-    }
-    free(ks);
+    cJSON_AddItemToObject(root, "top_kernels", report_json_kernels(a, TOP_OPS));
 
     queue_stat *qs = NULL;
     size_t nq = analysis_queues(a, &qs);

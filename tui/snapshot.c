@@ -130,7 +130,8 @@ static void json_steps(cJSON *o, const analysis *a, const source_status *st)
     }
 }
 
-/* The operators in summary.json's shape: the top JSON_TOP types and operators by total time. */
+/* The operators and kernels in summary.json's shape: the top JSON_TOP types, operators and
+ * kernels by total time. */
 static void json_ops(cJSON *o, const analysis *a)
 {
     cJSON *ops = cJSON_AddObjectToObject(o, "ops");
@@ -139,6 +140,7 @@ static void json_ops(cJSON *o, const analysis *a)
     cJSON_AddNumberToObject(ops, "self_us", us((double)analysis_ops_self_ns(a)));
     cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, JSON_TOP));
     cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, JSON_TOP));
+    cJSON_AddItemToObject(o, "top_kernels", report_json_kernels(a, JSON_TOP));
 }
 
 static void json_queues(cJSON *o, const analysis *a)
