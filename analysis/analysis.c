@@ -281,7 +281,9 @@ static void note_config(analysis *a, uint32_t key, uint32_t value)
 const char *analysis_config_value(const analysis *a, const char *key)
 {
     size_t kl = strlen(key);
-    for (uint32_t i = 0; i < a->nconfig; i++) {
+    /* The last one: a window repeats its metadata, and a value may change within it (the CUDA
+     * collector's status once CUPTI started). */
+    for (uint32_t i = a->nconfig; i-- > 0;) {
         uint32_t len;
         const char *k = analysis_raw_name(a, a->config[i].key, &len);
         if (k && len == kl && !memcmp(k, key, kl))

@@ -135,6 +135,9 @@ struct termsight_session {
 
     /* Under control. */
     uint32_t window;
+    /* When the current or last window began; written under drain and control, read under
+     * either (the CUDA collector leaves out device records from before it). */
+    uint64_t window_begin_ns;
     mailbox_state mailbox;
 
     /* Registered metadata, replayed at every window start. Under meta. */
@@ -476,6 +479,10 @@ void cupti_flush(termsight_session *s, int forced);
 
 /* Forced flush, then no more records to s. Never under s->drain. */
 void cupti_stop(termsight_session *s);
+/* Another CUPTI client in the process (PyTorch's profiler) is about to take CUPTI (lent 1: our
+ * buffers are flushed first) or has let it go (lent 0: our clock, buffers and kinds again). The
+ * window's "cuda" config says so. 0, or -1 when CUDA collection could not be taken back. */
+int cupti_lend(termsight_session *s, int lent);
 
 /* "CUDA collection on (CUPTI n)" or "CUDA collection off: why". */
 const char *cupti_status(void);

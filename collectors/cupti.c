@@ -11,7 +11,8 @@
  * One clock: CUPTI stamps records with tsclock_now(&ts_clock) through the timestamp callback,
  * registered before any kind is enabled. Attribution: the range hooks push the innermost range's
  * name id as an external correlation id; EXTERNAL_CORRELATION records map each runtime
- * correlation id to it, and kernels, copies and memsets carry it in `type`. */
+ * correlation id to it, and kernels, copies and memsets carry it in `type`. The kind is CUSTOM2:
+ * PyTorch's profiler pushes its own ids under CUSTOM0 and CUSTOM1 (cupti_internal.h). */
 #include "cupti_internal.h"
 
 #include <dlfcn.h>
@@ -107,9 +108,17 @@ void cupti_stop(termsight_session *s)
     (void)s;
 }
 
+int cupti_lend(termsight_session *s, int lent)
+{
+    (void)s, (void)lent;
+    return 0;
+}
+
 #else
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
 #include <stdlib.h>
 
 /* ---- Loading ---------------------------------------------------------------------------- */
@@ -118,13 +127,42 @@ static cupti_api loaded;
 static const char *load_why;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
+/* The path of a libcupti the process holds already (PyTorch's libtorch_cuda links one), or "". */
+static int find_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *name = info->dlpi_name, *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (!base || strncmp(base, "libcupti.so", 11) != 0)
+        return 0;
+    snprintf(data, PATH_MAX, "%s", name);
+    return 1;
+}
+
+static char lib_path[PATH_MAX]; /* the copy in use, for the status line */
+static int lib_was_loaded;      /* the program had loaded it */
+
 static void *open_lib(void)
 {
     static const char *const names[] = {"libcupti.so.13", "libcupti.so"};
     static const char *const dirs[] = {"extras/CUPTI/lib64", "lib64", "lib"};
+    /* A second copy of CUPTI in one process leaves the first one's client (torch.profiler)
+     * without records: the program's own copy is the one to share. */
+    char loaded_path[PATH_MAX] = "";
+    dl_iterate_phdr(find_loaded, loaded_path);
+    if (*loaded_path) {
+        void *lib = dlopen(loaded_path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (lib) {
+            snprintf(lib_path, sizeof lib_path, "%s", loaded_path);
+            lib_was_loaded = 1;
+            return lib;
+        }
+    }
     const char *explicit = getenv("TERMSIGHT_CUPTI_LIB");
-    if (explicit && *explicit)
+    if (explicit && *explicit) {
+        snprintf(lib_path, sizeof lib_path, "%s", explicit);
         return dlopen(explicit, RTLD_NOW | RTLD_LOCAL);
+    }
     const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
     char path[4096];
     for (size_t h = 0; h < 2; h++) {
@@ -136,16 +174,21 @@ static void *open_lib(void)
                     (int)sizeof path)
                     continue;
                 void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-                if (lib)
+                if (lib) {
+                    snprintf(lib_path, sizeof lib_path, "%s", path);
                     return lib;
+                }
             }
     }
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
         void *lib = dlopen(names[n], RTLD_NOW | RTLD_LOCAL);
-        if (lib)
+        if (lib) {
+            snprintf(lib_path, sizeof lib_path, "%s", names[n]);
             return lib;
+        }
     }
-    return dlopen("/usr/local/cuda/lib64/libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+    snprintf(lib_path, sizeof lib_path, "/usr/local/cuda/lib64/libcupti.so.13");
+    return dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
 }
 
 static void load(void)
@@ -179,6 +222,7 @@ static void load(void)
         {"cuptiUnsubscribe", offsetof(cupti_api, unsubscribe), 0},
         {"cuptiGetResultString", offsetof(cupti_api, get_result_string), 0},
         {"cuptiGetCallbackName", offsetof(cupti_api, get_callback_name), 1},
+        {"cuptiActivityFlushPeriod", offsetof(cupti_api, flush_period), 1},
     };
     cupti_api api = {0};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -239,8 +283,9 @@ static void device_fields(ts_event *ev, const cupti_corrmap *map, uint16_t kind,
     ev->end_ns = end;
 }
 
-static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_corrmap *map,
-                         const cupti_sink *sink, ts_event *ev)
+/* 1: ev filled; 0: not a kind we keep. */
+static int translate_kind(const cupti_api *api, const CUpti_Activity *rec, cupti_corrmap *map,
+                          const cupti_sink *sink, ts_event *ev)
 {
     int trunc = 0;
     memset(ev, 0, sizeof *ev);
@@ -340,6 +385,32 @@ static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_
     }
 }
 
+/* 1: ev filled; 0: not a kind we keep; -1: a timed record that a forced flush returned
+ * unfinished (CUPTI gives 0 for a time it does not have yet). */
+static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_corrmap *map,
+                         const cupti_sink *sink, ts_event *ev)
+{
+    if (!translate_kind(api, rec, map, sink, ev))
+        return 0;
+    int instant = ev->kind == TS_KIND_DEVMEM_ALLOC || ev->kind == TS_KIND_DEVMEM_FREE;
+    if (!ev->begin_ns || (!instant && (!ev->end_ns || ev->end_ns < ev->begin_ns)))
+        return -1;
+    return 1;
+}
+
+/* One loss notice for count device records: dropped by CUPTI, or returned unfinished. */
+static void device_lost(const cupti_sink *sink, uint64_t count)
+{
+    uint64_t now = tsclock_now(&ts_clock);
+    ts_event ev = {.kind = TS_KIND_LOST,
+                   .device = TS_DEVICE_HOST,
+                   .aux = TS_LOST_DEVICE,
+                   .begin_ns = now,
+                   .end_ns = now,
+                   .v0 = count};
+    sink->emit(sink->ctx, &ev);
+}
+
 size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupti_corrmap *map,
                        const cupti_sink *sink)
 {
@@ -348,17 +419,25 @@ size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupt
         if (rec->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
             continue;
         const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
-        if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+        if (x->externalKind == CUPTI_EXTERNAL_KIND)
             cupti_corrmap_put(map, x->correlationId, (uint32_t)x->externalId);
     }
     size_t n = 0;
+    uint64_t unfinished = 0;
     rec = NULL;
     while (api->get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
         ts_event ev;
-        if (translate_one(api, rec, map, sink, &ev)) {
-            sink->emit(sink->ctx, &ev);
-            n++;
-        }
+        int r = translate_one(api, rec, map, sink, &ev);
+        if (r < 0)
+            unfinished++;
+        if (r <= 0 || ev.begin_ns < sink->since_ns)
+            continue;
+        sink->emit(sink->ctx, &ev);
+        n++;
+    }
+    if (unfinished) {
+        device_lost(sink, unfinished);
+        n++;
     }
     return n;
 }
@@ -369,14 +448,7 @@ size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t strea
     size_t n = valid ? cupti_translate(api, buffer, valid, map, sink) : 0;
     size_t dropped = 0;
     if (api->get_num_dropped(context, stream, &dropped) == CUPTI_SUCCESS && dropped) {
-        uint64_t now = tsclock_now(&ts_clock);
-        ts_event ev = {.kind = TS_KIND_LOST,
-                       .device = TS_DEVICE_HOST,
-                       .aux = TS_LOST_DEVICE,
-                       .begin_ns = now,
-                       .end_ns = now,
-                       .v0 = dropped};
-        sink->emit(sink->ctx, &ev);
+        device_lost(sink, dropped);
         n++;
     }
     return n;
@@ -392,6 +464,10 @@ size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t strea
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *pool_free[BUFFER_CAP];
 static size_t pool_nfree, pool_total;
+static uint8_t *pool_ours[BUFFER_CAP]; /* every buffer allocated here and not freed */
+/* CUPTI is lent to another client (cupti_lend): it gets no buffer of ours, so that it asks that
+ * client's callbacks once they are registered; under pool_lock. */
+static int lending;
 
 /* The session records go to, and the correlation map; under sink_lock (taken before drain). */
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -402,27 +478,50 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 {
     uint8_t *b = NULL;
     pthread_mutex_lock(&pool_lock);
-    if (pool_nfree)
+    if (lending)
+        b = NULL;
+    else if (pool_nfree)
         b = pool_free[--pool_nfree];
-    else if (pool_total < BUFFER_CAP && (b = aligned_alloc(8, BUFFER_BYTES)))
+    else if (pool_total < BUFFER_CAP && (b = aligned_alloc(8, BUFFER_BYTES))) {
+        for (size_t i = 0; i < BUFFER_CAP; i++)
+            if (!pool_ours[i]) {
+                pool_ours[i] = b;
+                break;
+            }
         pool_total++;
+    }
     pthread_mutex_unlock(&pool_lock);
     *buffer = b;
     *size = b ? BUFFER_BYTES : 0;
     *max_records = 0;
 }
 
+/* A completed buffer back to the pool. One that is not ours (another CUPTI client's, which
+ * CUPTI completed to our callbacks after we took them back) is left alone: its owner frees it. */
 static void buffer_release(uint8_t *b)
 {
     pthread_mutex_lock(&pool_lock);
-    if (pool_nfree < BUFFER_CAP) {
+    size_t i = 0;
+    while (i < BUFFER_CAP && pool_ours[i] != b)
+        i++;
+    if (i == BUFFER_CAP) {
+        b = NULL;
+    } else if (pool_nfree < BUFFER_CAP) {
         pool_free[pool_nfree++] = b;
         b = NULL;
     } else {
+        pool_ours[i] = NULL;
         pool_total--;
     }
     pthread_mutex_unlock(&pool_lock);
     free(b);
+}
+
+static void set_lending(int on)
+{
+    pthread_mutex_lock(&pool_lock);
+    lending = on;
+    pthread_mutex_unlock(&pool_lock);
 }
 
 static uint32_t sink_intern(void *ctx, const char *bytes, size_t len, int *truncated)
@@ -443,10 +542,12 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
     const cupti_api *api = cupti_api_load(NULL);
     pthread_mutex_lock(&sink_lock);
     termsight_session *s = bound;
-    /* Records completed outside a window (between a stop and the next start) are not kept. */
+    /* Records completed outside a window (between a stop and the next start) are not kept, nor
+     * those of a buffer completed in a window that began before it (sink.since_ns). */
     if (api && s && buffer && session_state(s) == TS_STATE_COLLECTING) {
-        cupti_sink sink = {.ctx = s, .intern = sink_intern, .emit = sink_emit};
         pthread_mutex_lock(&s->drain);
+        cupti_sink sink = {
+            .ctx = s, .intern = sink_intern, .emit = sink_emit, .since_ns = s->window_begin_ns};
         cupti_buffer_done(api, context, stream, buffer, valid, corrmap, &sink);
         pthread_mutex_unlock(&s->drain);
     }
@@ -504,6 +605,34 @@ static int fail_start(termsight_session *s, const cupti_api *api, const char *ca
                r == CUPTI_ERROR_UNKNOWN ? ", no CUDA driver or GPU?" : "");
 }
 
+/* Our clock, thread ids and buffers registered with CUPTI (at the start, and again after another
+ * client had them). The clock first: records stamped before it would be on CUPTI's realtime
+ * clock. */
+static CUptiResult take(const cupti_api *api, const char **call)
+{
+    CUptiResult r;
+    if ((r = api->register_timestamp(clock_now)) != CUPTI_SUCCESS)
+        *call = "cuptiActivityRegisterTimestampCallback";
+    else if ((r = api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) != CUPTI_SUCCESS)
+        *call = "cuptiSetThreadIdType";
+    else if ((r = api->register_callbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS)
+        *call = "cuptiActivityRegisterCallbacks";
+    return r;
+}
+
+/* The status into the window's metadata (the "cuda" config, the last one counts) when s is
+ * collecting; the window's first one was written before CUDA started. Under start_lock. */
+static void say_status(termsight_session *s)
+{
+    if (!s || session_state(s) != TS_STATE_COLLECTING)
+        return;
+    pthread_mutex_lock(&s->drain);
+    ts_event ev =
+        session_marker(TS_KIND_CONFIG, session_intern(s, "cuda"), session_intern(s, status), 0);
+    recorder_append_locked(s, &ev, 1);
+    pthread_mutex_unlock(&s->drain);
+}
+
 int cupti_start(termsight_session *s)
 {
     pthread_mutex_lock(&start_lock);
@@ -533,23 +662,16 @@ int cupti_start(termsight_session *s)
     CUptiResult r;
     const char *call;
     size_t on = 0;
+    /* Another profiler already there (Nsight) holds CUPTI's one subscriber slot: found at once.
+     * The slot is given back at once, for a client that comes later and needs it (PyTorch's
+     * profiler subscribes). */
     if ((r = api->subscribe(&subscriber, no_callback, NULL)) != CUPTI_SUCCESS) {
         call = "cuptiSubscribe";
         goto fail;
     }
-    /* The clock first: records stamped before it would be on CUPTI's realtime clock. */
-    if ((r = api->register_timestamp(clock_now)) != CUPTI_SUCCESS) {
-        call = "cuptiActivityRegisterTimestampCallback";
-        goto fail_unsub;
-    }
-    if ((r = api->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) != CUPTI_SUCCESS) {
-        call = "cuptiSetThreadIdType";
-        goto fail_unsub;
-    }
-    if ((r = api->register_callbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
-        call = "cuptiActivityRegisterCallbacks";
-        goto fail_unsub;
-    }
+    api->unsubscribe(subscriber);
+    if ((r = take(api, &call)) != CUPTI_SUCCESS)
+        goto fail;
     pthread_mutex_lock(&sink_lock);
     bound = s;
     pthread_mutex_unlock(&sink_lock);
@@ -559,8 +681,14 @@ int cupti_start(termsight_session *s)
             goto fail_disable;
         }
     }
+    /* Completed buffers reach us about every second, not only when one fills: the live view's
+     * kernels and a short window's. */
+    if (api->flush_period)
+        api->flush_period(1000);
     enabled = 1;
-    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u)", version);
+    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.160s%s)", version, lib_path,
+             lib_was_loaded ? ", the program's own copy" : "");
+    say_status(s);
     api_set_range_hooks(&cupti_range_hooks);
     pthread_mutex_unlock(&start_lock);
     return 0;
@@ -571,12 +699,49 @@ fail_disable:
     pthread_mutex_lock(&sink_lock);
     bound = NULL;
     pthread_mutex_unlock(&sink_lock);
-fail_unsub:
-    api->unsubscribe(subscriber);
 fail:
     fail_start(s, api, call, r);
     pthread_mutex_unlock(&start_lock);
     return -1;
+}
+
+int cupti_lend(termsight_session *s, int lent)
+{
+    pthread_mutex_lock(&start_lock);
+    if (!enabled) {
+        pthread_mutex_unlock(&start_lock);
+        return 0;
+    }
+    const cupti_api *api = cupti_api_load(NULL);
+    const char *call = NULL;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (lent) {
+        /* Our buffers back first, and no new one: records the other client's window makes would
+         * otherwise land in a buffer of ours that CUPTI already holds (the client sets its own
+         * clock when it prepares). */
+        set_lending(1);
+        api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        snprintf(status, sizeof status,
+                 "CUDA collection lent to another CUPTI client "
+                 "(torch.profiler): its kernels are not recorded here");
+    } else {
+        /* The other client registered its own buffers and clock and may have turned kinds off:
+         * ours again, every kind on. */
+        set_lending(0);
+        r = take(api, &call);
+        for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++)
+            if ((r = api->enable(kinds[i])) != CUPTI_SUCCESS)
+                call = "cuptiActivityEnable";
+        if (r == CUPTI_SUCCESS)
+            snprintf(status, sizeof status, "CUDA collection on again after another CUPTI client");
+        else
+            snprintf(status, sizeof status,
+                     "CUDA collection off after another CUPTI client: %s: %s", call,
+                     result_text(api, r));
+    }
+    say_status(s);
+    pthread_mutex_unlock(&start_lock);
+    return r == CUPTI_SUCCESS ? 0 : -1;
 }
 
 void cupti_flush(termsight_session *s, int forced)
@@ -610,15 +775,14 @@ static __thread uint32_t pushed __attribute__((tls_model("initial-exec")));
 
 static void cupti_range_push(uint32_t name)
 {
-    if (loaded.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, name) == CUPTI_SUCCESS)
+    if (loaded.push_external(CUPTI_EXTERNAL_KIND, name) == CUPTI_SUCCESS)
         pushed++;
 }
 
 static void cupti_range_pop(void)
 {
     uint64_t last;
-    if (pushed &&
-        loaded.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last) == CUPTI_SUCCESS)
+    if (pushed && loaded.pop_external(CUPTI_EXTERNAL_KIND, &last) == CUPTI_SUCCESS)
         pushed--;
 }
 
@@ -626,7 +790,7 @@ static void cupti_range_reset(void)
 {
     uint64_t last;
     for (; pushed; pushed--)
-        loaded.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        loaded.pop_external(CUPTI_EXTERNAL_KIND, &last);
 }
 
 const range_hooks cupti_range_hooks = {

@@ -12,6 +12,7 @@
 int cupti_start(termsight_session *s);
 void cupti_flush(termsight_session *s, int forced);
 void cupti_stop(termsight_session *s);
+int cupti_lend(termsight_session *s, int lent);
 const char *cupti_status(void);
 /* Its range hooks (collectors.h), installed when collection is on. */
 extern const range_hooks cupti_range_hooks;
@@ -19,7 +20,8 @@ extern const range_hooks cupti_range_hooks;
 #if TERMSIGHT_HAVE_CUPTI
 #include <cupti.h>
 
-/* The CUPTI calls we use, resolved from the loaded library. get_callback_name may be NULL. */
+/* The CUPTI calls we use, resolved from the loaded library. get_callback_name and flush_period
+ * may be NULL. */
 typedef struct cupti_api {
     CUptiResult (*get_version)(uint32_t *version);
     CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
@@ -37,12 +39,19 @@ typedef struct cupti_api {
     CUptiResult (*unsubscribe)(CUpti_SubscriberHandle sub);
     CUptiResult (*get_result_string)(CUptiResult result, const char **text);
     CUptiResult (*get_callback_name)(CUpti_CallbackDomain domain, uint32_t cbid, const char **name);
+    CUptiResult (*flush_period)(uint32_t ms); /* NULL in a CUPTI without it */
 } cupti_api;
 
-/* Loads libcupti once per process (TERMSIGHT_CUPTI_LIB, then $CUDA_HOME and $CUDA_PATH, then
- * the default search, then /usr/local/cuda) and returns its table, or NULL with *why set to a
- * static message. Thread-safe. */
+/* Loads libcupti once per process (the copy the process holds already, else TERMSIGHT_CUPTI_LIB,
+ * then $CUDA_HOME and $CUDA_PATH, then the default search, then /usr/local/cuda) and returns its
+ * table, or NULL with *why set to a static message. Thread-safe. */
 const cupti_api *cupti_api_load(const char **why);
+#endif
+
+#if TERMSIGHT_HAVE_CUPTI
+/* The external correlation kind our range hooks push: PyTorch's profiler (Kineto) uses CUSTOM0
+ * and CUSTOM1 for its own operator ids. */
+#define CUPTI_EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 #endif
 
 /* Runtime correlation id -> operator (string id of the range the launch ran under), from
@@ -67,6 +76,8 @@ typedef struct cupti_sink {
     void *ctx;
     uint32_t (*intern)(void *ctx, const char *bytes, size_t len, int *truncated);
     void (*emit)(void *ctx, const ts_event *ev);
+    /* Records that began before this belong before the collection window: left out. */
+    uint64_t since_ns;
 } cupti_sink;
 
 /* 1 when a kernel name is an NCCL kernel (communication): it starts with "nccl" or holds
@@ -76,7 +87,9 @@ int cupti_is_nccl(const char *name);
 #if TERMSIGHT_HAVE_CUPTI
 /* Translates the valid bytes of an activity buffer: first the external correlation records into
  * map (CUPTI writes them before their API record, kernels come later), then every other record
- * into events through sink. Returns the number of events emitted. */
+ * into events through sink, leaving out those that began before sink->since_ns and those a forced
+ * flush returned unfinished (a start or end of 0, or an end before the start): these are counted
+ * in one TS_KIND_LOST (reason TS_LOST_DEVICE). Returns the number of events emitted. */
 size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupti_corrmap *map,
                        const cupti_sink *sink);
 

@@ -648,6 +648,7 @@ static int window_open(termsight_session *s, uint64_t begin_ns, int thread_opene
     int rc = recorder_open_locked(s);
     if (rc == 0) {
         s->window++;
+        s->window_begin_ns = begin_ns;
         ts_event ev = session_marker(TS_KIND_COLLECT_START, 0, 0, s->window);
         ev.begin_ns = ev.end_ns = begin_ns;
         recorder_append_locked(s, &ev, 1);
@@ -845,6 +846,13 @@ int termsight_stop(termsight_session *s)
 int termsight_flush(termsight_session *s)
 {
     return with_session(s, TS_CMD_FLUSH);
+}
+
+int termsight_cuda_lend(int lent)
+{
+    if (cupti_lend(atomic_load(&ts_session), lent) == 0)
+        return TERMSIGHT_OK;
+    return session_fail(TERMSIGHT_E_SYSTEM, "CUDA collection: %s", cupti_status());
 }
 
 const char *termsight_state(const termsight_session *s)

@@ -110,6 +110,14 @@ TERMSIGHT_API int termsight_flush(termsight_session *s);
 /* Stops collecting if needed, flushes, ends the recorder, removes the segment, frees s. */
 TERMSIGHT_API int termsight_session_destroy(termsight_session *s);
 
+/* CUDA collection next to another CUPTI client in the process (PyTorch's profiler, which takes
+ * CUPTI's buffers and may turn its activity kinds off when it stops): lent 1 just before that
+ * client starts (termsight's device records so far are flushed to it first), 0 just after it
+ * stopped (termsight takes CUPTI back). termsight.torch calls it around torch.profiler blocks;
+ * the window's metadata says while device records were lent. TERMSIGHT_OK, also where CUDA
+ * collection is off; TERMSIGHT_E_SYSTEM when CUPTI could not be taken back (said there). */
+TERMSIGHT_API int termsight_cuda_lend(int lent);
+
 /* The session of this process, or NULL. */
 TERMSIGHT_API termsight_session *termsight_session_current(void);
 
