@@ -69,6 +69,7 @@ _PROTOTYPES = {
     "termsight_start": (ctypes.c_int, [_P]),
     "termsight_stop": (ctypes.c_int, [_P]),
     "termsight_flush": (ctypes.c_int, [_P]),
+    "termsight_cuda_lend": (ctypes.c_int, [ctypes.c_int]),
     "termsight_session_destroy": (ctypes.c_int, [_P]),
     "termsight_session_current": (_P, []),
     "termsight_state": (_S, [_P]),

@@ -197,6 +197,44 @@ def module_names(enabled=True):
     return was
 
 
+_lend_patched = []
+_lend_patched_from = []  # the profiler's own methods, as they were before the wrap
+
+
+def _install_profiler_lend(torch, lib):
+    """PyTorch's profiler (Kineto) and termsight share the process's one CUPTI: Kineto registers
+    its own buffers when it prepares a trace and turns activity kinds off when it stops. So
+    termsight lends CUPTI just before a torch.profiler (or torch.autograd.profiler) trace is
+    prepared and takes it back just after the trace ends; the kernels in between are Kineto's,
+    and the window's metadata says so. Installed once; the profiler's own methods still run."""
+    with _hooks_lock:
+        if _lend_patched:
+            return
+        cls = getattr(getattr(torch.autograd, "profiler", None), "profile", None)
+        prepare = getattr(cls, "_prepare_trace", None)
+        leave = getattr(cls, "__exit__", None)
+        if prepare is None or leave is None:
+            return
+
+        def _prepare_trace(self, *args, **kwargs):
+            if getattr(self, "enabled", True) and not getattr(self, "_termsight_lent", False):
+                lib.termsight_cuda_lend(1)
+                self._termsight_lent = True
+            return prepare(self, *args, **kwargs)
+
+        def __exit__(self, *exc):
+            try:
+                return leave(self, *exc)
+            finally:
+                if getattr(self, "_termsight_lent", False):
+                    self._termsight_lent = False
+                    lib.termsight_cuda_lend(0)
+
+        cls._prepare_trace, cls.__exit__ = _prepare_trace, __exit__
+        _lend_patched.append(cls)
+        _lend_patched_from[:] = [prepare, leave]
+
+
 _rf_patched = []
 RECORD_FUNCTION_TYPE = "record_function"
 
@@ -787,6 +825,7 @@ def auto(queue_ms=10):
     if not lib.termsight_session_current():
         return False
     torch = _import_torch()
+    _install_profiler_lend(torch, lib)
     hook = _lib.load_torch_hook()
     if hook is None:
         warnings.warn("termsight: PyTorch operators are not recorded without libtermsight-torch.so "

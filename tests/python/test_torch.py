@@ -601,6 +601,46 @@ class ZeroCode(Base):
         waits = [x for x in ev if x["kind"] == "op" and x["name"] == "DataLoader.__next__"]
         self.assertEqual(len(waits), 12)
 
+    def test_torch_profiler_blocks_lend_cupti(self):
+        # Under run, a torch.profiler block is wrapped: termsight lends CUPTI before the trace
+        # is prepared and takes it back after it ends, also when the block raises; the
+        # profiler's own results are as without termsight.
+        script = os.path.join(self.tmp, "prof.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent("""\
+                import torch
+                import termsight.torch as tt
+                cls = torch.autograd.profiler.profile
+                assert cls._prepare_trace.__module__ == "termsight.torch", "not wrapped"
+                calls = []
+                class Lib:
+                    def termsight_cuda_lend(self, lent):
+                        calls.append(lent)
+                        return 0
+                tt._lend_patched.clear()
+                cls._prepare_trace, cls.__exit__ = tt._lend_patched_from
+                tt._install_profiler_lend(torch, Lib())
+                x = torch.randn(16, 16)
+                with torch.profiler.profile() as p:
+                    x @ x
+                assert calls == [1, 0], calls
+                try:
+                    with torch.autograd.profiler.profile():
+                        raise KeyError("inside the block")
+                except KeyError:
+                    pass
+                assert calls == [1, 0, 1, 0], calls
+                assert any("mm" in e.name for e in p.events()), [e.name for e in p.events()]
+                print("lent", calls)
+                """))
+        e = dict(os.environ)
+        e.pop("TERMSIGHT_LIB", None)
+        p = subprocess.run([cli(), "run", "-o", os.path.join(self.tmp, "data"), "--",
+                            sys.executable, script], cwd=self.tmp, env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+        self.assertIn(b"lent [1, 0, 1, 0]", p.stdout)
+
     def test_no_python(self):
         _, s, ev, _ = self.run_plain(run_args=["--no-python"])
         self.assertEqual(s["steps"]["count"], 0)
