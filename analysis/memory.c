@@ -462,6 +462,8 @@ static void memory_feed(void *state, analysis *a, const ts_event *ev)
         return;
     }
     int host = ev->kind == TS_KIND_HOST_ALLOC || ev->kind == TS_KIND_HOST_FREE;
+    if (!host && !ts_devmem_on_device(ev->aux))
+        return; /* pinned host or managed memory: not the device's */
     mem_ev m = {.t = ev->begin_ns,
                 .addr = ev->v1,
                 .bytes = ev->v0,

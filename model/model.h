@@ -88,8 +88,9 @@ enum ts_kind {
                                  communication (NCCL) kernels */
     TS_KIND_MEMCPY = 3,       /* device copy; tid=stream, type=operator, v0=bytes, aux=direction */
     TS_KIND_MEMSET = 4,       /* device memset; tid=stream, type=operator, v0=bytes */
-    TS_KIND_DEVMEM_ALLOC = 5, /* device memory allocation; v0=bytes, v1=address */
-    TS_KIND_DEVMEM_FREE = 6,  /* device memory release; v0=bytes, v1=address */
+    TS_KIND_DEVMEM_ALLOC = 5, /* device memory allocation; v0=bytes, v1=address, aux=where
+                               * (enum ts_devmem_kind) */
+    TS_KIND_DEVMEM_FREE = 6,  /* device memory release; v0=bytes, v1=address, aux=where */
     TS_KIND_CUDA_API = 7,     /* runtime/driver API call; aux=callback id, corr=correlation */
     TS_KIND_NVTX_RANGE = 8,   /* NVTX range; aux=depth, corr=domain */
     TS_KIND_NVTX_MARK = 9,    /* NVTX instant */
@@ -147,6 +148,27 @@ enum ts_lost_reason {
     TS_LOST_WRITE = 3,     /* the recording could not be written */
     TS_LOST_DEVICE = 4,    /* the device tracer dropped records */
 };
+
+/* Where a TS_KIND_DEVMEM_* allocation lives: CUPTI's memory kinds (cupti_activity.h), which the
+ * CUDA collector keeps in aux. Only device memory counts as the device's: pinned host memory is
+ * in the process's resident memory already, and managed memory moves between host and device. */
+enum ts_devmem_kind {
+    TS_DEVMEM_UNKNOWN = 0, /* not said (an older recording, a program's own event) */
+    TS_DEVMEM_PAGEABLE = 1,
+    TS_DEVMEM_PINNED = 2,
+    TS_DEVMEM_DEVICE = 3,
+    TS_DEVMEM_ARRAY = 4,
+    TS_DEVMEM_MANAGED = 5,
+    TS_DEVMEM_DEVICE_STATIC = 6,
+    TS_DEVMEM_MANAGED_STATIC = 7,
+};
+
+/* 1 when an allocation of this kind is the device's memory. */
+static inline int ts_devmem_on_device(uint32_t kind)
+{
+    return kind == TS_DEVMEM_UNKNOWN || kind == TS_DEVMEM_DEVICE || kind == TS_DEVMEM_ARRAY ||
+           kind == TS_DEVMEM_DEVICE_STATIC;
+}
 
 enum ts_queue_role {
     TS_QUEUE_PIPELINE = 0, /* between two data-pipeline operators */

@@ -741,6 +741,38 @@ END_TEST
 
 /* More live allocations than the address table holds (MEM_LIVE_MAX, 2^18, in memory.c): the
  * ones beyond still count, but their frees cannot be matched, so they stay in the total. */
+/* Pinned host and managed allocations (cudaMallocHost, cudaMallocManaged) are not the device's
+ * memory; device and unsaid kinds are. */
+START_TEST(test_memory_device_kinds_only)
+{
+    golden g;
+    golden_init(&g);
+    static const struct {
+        uint32_t kind;
+        uint64_t bytes;
+    } allocs[] = {{TS_DEVMEM_DEVICE, 1000},       {TS_DEVMEM_PINNED, 1u << 20},
+                  {TS_DEVMEM_MANAGED, 1u << 21},  {TS_DEVMEM_UNKNOWN, 10},
+                  {TS_DEVMEM_PAGEABLE, 1u << 22}, {TS_DEVMEM_MANAGED_STATIC, 1u << 23}};
+    for (size_t i = 0; i < sizeof allocs / sizeof allocs[0]; i++) {
+        mem_alloc(&g, TS_KIND_DEVMEM_ALLOC, 0, "x", 0x100 + i, allocs[i].bytes, 1000 + i);
+        g.ev[g.nev - 1].aux = allocs[i].kind;
+    }
+    mem_free(&g, TS_KIND_DEVMEM_FREE, 0, 0x101, 1u << 20, 2000); /* the pinned one */
+    g.ev[g.nev - 1].aux = TS_DEVMEM_PINNED;
+    analysis *a = golden_analyse(&g, NULL, 0);
+    memory_summary m = analysis_memory(a);
+    ck_assert_uint_eq(m.device_bytes[0], 1010);
+    ck_assert_uint_eq(m.device_peak[0], 1010);
+    ck_assert_uint_eq(m.unmatched_frees, 0);
+    alloc_stat *al;
+    ck_assert_uint_eq(analysis_allocations(a, &al), 1); /* "x": the device ones */
+    ck_assert_uint_eq(al[0].count, 2);
+    free(al);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_memory_live_bound)
 {
     enum { N = (1 << 18) + 1000 };
@@ -833,6 +865,7 @@ int main(void)
     tcase_add_test(tc, test_memory_rate_limit);
     tcase_add_test(tc, test_memory_reused_address);
     tcase_add_test(tc, test_memory_live_bound);
+    tcase_add_test(tc, test_memory_device_kinds_only);
     tcase_add_test(tc, test_hostile_values);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
