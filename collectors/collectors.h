@@ -483,6 +483,9 @@ void cupti_stop(termsight_session *s);
  * buffers are flushed first) or has let it go (lent 0: our clock, buffers and kinds again). The
  * window's "cuda" config says so. 0, or -1 when CUDA collection could not be taken back. */
 int cupti_lend(termsight_session *s, int lent);
+/* In a forked child: CUDA collection is off and not tried again (CUDA does not survive a fork);
+ * the parent's CUPTI is never called. */
+void cupti_fork_child(void);
 
 /* "CUDA collection on (CUPTI n)" or "CUDA collection off: why". */
 const char *cupti_status(void);

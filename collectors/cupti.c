@@ -114,6 +114,8 @@ int cupti_lend(termsight_session *s, int lent)
     return 0;
 }
 
+void cupti_fork_child(void) {}
+
 #else
 
 #include <dlfcn.h>
@@ -766,6 +768,19 @@ void cupti_stop(termsight_session *s)
         pthread_mutex_unlock(&sink_lock);
     }
     pthread_mutex_unlock(&start_lock);
+}
+
+void cupti_fork_child(void)
+{
+    /* Only this thread runs here; a lock another thread held at the fork stays held. */
+    pthread_mutex_init(&start_lock, NULL);
+    pthread_mutex_init(&sink_lock, NULL);
+    pthread_mutex_init(&pool_lock, NULL);
+    if (enabled)
+        snprintf(status, sizeof status, "CUDA collection off: a forked child of a CUDA process");
+    enabled = 0;
+    failed = 1;
+    bound = NULL;
 }
 
 /* ---- Range hooks ------------------------------------------------------------------------- */

@@ -13,6 +13,7 @@ int cupti_start(termsight_session *s);
 void cupti_flush(termsight_session *s, int forced);
 void cupti_stop(termsight_session *s);
 int cupti_lend(termsight_session *s, int lent);
+void cupti_fork_child(void);
 const char *cupti_status(void);
 /* Its range hooks (collectors.h), installed when collection is on. */
 extern const range_hooks cupti_range_hooks;

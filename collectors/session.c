@@ -258,6 +258,9 @@ static void fork_child(void)
     fork_parent_pid = follow ? (int32_t)getppid() : 0;
     atomic_store(&ts_child_pending, follow);
     atomic_store(&ts_forked, 0); /* this process's own children, from now */
+    /* CUDA does not survive a fork: the child never calls into the parent's CUPTI. */
+    api_set_range_hooks(NULL);
+    cupti_fork_child();
     if (!follow)
         collecting_set(0); /* else kept: the next call comes into the library and adopts */
 }

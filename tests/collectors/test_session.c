@@ -789,6 +789,51 @@ START_TEST(fork_children_off)
 }
 END_TEST
 
+/* The CUDA collector's range hooks (CUPTI's correlation ids) stay in the parent: a forked
+ * child, whose CUDA is unusable, never calls them, also while it records its own ranges. */
+static int hook_pushes, hook_pops;
+static void fake_push(uint32_t name)
+{
+    (void)name;
+    hook_pushes++;
+}
+static void fake_pop(void)
+{
+    hook_pops++;
+}
+static void fake_reset(void) {}
+static const range_hooks fake_hooks = {.push = fake_push, .pop = fake_pop, .reset = fake_reset};
+
+START_TEST(fork_child_leaves_range_hooks)
+{
+    if (skip_tsan())
+        return;
+    char out[600];
+    termsight_session *s = open_session("forkhooks", 1, 0, 0, out, sizeof out);
+    api_set_range_hooks(&fake_hooks);
+    termsight_range_begin("parent", "Op");
+    termsight_range_end();
+    ck_assert_int_eq(hook_pushes, 1);
+    ck_assert_int_eq(hook_pops, 1);
+    pid_t child = fork();
+    if (child == 0) {
+        for (int i = 0; i < 10; i++) {
+            termsight_range_begin("child", "Op");
+            termsight_range_end();
+        }
+        _exit(hook_pushes == 1 && hook_pops == 1 ? 0 : 3); /* its session: reaped below */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child called the hooks");
+    termsight_range_begin("parent again", "Op");
+    termsight_range_end();
+    ck_assert_int_eq(hook_pushes, 2); /* the parent's hooks are still on */
+    api_set_range_hooks(NULL);
+    ck_assert_int_eq(termsight_session_destroy(s), 0);
+}
+END_TEST
+
 /* A child forked while the parent was not collecting records nothing. */
 START_TEST(fork_while_idle)
 {
@@ -930,6 +975,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, fork_child_exits_without_closing);
     tcase_add_test(tc, fork_children_off);
     tcase_add_test(tc, fork_while_idle);
+    tcase_add_test(tc, fork_child_leaves_range_hooks);
     tcase_add_test(tc, exit_flushes_and_removes);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, unwritable_output);
