@@ -259,16 +259,23 @@ static uint32_t intern(const cupti_sink *sink, const char *name, int *truncated)
     return sink->intern(sink->ctx, name, strlen(name), truncated);
 }
 
-/* Runtime and driver API names, interned once per (domain, cbid); ids are the sink's, so the
- * cache is the caller's too: kept in the translation only for one buffer would cost a lookup
- * per record, and the string table deduplicates anyway. */
+/* Runtime and driver API names: CUPTI's name of (domain, cbid), interned once per session
+ * through the sink's cache (there are one or two API records per launch), else every time. */
 static uint32_t api_name(const cupti_api *api, const cupti_sink *sink, CUpti_CallbackDomain dom,
                          uint32_t cbid)
 {
+    uint32_t *slot = sink->api_names && cbid < CUPTI_API_NAMES
+                         ? &sink->api_names->id[dom == CUPTI_CB_DOMAIN_RUNTIME_API][cbid]
+                         : NULL;
+    if (slot && *slot != TS_STR_NONE)
+        return *slot;
     const char *name = NULL;
     if (!api->get_callback_name || api->get_callback_name(dom, cbid, &name) != CUPTI_SUCCESS)
         return TS_STR_NONE;
-    return intern(sink, name, NULL);
+    uint32_t id = intern(sink, name, NULL);
+    if (slot && id != TS_STR_OVERFLOW)
+        *slot = id;
+    return id;
 }
 
 /* The fields every device-side record shares: where it ran, when, and the operator it was
@@ -475,6 +482,7 @@ static int lending;
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static termsight_session *bound;
 static cupti_corrmap *corrmap;
+static cupti_api_names *api_names; /* the bound session's interned API names */
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -548,8 +556,11 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_
      * those of a buffer completed in a window that began before it (sink.since_ns). */
     if (api && s && buffer && session_state(s) == TS_STATE_COLLECTING) {
         pthread_mutex_lock(&s->drain);
-        cupti_sink sink = {
-            .ctx = s, .intern = sink_intern, .emit = sink_emit, .since_ns = s->window_begin_ns};
+        cupti_sink sink = {.ctx = s,
+                           .intern = sink_intern,
+                           .emit = sink_emit,
+                           .since_ns = s->window_begin_ns,
+                           .api_names = api_names};
         cupti_buffer_done(api, context, stream, buffer, valid, corrmap, &sink);
         pthread_mutex_unlock(&s->drain);
     }
@@ -607,6 +618,40 @@ static int fail_start(termsight_session *s, const cupti_api *api, const char *ca
                r == CUPTI_ERROR_UNKNOWN ? ", no CUDA driver or GPU?" : "");
 }
 
+/* The session records go to; a new one starts the interned API names afresh. */
+static void bind(termsight_session *s)
+{
+    pthread_mutex_lock(&sink_lock);
+    if (s != bound && api_names)
+        memset(api_names, 0, sizeof *api_names);
+    bound = s;
+    pthread_mutex_unlock(&sink_lock);
+}
+
+static const char *kind_name(CUpti_ActivityKind k)
+{
+    switch (k) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        return "copies";
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        return "peer copies";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        return "memsets";
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+        return "device memory";
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+        return "runtime API";
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return "driver API";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+        return "synchronization";
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return "operators of kernels";
+    default:
+        return "another kind";
+    }
+}
+
 /* Our clock, thread ids and buffers registered with CUPTI (at the start, and again after another
  * client had them). The clock first: records stamped before it would be on CUPTI's realtime
  * clock. */
@@ -639,11 +684,8 @@ int cupti_start(termsight_session *s)
 {
     pthread_mutex_lock(&start_lock);
     if (enabled || failed) {
-        if (enabled) {
-            pthread_mutex_lock(&sink_lock);
-            bound = s;
-            pthread_mutex_unlock(&sink_lock);
-        }
+        if (enabled)
+            bind(s);
         pthread_mutex_unlock(&start_lock);
         return enabled ? 0 : -1;
     }
@@ -654,7 +696,8 @@ int cupti_start(termsight_session *s)
         pthread_mutex_unlock(&start_lock);
         return off(s, "%s", why);
     }
-    if (!corrmap && !(corrmap = calloc(1, sizeof *corrmap))) {
+    if ((!corrmap && !(corrmap = calloc(1, sizeof *corrmap))) ||
+        (!api_names && !(api_names = calloc(1, sizeof *api_names)))) {
         failed = 1;
         pthread_mutex_unlock(&start_lock);
         return off(s, "out of memory");
@@ -674,22 +717,28 @@ int cupti_start(termsight_session *s)
     api->unsubscribe(subscriber);
     if ((r = take(api, &call)) != CUPTI_SUCCESS)
         goto fail;
-    pthread_mutex_lock(&sink_lock);
-    bound = s;
-    pthread_mutex_unlock(&sink_lock);
+    bind(s);
+    /* Kernels are the one kind collection cannot go without; another kind this CUPTI or
+     * platform refuses is left off and named in the status. */
+    char without[160] = "";
     for (; on < sizeof kinds / sizeof kinds[0]; on++) {
-        if ((r = api->enable(kinds[on])) != CUPTI_SUCCESS) {
-            call = "cuptiActivityEnable";
+        if ((r = api->enable(kinds[on])) == CUPTI_SUCCESS)
+            continue;
+        if (kinds[on] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            call = "cuptiActivityEnable(CONCURRENT_KERNEL)";
             goto fail_disable;
         }
+        size_t n = strlen(without);
+        snprintf(without + n, sizeof without - n, "%s%s", n ? ", " : "", kind_name(kinds[on]));
     }
     /* Completed buffers reach us about every second, not only when one fills: the live view's
      * kernels and a short window's. */
     if (api->flush_period)
         api->flush_period(1000);
     enabled = 1;
-    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.160s%s)", version, lib_path,
-             lib_was_loaded ? ", the program's own copy" : "");
+    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.100s%s%s%s)", version,
+             lib_path, lib_was_loaded ? ", the program's own copy" : "",
+             *without ? "; without " : "", without);
     say_status(s);
     api_set_range_hooks(&cupti_range_hooks);
     pthread_mutex_unlock(&start_lock);
@@ -698,9 +747,7 @@ int cupti_start(termsight_session *s)
 fail_disable:
     while (on--)
         api->disable(kinds[on]);
-    pthread_mutex_lock(&sink_lock);
-    bound = NULL;
-    pthread_mutex_unlock(&sink_lock);
+    bind(NULL);
 fail:
     fail_start(s, api, call, r);
     pthread_mutex_unlock(&start_lock);
@@ -732,8 +779,11 @@ int cupti_lend(termsight_session *s, int lent)
         set_lending(0);
         r = take(api, &call);
         for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++)
-            if ((r = api->enable(kinds[i])) != CUPTI_SUCCESS)
-                call = "cuptiActivityEnable";
+            if (api->enable(kinds[i]) != CUPTI_SUCCESS &&
+                kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+                r = CUPTI_ERROR_UNKNOWN;
+                call = "cuptiActivityEnable(CONCURRENT_KERNEL)";
+            }
         if (r == CUPTI_SUCCESS)
             snprintf(status, sizeof status, "CUDA collection on again after another CUPTI client");
         else

@@ -71,6 +71,12 @@ void cupti_corrmap_put(cupti_corrmap *m, uint32_t corr, uint32_t op);
 /* The operator of corr, or TS_STR_NONE when unknown or evicted. */
 uint32_t cupti_corrmap_get(const cupti_corrmap *m, uint32_t corr);
 
+/* Runtime and driver API names as one sink interned them: id[runtime?][cbid], 0 until then. */
+#define CUPTI_API_NAMES 1024
+typedef struct cupti_api_names {
+    uint32_t id[2][CUPTI_API_NAMES];
+} cupti_api_names;
+
 /* Where translated events go. intern returns a string id (TS_STR_NONE when it cannot) and sets
  * *truncated when the name was cut. */
 typedef struct cupti_sink {
@@ -79,6 +85,8 @@ typedef struct cupti_sink {
     void (*emit)(void *ctx, const ts_event *ev);
     /* Records that began before this belong before the collection window: left out. */
     uint64_t since_ns;
+    /* API names interned through this sink before (NULL: each looked up and interned). */
+    cupti_api_names *api_names;
 } cupti_sink;
 
 /* 1 when a kernel name is an NCCL kernel (communication): it starts with "nccl" or holds

@@ -74,8 +74,9 @@ static int have_cupti(void)
 #define MAX_EVENTS 64
 
 typedef struct sink_state {
-    char *names[MAX_NAMES]; /* id i+1 */
+    char *names[MAX_NAMES]; /* id i+2: 0 and 1 are TS_STR_NONE and TS_STR_OVERFLOW, as in strtab */
     uint32_t nnames;
+    uint32_t interns; /* calls of t_intern */
     ts_event ev[MAX_EVENTS];
     size_t nev;
 } sink_state;
@@ -83,14 +84,15 @@ typedef struct sink_state {
 static uint32_t t_intern(void *ctx, const char *bytes, size_t len, int *truncated)
 {
     sink_state *st = ctx;
+    st->interns++;
     for (uint32_t i = 0; i < st->nnames; i++)
         if (strlen(st->names[i]) == len && !memcmp(st->names[i], bytes, len))
-            return i + 1;
+            return i + 2;
     ck_assert_uint_lt(st->nnames, MAX_NAMES);
     st->names[st->nnames] = strndup(bytes, len);
     if (truncated)
         *truncated = 0;
-    return ++st->nnames;
+    return ++st->nnames + 1;
 }
 
 static void t_emit(void *ctx, const ts_event *ev)
@@ -102,7 +104,7 @@ static void t_emit(void *ctx, const ts_event *ev)
 
 static const char *t_name(const sink_state *st, uint32_t id)
 {
-    return id && id <= st->nnames ? st->names[id - 1] : "";
+    return id >= 2 && id <= st->nnames + 1 ? st->names[id - 2] : "";
 }
 
 static void sink_free(sink_state *st)
@@ -603,6 +605,46 @@ START_TEST(test_window_and_unfinished_records_left_out)
 }
 END_TEST
 
+/* API names are interned once per sink that keeps a cache, every time for one that does not;
+ * the names are the same either way. */
+START_TEST(test_api_names_interned_once)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    cupti_api_names *names = calloc(1, sizeof *names);
+    for (uint32_t i = 0; i < 4; i++) {
+        CUpti_ActivityAPI a = {0};
+        a.kind = i < 3 ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+        a.cbid = i < 3 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+                       : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+        a.start = 100 + 10 * i;
+        a.end = 105 + 10 * i;
+        a.correlationId = 20 + i;
+        PUT(b, a);
+    }
+    sink_state st = {0}, plain = {0};
+    cupti_sink cached = {.ctx = &st, .intern = t_intern, .emit = t_emit, .api_names = names};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &cached), 4);
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &cached), 4);
+    ck_assert_uint_eq(st.interns, 2); /* the runtime's name and the driver's, once each */
+    ck_assert_str_eq(t_name(&st, st.ev[0].name), "cudaLaunchKernel_v7000");
+    ck_assert_uint_eq(st.ev[1].name, st.ev[0].name);
+    ck_assert_str_eq(t_name(&st, st.ev[3].name), "cuLaunchKernel");
+    ck_assert_uint_eq(st.ev[7].name, st.ev[3].name);
+    cupti_sink uncached = {.ctx = &plain, .intern = t_intern, .emit = t_emit};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &uncached), 4);
+    ck_assert_uint_eq(plain.interns, 4);
+    ck_assert_str_eq(t_name(&plain, plain.ev[2].name), "cudaLaunchKernel_v7000");
+    sink_free(&st);
+    sink_free(&plain);
+    free(names);
+    free(map);
+    free(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *su = suite_create("cupti");
@@ -616,6 +658,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_copies_memsets_memory_sync);
     tcase_add_test(tc, test_dropped_records_are_lost_events);
     tcase_add_test(tc, test_window_and_unfinished_records_left_out);
+    tcase_add_test(tc, test_api_names_interned_once);
 #else
     fprintf(stderr, "test_cupti: record translation skipped, built without CUPTI\n");
 #endif
