@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static char status[256] = "CUDA collection off: not started";
+static char status[384] = "CUDA collection off: not started";
 static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 static int said; /* under status_lock */
 
@@ -736,7 +736,7 @@ int cupti_start(termsight_session *s)
     if (api->flush_period)
         api->flush_period(1000);
     enabled = 1;
-    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.100s%s%s%s)", version,
+    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.120s%s%s%.100s)", version,
              lib_path, lib_was_loaded ? ", the program's own copy" : "",
              *without ? "; without " : "", without);
     say_status(s);
