@@ -50,7 +50,8 @@ static void run_usage(FILE *out)
           "  --no-python        do not profile Python programs' PyTorch loops\n"
           "\n"
           "A Python program that imports torch is profiled as termsight.torch.auto() does:\n"
-          "each DataLoader batch trained with gradients a step, the wait for it, the loader's\n"
+          "each optimizer step a step (its DataLoader batches trained with gradients), the\n"
+          "waits for them (TERMSIGHT_TORCH_STEP=batch: a step per batch), the loader's\n"
           "prefetch queue and workers, and every operator with its module (the termsight\n"
           "package's sitecustomize goes first on PYTHONPATH; TERMSIGHT_PYTHON_BOOT names its\n"
           "folder).\n",

@@ -7,9 +7,12 @@
 
 steps() wraps any iterable of batches (a torch.utils.data.DataLoader above all) and records:
 
-- a step per batch: the step begins when the loop asks for a batch (from the second batch on,
-  when the batch has arrived: the analysis opens a step's window at the previous step's end, so
-  the wait still falls inside it) and ends when the loop asks for the next one;
+- a step per optimizer step: the step begins when the loop asks for a batch (from the second
+  batch on, when the batch has arrived: the analysis opens a step's window at the previous step's
+  end, so the wait still falls inside it) and ends when the loop asks for the next one, unless no
+  optimizer step ran in between (gradient accumulation): then the next batch is the same step's
+  next micro-batch. Without any torch.optim optimizer, or with TERMSIGHT_TORCH_STEP=batch, every
+  batch is a step;
 - the time spent waiting for the loader, as an operator range "DataLoader.__next__" (type
   "DataLoader"): the step trace counts it as the step interval, and forward starts at the first
   operator after it;
@@ -47,6 +50,7 @@ that calls none of this (termsight run calls it when the script imports torch).
 
 import os
 import threading
+import types
 import warnings
 import weakref
 
@@ -656,8 +660,57 @@ def _depth_sampler(lib, loader, it, queue_ms):
     return sampler
 
 
+class _OptimizerSteps:
+    """Counts optimizer steps, so that a training step is one optimizer step: with gradient
+    accumulation the batches between two optimizer steps are that step's micro-batches. Every
+    torch.optim optimizer created once this is installed counts its step() calls (also through an
+    LR scheduler or AMP's GradScaler). TERMSIGHT_TORCH_STEP=batch makes every batch a step."""
+
+    def __init__(self):
+        self.count = 0
+        self.optimizers = 0  # optimizers created since installed: 0 leaves batches as steps
+        self.by_batch = os.environ.get("TERMSIGHT_TORCH_STEP", "") == "batch"
+        self.installed = False
+
+    def mark(self):
+        return self.count
+
+    def accumulating(self, mark):
+        """True when no optimizer step ran since mark while optimizers exist: the batch just
+        trained is a micro-batch of a step that goes on."""
+        return not self.by_batch and self.optimizers > 0 and mark is not None and \
+            self.count == mark
+
+    def install(self, torch):
+        with _hooks_lock:
+            if self.installed:
+                return
+            self.installed = True
+            base = getattr(getattr(torch, "optim", None), "Optimizer", None)
+            if base is None:
+                return
+            init = base.__init__
+            counter = self
+
+            def counted_step(opt, *args, **kwargs):
+                counter.count += 1
+                return type(opt).step(opt, *args, **kwargs)
+
+            def __init__(opt, *args, **kwargs):
+                init(opt, *args, **kwargs)
+                if "step" not in vars(opt):
+                    # A bound method, as LR schedulers expect to wrap (method.__self__).
+                    opt.step = types.MethodType(counted_step, opt)
+                    counter.optimizers += 1
+
+            base.__init__ = __init__
+
+
+_optim = _OptimizerSteps()
+
+
 def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
-    """Yields loader's batches, one termsight step each (see the module's doc).
+    """Yields loader's batches, one termsight step per optimizer step (see the module's doc).
 
     ops: record aten operators as ranges (True), or not (False). model: the root module, for
     operator scope names. queue_ms: the prefetch depth's sampling interval in milliseconds, 0
@@ -668,6 +721,7 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     _lib.explicit_steps = True
     for st in _auto:
         st.stand_back()
+    _optim.install(_import_torch())
     collecting = _lib.collecting_flag()
     mode = _make_ops(ops, model, cuda)
     _install_record_function(_import_torch(), lib)
@@ -689,16 +743,21 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     _name_workers(lib, it)
     sampler = _depth_sampler(lib, loader, it, queue_ms)
     first = True
+    opened = False  # a step is open: begun, not ended (micro-batches until an optimizer step)
+    step_ran = False  # operators ran in the open step (or it cannot be told)
+    mark = None
     try:
         while True:
-            early = first and begin_first_early
-            if early:
+            if first and begin_first_early:
                 lib.termsight_step_begin()
+                opened, step_ran, mark = True, False, _optim.mark()
             t0 = lib.termsight_now_ns()
             try:
                 batch = next(it)
             except StopIteration:
-                if early:  # len() promised a batch that did not come
+                # len() promised a batch that did not come, or micro-batches that no optimizer
+                # step closed: the step ends with the loader.
+                if opened:
                     lib.termsight_step_end()
                 return
             t1 = lib.termsight_now_ns()
@@ -706,8 +765,9 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             lib.termsight_range_complete(lib.termsight_name_n(wait_name, len(wait_name)),
                                          lib.termsight_name_n(wait_type, len(wait_type)), t0, t1,
                                          0)
-            if not early:
+            if not opened:
                 lib.termsight_step_begin()
+                opened, step_ran, mark = True, False, _optim.mark()
             first = False
             # Operators only while collecting: a dispatch mode costs every operator its trip
             # through Python even when nothing is recorded.
@@ -715,20 +775,25 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             if traced:
                 mode.__enter__()
                 mode.used = False
-            ran = True
+            ran, closing = True, False
             try:
                 yield batch
             except GeneratorExit:
                 # The loop stopped at this batch. A step in which no operator ran (`if i >= N:
                 # break` at the top of the loop) trained nothing: it is left unended, so it is not
                 # counted. Without operator tracing, it cannot be told and counts.
-                ran = not traced or mode.used
+                ran, closing = not traced or mode.used, True
                 raise
             finally:
                 if traced:
                     mode.__exit__(None, None, None)
-                if ran:
-                    lib.termsight_step_end()
+                step_ran = step_ran or ran
+                # A step is an optimizer step: a batch after which none ran is a micro-batch of
+                # the step, which goes on with the next batch.
+                if closing or not _optim.accumulating(mark):
+                    if step_ran:
+                        lib.termsight_step_end()
+                    opened = False
     finally:
         if sampler is not None:
             sampler.stop()
@@ -756,6 +821,7 @@ class _AutoSteps:
         self.traced = False  # operators are being recorded in the open step
         self.collecting = _lib.collecting_flag()
         self.wait_ids = None
+        self.opt_mark = None  # _optim's count when the open step began
 
     def end_step(self):
         """Ends the open step: counted when operators ran in it (or where that cannot be told);
@@ -776,6 +842,7 @@ class _AutoSteps:
         lib = self.lib
         lib.termsight_step_begin()
         self.open = True
+        self.opt_mark = _optim.mark()
         if self.hook is not None and self.collecting.value:
             self.mark = self.hook.termsight_torch_recorded()
             self.hook.termsight_torch_enable(1)
@@ -807,7 +874,8 @@ def auto(queue_ms=10):
     without one line in the script. `termsight run -- python3 train.py` calls it when the script
     imports torch (through the sitecustomize it puts on PYTHONPATH); a script may call it too.
 
-    Each batch taken from a DataLoader iterator with gradients enabled begins a step, which ends
+    Each batch taken from a DataLoader iterator with gradients enabled begins a step (or is the
+    next micro-batch of the open step, where no optimizer step ran since it began), which ends
     when the loop asks for the next batch, when the loader is exhausted or when the loop lets go
     of its iterator (a break). The first iterator to make a step makes them until it is done;
     batches of other loaders meanwhile (a validation loader under torch.no_grad(), a second
@@ -826,6 +894,7 @@ def auto(queue_ms=10):
         return False
     torch = _import_torch()
     _install_profiler_lend(torch, lib)
+    _optim.install(torch)
     hook = _lib.load_torch_hook()
     if hook is None:
         warnings.warn("termsight: PyTorch operators are not recorded without libtermsight-torch.so "
@@ -858,13 +927,14 @@ def auto(queue_ms=10):
             return base_next(self)
         owner = st.owner() if st.owner is not None else None
         steps = owner is None or owner is self
-        if steps and st.open:
+        if steps and st.open and not _optim.accumulating(st.opt_mark):
             st.end_step()  # the loop asks for the next batch: the step it trained ends
         t0 = lib.termsight_now_ns()
         try:
             batch = base_next(self)
         except StopIteration:
             if steps:
+                st.end_step()  # micro-batches that no optimizer step closed end with the loader
                 st.owner = None
             sampler = samplers.pop(self, None)
             if sampler is not None:
@@ -874,7 +944,8 @@ def auto(queue_ms=10):
         if steps and torch.is_grad_enabled():
             if owner is None:
                 st.owner = weakref.ref(self, st.dropped)
-            st.begin_step()
+            if not st.open:  # else the next micro-batch of the open step
+                st.begin_step()
         return batch
 
     dl.DataLoader.__iter__ = __iter__

@@ -532,6 +532,44 @@ PLAIN_SCRIPT = textwrap.dedent("""\
     """)
 
 
+# Training loops of several shapes (accumulate.py SHAPE [api]): 12 batches per epoch, 2 epochs;
+# "acc2"/"acc4" accumulate gradients over 2 or 4 micro-batches, "gan" steps a second optimizer
+# every batch; an LR scheduler and gradient clipping throughout. It counts its optimizer steps.
+ACCUMULATE_SCRIPT = textwrap.dedent("""\
+    import sys, torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    shape, api = sys.argv[1], sys.argv[2:] == ["api"]
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(96, 8), torch.randint(0, 3, (96,)))
+    loader = DataLoader(data, batch_size=8)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    disc = nn.Linear(3, 1)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
+    accum = {"acc2": 2, "acc4": 4}.get(shape, 1)
+    if api:
+        import termsight.torch as tt
+    optimizer_steps = 0
+    for epoch in range(2):
+        for i, (x, y) in enumerate(tt.steps(loader) if api else loader):
+            out = model(x)
+            (nn.functional.cross_entropy(out, y) / accum).backward()
+            if shape == "gan":
+                disc(out.detach()).mean().backward()
+                opt_d.step()
+                opt_d.zero_grad()
+            if (i + 1) % accum == 0:
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                sched.step()
+                optimizer_steps += 1
+    print("optimizer_steps", optimizer_steps)
+    """)
+
+
 @unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
 class ZeroCode(Base):
     """`termsight run -- python3 train.py` with a script that never heard of termsight."""
@@ -600,6 +638,34 @@ class ZeroCode(Base):
         self.assertEqual(sum(1 for x in ev if x["kind"] == "step_end"), 12)
         waits = [x for x in ev if x["kind"] == "op" and x["name"] == "DataLoader.__next__"]
         self.assertEqual(len(waits), 12)
+
+    def test_a_step_is_an_optimizer_step(self):
+        # Gradient accumulation of 2 and 4 micro-batches, an LR scheduler, gradient clipping,
+        # zero_grad(set_to_none=True), two optimizers stepping every batch (a GAN's): the steps
+        # are the script's own count of optimizer steps, under run and through steps(loader);
+        # TERMSIGHT_TORCH_STEP=batch counts batches.
+        script = os.path.join(self.tmp, "accumulate.py")
+        with open(script, "w") as f:
+            f.write(ACCUMULATE_SCRIPT)
+        cases = [("plain", False, {}, None), ("acc2", False, {}, None), ("acc4", False, {}, None),
+                 ("gan", False, {}, None), ("acc2", True, {}, None), ("acc4", True, {}, None),
+                 ("acc2", False, {"TERMSIGHT_TORCH_STEP": "batch"}, 24)]
+        for shape, api, env, batches in cases:
+            with self.subTest(shape=shape, api=api, env=env):
+                out = os.path.join(self.tmp, "data-%s-%d-%d" % (shape, api, len(env)))
+                e = dict(os.environ, **env)
+                e.pop("TERMSIGHT_LIB", None)
+                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script, shape]
+                                   + (["api"] if api else []), cwd=self.tmp, env=e,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+                err = p.stderr.decode("utf-8", "replace")
+                self.assertEqual(p.returncode, 0, err)
+                self.assertNotIn("Warning", err)  # no LR scheduler warning about step order
+                own = int(re.search(rb"optimizer_steps (\d+)", p.stdout).group(1))
+                folders = os.listdir(out)
+                self.assertEqual(len(folders), 1, folders)
+                ends = [x for x in dump(os.path.join(out, folders[0])) if x["kind"] == "step_end"]
+                self.assertEqual(len(ends), batches or own, (shape, api, env, own))
 
     def test_torch_profiler_blocks_lend_cupti(self):
         # Under run, a torch.profiler block is wrapped: termsight lends CUPTI before the trace
