@@ -704,6 +704,23 @@ class _OptimizerSteps:
                     counter.optimizers += 1
 
             base.__init__ = __init__
+            # AMP's GradScaler skips optimizer.step() when gradients overflowed: the iteration
+            # is a step all the same.
+            for amp in (getattr(torch, "amp", None), getattr(torch.cuda, "amp", None)):
+                scaler = getattr(amp, "GradScaler", None)
+                if scaler is None or getattr(scaler.step, "_termsight", False):
+                    continue
+
+                def scaler_step(sc, optimizer, *args, _step=scaler.step, **kwargs):
+                    before = counter.count
+                    try:
+                        return _step(sc, optimizer, *args, **kwargs)
+                    finally:
+                        if counter.count == before:
+                            counter.count += 1
+
+                scaler_step._termsight = True
+                scaler.step = scaler_step
 
 
 _optim = _OptimizerSteps()

@@ -534,7 +534,8 @@ PLAIN_SCRIPT = textwrap.dedent("""\
 
 # Training loops of several shapes (accumulate.py SHAPE [api]): 12 batches per epoch, 2 epochs;
 # "acc2"/"acc4" accumulate gradients over 2 or 4 micro-batches, "gan" steps a second optimizer
-# every batch; an LR scheduler and gradient clipping throughout. It counts its optimizer steps.
+# every batch, "amp" steps through AMP's GradScaler; an LR scheduler and gradient clipping
+# throughout. It counts its optimizer steps.
 ACCUMULATE_SCRIPT = textwrap.dedent("""\
     import sys, torch
     from torch import nn
@@ -549,6 +550,7 @@ ACCUMULATE_SCRIPT = textwrap.dedent("""\
     opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
     accum = {"acc2": 2, "acc4": 4}.get(shape, 1)
+    scaler = torch.cuda.amp.GradScaler(enabled=torch.cuda.is_available())
     if api:
         import termsight.torch as tt
     optimizer_steps = 0
@@ -562,7 +564,11 @@ ACCUMULATE_SCRIPT = textwrap.dedent("""\
                 opt_d.zero_grad()
             if (i + 1) % accum == 0:
                 nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
+                if shape == "amp":
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
                 opt.zero_grad(set_to_none=True)
                 sched.step()
                 optimizer_steps += 1
@@ -641,14 +647,16 @@ class ZeroCode(Base):
 
     def test_a_step_is_an_optimizer_step(self):
         # Gradient accumulation of 2 and 4 micro-batches, an LR scheduler, gradient clipping,
-        # zero_grad(set_to_none=True), two optimizers stepping every batch (a GAN's): the steps
+        # zero_grad(set_to_none=True), two optimizers stepping every batch (a GAN's), AMP's
+        # GradScaler (disabled without CUDA, as on CPU it is): the steps
         # are the script's own count of optimizer steps, under run and through steps(loader);
         # TERMSIGHT_TORCH_STEP=batch counts batches.
         script = os.path.join(self.tmp, "accumulate.py")
         with open(script, "w") as f:
             f.write(ACCUMULATE_SCRIPT)
         cases = [("plain", False, {}, None), ("acc2", False, {}, None), ("acc4", False, {}, None),
-                 ("gan", False, {}, None), ("acc2", True, {}, None), ("acc4", True, {}, None),
+                 ("gan", False, {}, None), ("amp", False, {}, None), ("acc2", True, {}, None),
+                 ("acc4", True, {}, None),
                  ("acc2", False, {"TERMSIGHT_TORCH_STEP": "batch"}, 24)]
         for shape, api, env, batches in cases:
             with self.subTest(shape=shape, api=api, env=env):
