@@ -21,9 +21,14 @@
  *                         bottleneck: more workers (never
  *                         advised, by any rule, when the
  *                         machine idles < CPU_IDLE_LOW %)
- *                         system > CPU_SYSTEM_HIGH % and      system share
- *                         context switches > CTX_PER_CPU_HIGH
- *                         per CPU per second: fewer threads
+ *                         the program's own system time >     the program's system share
+ *                         CPU_SYSTEM_HIGH % of a CPU and of
+ *                         its CPU time, and context switches
+ *                         > CTX_PER_CPU_HIGH per CPU per
+ *                         second: fewer threads
+ *
+ * A PyTorch program (aten operators or DataLoader waits) is told PyTorch's knobs; the types of
+ * its own labels (record_function) are never named as operator types to optimize.
  *
  * Step shares use the averages over finalized steps (interval + FP/BP + tail = the average step).
  * The operator rule needs operator or kernel statistics to name anything. Text is plain ASCII
@@ -43,7 +48,7 @@
 #define COMM_WAIT_SHARE  0.10   /* waiting for communication above this share of step time */
 #define CPU_USER_LOW     50.0   /* machine user % below this, with a data bottleneck */
 #define CPU_IDLE_LOW     10.0   /* machine idle % below this: no CPU for more data workers */
-#define CPU_SYSTEM_HIGH  20.0   /* machine system % above this ... */
+#define CPU_SYSTEM_HIGH  20.0   /* the program's system % (of a CPU, of its CPU time) above ... */
 #define CTX_PER_CPU_HIGH 5000.0 /* ... with more context switches per second per CPU */
 #define TOP_TYPES        3      /* operator types named */
 #define TOP_GAPS         3      /* gaps named */
@@ -127,7 +132,45 @@ typedef struct ctx {
     int comm_wait_advised;
     double cpu_idle; /* the machine's average idle %, when sampled; cpu_full: below CPU_IDLE_LOW */
     int cpu_full;
+    int pytorch; /* a PyTorch program (aten operators, DataLoader waits): advice in its knobs */
 } ctx;
+
+/* The knobs a suggestion names: PyTorch's for a PyTorch program, else the seeds' (MindSpore's)
+ * with PyTorch's beside them. */
+static const char *workers_knob(const ctx *x)
+{
+    return x->pytorch ? "DataLoader num_workers" : "num_parallel_workers, DataLoader num_workers";
+}
+
+static const char *threads_knob(const ctx *x)
+{
+    return x->pytorch ? "torch.set_num_threads, OMP_NUM_THREADS, fewer DataLoader num_workers"
+                      : "num_parallel_workers, OMP_NUM_THREADS, intra-op threads";
+}
+
+/* A type the program's own labels carry (torch.profiler.record_function blocks), not an
+ * operator type there is anything to optimize in. */
+static int label_type(const char *name, uint32_t len)
+{
+    return name && len == 15 && !memcmp(name, "record_function", 15);
+}
+
+/* PyTorch's: aten operators, or DataLoader waits (termsight.torch names both). */
+static int is_pytorch(const analysis *a)
+{
+    op_query q = {.by_type = 1, .sort = OP_SORT_TOTAL};
+    op_stat *types = NULL;
+    size_t n = analysis_ops(a, &q, &types);
+    int yes = 0;
+    for (size_t i = 0; i < n && !yes; i++) {
+        uint32_t len = 0;
+        const char *t = analysis_name(a, types[i].name, &len);
+        yes = t &&
+              ((len > 6 && !memcmp(t, "aten::", 6)) || (len == 10 && !memcmp(t, "DataLoader", 10)));
+    }
+    free(types);
+    return yes;
+}
 
 /* A new suggestion; its text is written through the returned buffer. */
 static buf add(ctx *x, uint32_t kind, double weight, buf *title)
@@ -253,10 +296,11 @@ static int rule_interval(ctx *x, const queue_finding *qf, size_t nq, int *cited)
             put(&b, " No data queues were recorded: register the pipeline's queues "
                     "(termsight_queue_register) to find the slow stage.");
         else
-            put(&b, " No data queues were recorded: register the pipeline's queues "
-                    "(termsight_queue_register) to find the slow stage; meanwhile raise the "
-                    "pipeline's parallelism (num_parallel_workers, DataLoader num_workers) and "
-                    "prefetching.");
+            put(&b,
+                " No data queues were recorded: register the pipeline's queues "
+                "(termsight_queue_register) to find the slow stage; meanwhile raise the "
+                "pipeline's parallelism (%s) and prefetching.",
+                workers_knob(x));
     }
     if (x->cpu_full)
         put_cpu_full(x, &b);
@@ -282,7 +326,7 @@ static void rule_operators(ctx *x)
     for (size_t i = 0; i < nops; i++) {
         uint32_t len = 0;
         const char *name = analysis_name(x->a, ops[i].name, &len);
-        if (!(name && opname_is_fetch(name, len)) && kept < TOP_TYPES)
+        if (!(name && opname_is_fetch(name, len)) && !label_type(name, len) && kept < TOP_TYPES)
             ops[kept++] = ops[i];
     }
     nops = kept;
@@ -464,27 +508,28 @@ static void rule_cpu(ctx *x, int data_bottleneck)
             (unsigned long long)c.samples);
         if (x->have_steps)
             put(&b, " (step interval %.1f%% of step time)", 100.0 * x->interval_share);
-        put(&b,
-            ": below %.0f%%, the CPUs have room. Give the data pipeline more workers "
-            "(num_parallel_workers, DataLoader num_workers).",
-            CPU_USER_LOW);
+        put(&b, ": below %.0f%%, the CPUs have room. Give the data pipeline more workers (%s).",
+            CPU_USER_LOW, workers_knob(x));
     }
+    /* Threads contending: judged by the program's own system time (the machine's may be
+     * another program's), with the machine's context switches as the sign of contention. */
     double per_cpu = c.context_switches_per_s / (c.cpus ? c.cpus : 1);
-    if (sys > CPU_SYSTEM_HIGH && per_cpu > CTX_PER_CPU_HIGH) {
-        buf title, b = add(x, ADVICE_CPU, sys / 100.0, &title);
-        put(&title, "Too many threads: %.1f%% system time, %.0f context switches/s", sys,
+    double psys = c.process_system, ptotal = c.process_user + c.process_system;
+    if (psys > CPU_SYSTEM_HIGH && ptotal > 0 && psys / ptotal > CPU_SYSTEM_HIGH / 100.0 &&
+        per_cpu > CTX_PER_CPU_HIGH) {
+        buf title, b = add(x, ADVICE_CPU, psys / ptotal, &title);
+        put(&title, "Too many threads: %.1f%% system time, %.0f context switches/s", psys,
             c.context_switches_per_s);
         put(&b,
-            "Machine CPU system time averaged %.1f%% (user %.1f%%) with %.0f context "
-            "switches per second",
-            sys, user, c.context_switches_per_s);
+            "The program spent %.1f%% of a CPU in system time (user %.1f%%: %.0f%% of its CPU "
+            "time in the kernel) while the machine made %.0f context switches per second",
+            psys, c.process_user, 100.0 * psys / ptotal, c.context_switches_per_s);
         if (c.cpus)
             put(&b, " (%.0f per CPU over %u CPUs)", per_cpu, c.cpus);
         put(&b,
-            " and %.1f runnable processes on average: above %.0f%% system time and %.0f "
-            "switches per CPU per second, threads contend for the CPUs. Use fewer threads "
-            "(num_parallel_workers, OMP_NUM_THREADS, intra-op threads).",
-            c.avg_running, CPU_SYSTEM_HIGH, CTX_PER_CPU_HIGH);
+            " with %.1f runnable processes on average (machine system time %.1f%%): its "
+            "threads contend for the CPUs. Use fewer threads (%s).",
+            c.avg_running, sys, threads_knob(x));
     }
 }
 
@@ -504,6 +549,7 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
     if (!x)
         return 0;
     x->a = a;
+    x->pytorch = is_pytorch(a);
     x->s = analysis_steps(a);
     x->step_ns = x->s.avg_interval_ns + x->s.avg_fpbp_ns + x->s.avg_tail_ns;
     x->have_steps = x->s.steps > 0 && x->step_ns > 0;

@@ -63,15 +63,18 @@ static void cpu_machine(golden *g, uint64_t b_s, uint64_t e_s, double user, doub
     e->aux = running << 16;
 }
 
-static void cpu_process(golden *g, uint64_t b_s, uint64_t e_s, uint32_t cpus)
+/* The profiled process over [b_s, e_s]: user_ms and sys_ms of CPU time in each second. */
+static void cpu_process_ms(golden *g, uint64_t b_s, uint64_t e_s, uint32_t cpus, uint64_t user_ms,
+                           uint64_t sys_ms)
 {
     ts_event *e = golden_instant(g, TS_KIND_CPU_PROCESS, 0, b_s * 1000000);
     e->end_ns = e_s * 1000000 * US;
-    e->v0 = 500 * MS;
-    e->v1 = 100 * MS;
+    e->v0 = user_ms * MS;
+    e->v1 = sys_ms * MS;
     e->aux = 4;
     e->corr = cpus;
 }
+
 
 /* ---- Checking ---------------------------------------------------------------------------- */
 
@@ -340,21 +343,64 @@ START_TEST(test_cpu_too_many_threads)
 {
     golden g;
     golden_init(&g);
-    /* No steps. System 35% (> 20%) with 100000 switches/s over 8 CPUs = 12500 per CPU
-     * (> 5000), 12 runnable: weight 0.35. User 40% but no data bottleneck: no "more
-     * workers". */
+    /* No steps. The program: 400 ms system and 600 ms user per second, 40% of a CPU and 40%
+     * of its CPU time in the kernel (both > 20%), with 100000 switches/s over 8 CPUs = 12500
+     * per CPU (> 5000), 12 runnable: weight 0.40. Machine user 40% but no data bottleneck: no
+     * "more workers". Not a PyTorch program: the seeds' knobs. */
     for (uint64_t s = 0; s < 3; s++) {
         cpu_machine(&g, s, s + 1, 40, 35, 25, 100000, 12);
-        cpu_process(&g, s, s + 1, 8);
+        cpu_process_ms(&g, s, s + 1, 8, 600, 400);
     }
     analysis *a = golden_analyse(&g, NULL, 0);
     const expect want[] = {
         {ADVICE_CPU,
-         0.35,
-         {"35.0%", "40.0%", "100000 context switches", "12500 per CPU over 8 CPUs", "12.0 runnable",
-          "fewer threads"}},
+         0.40,
+         {"40.0% system time", "40.0% of a CPU in system time (user 60.0%: 40% of its CPU time",
+          "100000 context switches", "12500 per CPU over 8 CPUs", "12.0 runnable",
+          "machine system time 35.0%", "fewer threads", "num_parallel_workers"}},
     };
     check_advice(a, want, 1);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
+/* The machine busy in the kernel is not the program's doing: a program at 5.6% system time is
+ * told nothing about threads, however much the machine's other programs switch. */
+START_TEST(test_cpu_system_of_the_machine_not_the_program)
+{
+    golden g;
+    golden_init(&g);
+    for (uint64_t s = 0; s < 3; s++) {
+        cpu_machine(&g, s, s + 1, 40, 24, 36, 100000, 12);
+        cpu_process_ms(&g, s, s + 1, 8, 500, 56);
+    }
+    analysis *a = golden_analyse(&g, NULL, 0);
+    check_advice(a, NULL, 0);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
+/* A PyTorch program (aten operators) is told PyTorch's knobs; its record_function labels are
+ * never operator types to optimize. Interval 300 of 1000 (no queues: raise the workers); FP/BP
+ * 600, busy: aten::mm 400 self (the label's 100 of self time is left out). */
+START_TEST(test_pytorch_words_and_labels)
+{
+    golden g;
+    golden_init(&g);
+    static const opspec ops[] = {{"train_block", "record_function", 100, 0},
+                                 {"0/aten::mm", "aten::mm", 400, 0},
+                                 {"1/aten::relu", "aten::relu", 100, 0}};
+    build_steps(&g, 4, 300, 600, 100, ops, 3);
+    analysis *a = golden_analyse(&g, NULL, 0);
+    const expect want[] = {
+        {ADVICE_OPERATORS, 0.5, {"\"aten::mm\"", "\"aten::relu\"", "!record_function"}},
+        {ADVICE_STEP_INTERVAL,
+         0.30,
+         {"30.0%", "(DataLoader num_workers)", "!num_parallel_workers"}},
+    };
+    check_advice(a, want, 2);
     analysis_destroy(a);
     golden_free(&g);
 }
@@ -456,6 +502,8 @@ int main(void)
     tcase_add_test(tc, test_tail_is_communication_wait);
     tcase_add_test(tc, test_lost_events);
     tcase_add_test(tc, test_cpu_too_many_threads);
+    tcase_add_test(tc, test_cpu_system_of_the_machine_not_the_program);
+    tcase_add_test(tc, test_pytorch_words_and_labels);
     tcase_add_test(tc, test_queue_not_cited);
     tcase_add_test(tc, test_odd_names);
     tcase_add_test(tc, test_none);
