@@ -244,6 +244,8 @@ typedef struct step_summary {
     uint64_t outside_events;   /* in no step */
     uint64_t dropped_events;   /* not attributed: the bounded buffers were full */
     uint64_t incomplete_steps; /* ended without a recorded begin */
+    uint64_t evals;            /* evaluation passes (TS_PHASE_EVAL_BEGIN .. END): in no step */
+    double eval_ns;            /* their time */
 } step_summary;
 
 step_summary analysis_steps(const analysis *a);

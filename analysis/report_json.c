@@ -119,6 +119,8 @@ void *report_json_steps(const analysis *a)
     };
     for (size_t i = 0; i < sizeof avg / sizeof avg[0]; i++)
         cJSON_AddNumberToObject(st, avg[i].key, us_of(avg[i].ns));
+    report_json_u64(st, "eval_passes", ss.evals);
+    cJSON_AddNumberToObject(st, "eval_us", us_of(ss.eval_ns));
     cJSON *slow = cJSON_AddArrayToObject(st, "slowest");
     for (int i = 0; slow && i < 5 && ss.slowest_ns[i]; i++) {
         cJSON *o = cJSON_CreateObject();

@@ -177,6 +177,12 @@ void report_print(const report *r, FILE *out, int brief)
     } else {
         fputs("none recorded\n", out);
     }
+    if (ss.evals) {
+        fprintf(out, "%sevaluation: %" PRIu64 " pass%s, ", brief ? "            " : "", ss.evals,
+                ss.evals == 1 ? "" : "es");
+        print_ms(out, ss.eval_ns);
+        fputs(" in all, in no step\n", out);
+    }
 
     for (int by_type = 1; by_type >= (brief ? 1 : 0); by_type--) {
         op_query q = {.by_type = by_type, .sort = OP_SORT_TOTAL, .limit = brief ? 5 : TOP_OPS};

@@ -15,6 +15,9 @@
 typedef struct steps_state {
     steptrace *t;
     analysis *a;
+    /* Evaluation passes (TS_PHASE_EVAL_BEGIN .. END): how many ended, their time. */
+    uint64_t evals, eval_ns, eval_begin;
+    int eval_open;
 } steps_state;
 
 static const char *step_name(void *ctx, uint32_t id, uint32_t *len)
@@ -60,6 +63,14 @@ static void steps_feed(void *state, analysis *a, const ts_event *ev)
 {
     (void)a;
     steps_state *st = state;
+    if (ev->kind == TS_KIND_PHASE && ev->aux == TS_PHASE_EVAL_BEGIN) {
+        st->eval_open = 1;
+        st->eval_begin = ev->begin_ns;
+    } else if (ev->kind == TS_KIND_PHASE && ev->aux == TS_PHASE_EVAL_END && st->eval_open) {
+        st->eval_open = 0;
+        st->evals++;
+        st->eval_ns += ev->begin_ns > st->eval_begin ? ev->begin_ns - st->eval_begin : 0;
+    }
     steptrace_feed(st->t, ev);
 }
 
@@ -121,6 +132,8 @@ step_summary analysis_steps(const analysis *a)
         s.slowest_ns[i] = t->slowest_ns[i];
     }
     s.current_step = t->current_step;
+    s.evals = st->evals;
+    s.eval_ns = (double)st->eval_ns;
     s.source = t->last_source;
     s.late_events = t->late;
     s.outside_events = t->outside;

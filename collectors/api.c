@@ -351,7 +351,7 @@ void termsight_phase_mark(termsight_phase phase)
 {
     if (UNLIKELY(!collecting()))
         return;
-    if (phase != TERMSIGHT_FORWARD_START && phase != TERMSIGHT_BACKWARD_END)
+    if (phase < TERMSIGHT_FORWARD_START || phase > TERMSIGHT_EVAL_END)
         return;
     emit_instant(TS_KIND_PHASE, TS_STR_NONE, (uint32_t)phase, 0, 0, 0);
 }

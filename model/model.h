@@ -140,6 +140,10 @@ enum ts_event_flag {
 enum ts_phase {
     TS_PHASE_FORWARD_START = 1,
     TS_PHASE_BACKWARD_END = 2,
+    /* An evaluation pass (forward passes without gradients between training steps): its time
+     * is in no step, and the next step's window opens no earlier than its end. */
+    TS_PHASE_EVAL_BEGIN = 3,
+    TS_PHASE_EVAL_END = 4,
 };
 
 enum ts_lost_reason {

@@ -128,6 +128,8 @@ struct steptrace {
     uint64_t final_number, final_end;
     uint64_t window_start[WINDOW_STARTS];
     uint32_t nwindow;
+    uint64_t eval_end[WINDOW_STARTS]; /* recent evaluation passes' ends */
+    uint32_t neval;
 
     int have_current;
     uint64_t current_begin;
@@ -251,7 +253,19 @@ static int window_started_in(const steptrace *st, uint64_t after, uint64_t upto)
     return 0;
 }
 
-/* The window start of s: step n-1's end when it ended before s began, else s's own begin. */
+/* The latest end of an evaluation pass in (after, upto], or 0. */
+static uint64_t eval_ended_in(const steptrace *st, uint64_t after, uint64_t upto)
+{
+    uint32_t n = st->neval < WINDOW_STARTS ? st->neval : WINDOW_STARTS;
+    uint64_t latest = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (st->eval_end[i] > after && st->eval_end[i] <= upto && st->eval_end[i] > latest)
+            latest = st->eval_end[i];
+    return latest;
+}
+
+/* The window start of s: step n-1's end when it ended before s began (or the end of an
+ * evaluation pass in between), else s's own begin. */
 static void compute_lo(steptrace *st, slot *s)
 {
     int have_prev = 0;
@@ -270,8 +284,10 @@ static void compute_lo(steptrace *st, slot *s)
     if (s->has_begin) {
         s->lo = s->begin;
         s->has_lo = 1;
-        if (have_prev && prev_end <= s->begin && !window_started_in(st, prev_end, s->begin))
-            s->lo = prev_end;
+        if (have_prev && prev_end <= s->begin && !window_started_in(st, prev_end, s->begin)) {
+            uint64_t eval = eval_ended_in(st, prev_end, s->begin);
+            s->lo = eval ? eval : prev_end;
+        }
     } else if (have_prev && s->has_end && prev_end <= s->end) {
         s->lo = prev_end;
         s->has_lo = 1;
@@ -1043,6 +1059,11 @@ void steptrace_feed(steptrace *st, const ts_event *ev)
             add_rec(st, ev, REC_FWD, 0);
         else if (ev->aux == TS_PHASE_BACKWARD_END)
             add_rec(st, ev, REC_BWD, 0);
+        else if (ev->aux == TS_PHASE_EVAL_END) {
+            st->eval_end[st->neval++ % WINDOW_STARTS] = ev->begin_ns;
+            for (uint32_t i = 0; i < st->nopen; i++)
+                compute_lo(st, st->open[i]);
+        }
         break;
     case TS_KIND_STEP_BEGIN: {
         slot *s = marker_slot(st, ev->v0);

@@ -169,6 +169,11 @@ TERMSIGHT_API void termsight_step_end(void);
 typedef enum termsight_phase {
     TERMSIGHT_FORWARD_START = 1,
     TERMSIGHT_BACKWARD_END = 2,
+    /* An evaluation pass between training steps (validation): from its begin to its end, time is
+     * in no step (the next step's interval starts at the end), and the report counts the passes
+     * and their time apart. termsight.torch marks them around no-grad loader loops. */
+    TERMSIGHT_EVAL_BEGIN = 3,
+    TERMSIGHT_EVAL_END = 4,
 } termsight_phase;
 TERMSIGHT_API void termsight_phase_mark(termsight_phase phase);
 

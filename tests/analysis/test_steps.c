@@ -760,6 +760,34 @@ START_TEST(test_windows)
 }
 END_TEST
 
+/* An evaluation pass between steps 2 and 3 (400..700 us): in no step. Step 3's window opens at
+ * the pass's end, not at step 2's end, and the pass is counted apart with its time. */
+START_TEST(test_eval_between_steps)
+{
+    golden g;
+    golden_init(&g);
+    golden_step(&g, 1, 1, 100, 200);
+    golden_step(&g, 1, 2, 200, 400);
+    golden_phase(&g, 1, TS_PHASE_EVAL_BEGIN, 400);
+    golden_op(&g, 1, "validation forward", "aten::mm", 450, 650, 0);
+    golden_phase(&g, 1, TS_PHASE_EVAL_END, 700);
+    golden_step(&g, 1, 3, 750, 900); /* the wait for its batch (700..750) is its interval */
+    const exp_row rows[] = {
+        {1, 100, 200, 100, 200, 0, 100, 0, 100, STEP_SOURCE_NONE, "", "", 0, 0, 0, 100, 0},
+        {2, 200, 400, 200, 400, 0, 200, 0, 200, STEP_SOURCE_NONE, "", "", 0, 0, 0, 200, 0},
+        {3, 700, 900, 700, 900, 0, 200, 0, 200, STEP_SOURCE_NONE, "", "", 0, 0, 0, 200, 0},
+    };
+    check_all_orders(&g, NULL, rows, 3);
+    analysis *a = golden_analyse(&g, NULL, 0);
+    step_summary ss = analysis_steps(a);
+    ck_assert_uint_eq(ss.evals, 1);
+    ck_assert_double_eq(ss.eval_ns, 300.0 * US);
+    ck_assert_uint_eq(ss.outside_events, 1); /* the validation forward */
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_incomplete_steps)
 {
     golden g;
@@ -1179,6 +1207,7 @@ int main(void)
     tcase_add_loop_test(tc, test_comm_wait_cases, 0,
                         (int)(sizeof wait_cases / sizeof wait_cases[0]));
     tcase_add_test(tc, test_windows);
+    tcase_add_test(tc, test_eval_between_steps);
     tcase_add_test(tc, test_incomplete_steps);
     tcase_add_test(tc, test_live_finish);
     tcase_add_test(tc, test_long_run);
