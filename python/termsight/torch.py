@@ -61,6 +61,7 @@ __all__ = ["steps", "ops", "auto", "module_names", "prefetch_depth", "ddp_comm_h
 
 DATA_WAIT_NAME = "DataLoader.__next__"
 DATA_WAIT_TYPE = "DataLoader"
+EVAL_BEGIN, EVAL_END = 3, 4  # termsight_phase: an evaluation pass, in no step
 QUEUE_NAME = "DataLoader prefetch"
 
 
@@ -839,6 +840,7 @@ class _AutoSteps:
         self.collecting = _lib.collecting_flag()
         self.wait_ids = None
         self.opt_mark = None  # _optim's count when the open step began
+        self.evaluating = False  # an evaluation pass is open (EVAL_BEGIN marked, no END yet)
 
     def end_step(self):
         """Ends the open step: counted when operators ran in it (or where that cannot be told);
@@ -864,6 +866,19 @@ class _AutoSteps:
             self.mark = self.hook.termsight_torch_recorded()
             self.hook.termsight_torch_enable(1)
             self.traced = True
+
+    def eval_begin(self):
+        """Batches drawn without gradients from a loader that does not make the steps: an
+        evaluation pass, in no step. The training step whose optimizer step ran ends first."""
+        if self.open and not _optim.accumulating(self.opt_mark):
+            self.end_step()
+        self.lib.termsight_phase_mark(EVAL_BEGIN)
+        self.evaluating = True
+
+    def eval_end(self):
+        if self.evaluating:
+            self.evaluating = False
+            self.lib.termsight_phase_mark(EVAL_END)
 
     def stand_back(self):
         """The program marks its own steps from now on: the open step ends, none begins."""
@@ -895,8 +910,10 @@ def auto(queue_ms=10):
     next micro-batch of the open step, where no optimizer step ran since it began), which ends
     when the loop asks for the next batch, when the loader is exhausted or when the loop lets go
     of its iterator (a break). The first iterator to make a step makes them until it is done;
-    batches of other loaders meanwhile (a validation loader under torch.no_grad(), a second
-    loader zipped in) are data waits inside the step, not steps. A program that marks its steps
+    batches of other loaders meanwhile (a second loader zipped in) are data waits inside the
+    step, not steps; batches of another loader drawn without gradients (validation under
+    torch.no_grad()) are an evaluation pass, in no step: from the first such batch until that
+    loader is done or the training loop asks for its next batch. A program that marks its steps
     itself (termsight.torch.steps(), termsight.step(), Profiler.step()) is left to do so: from
     its first such call, auto() makes no step and no wait. The wait for each batch, the
     loader's prefetch queue and its worker processes' names are recorded as steps() records
@@ -944,12 +961,19 @@ def auto(queue_ms=10):
             return base_next(self)
         owner = st.owner() if st.owner is not None else None
         steps = owner is None or owner is self
+        evaluating = owner is not self and not torch.is_grad_enabled()
+        if evaluating and not st.evaluating:
+            st.eval_begin()
+        elif steps and not evaluating:
+            st.eval_end()  # the training loop asks for its next batch: evaluation is over
         if steps and st.open and not _optim.accumulating(st.opt_mark):
             st.end_step()  # the loop asks for the next batch: the step it trained ends
         t0 = lib.termsight_now_ns()
         try:
             batch = base_next(self)
         except StopIteration:
+            if evaluating:
+                st.eval_end()  # the evaluation loader is done
             if steps:
                 st.end_step()  # micro-batches that no optimizer step closed end with the loader
                 st.owner = None

@@ -576,6 +576,43 @@ ACCUMULATE_SCRIPT = textwrap.dedent("""\
     """)
 
 
+# Validation every 5 optimizer steps inside the training loop (the script times its steps and
+# its validation passes itself and prints them last).
+VALIDATE_SCRIPT = textwrap.dedent("""\
+    import json, time, torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    train = DataLoader(TensorDataset(torch.randn(160, 64), torch.randint(0, 4, (160,))),
+                       batch_size=8)
+    val = DataLoader(TensorDataset(torch.randn(640, 64), torch.randint(0, 4, (640,))),
+                     batch_size=8)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    steps, step_s, val_s, passes = 0, 0.0, 0.0, 0
+    t = time.perf_counter()
+    for x, y in train:
+        for _ in range(3):
+            nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        steps += 1
+        step_s += time.perf_counter() - t
+        if steps % 5 == 0:
+            v0 = time.perf_counter()
+            model.eval()
+            with torch.no_grad():
+                correct = sum((model(vx).argmax(1) == vy).sum().item() for vx, vy in val)
+            model.train()
+            val_s += time.perf_counter() - v0
+            passes += 1
+        t = time.perf_counter()
+    print(json.dumps({"steps": steps, "avg_step_ms": 1e3 * step_s / steps,
+                      "val_ms": 1e3 * val_s, "passes": passes}))
+    """)
+
+
 @unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
 class ZeroCode(Base):
     """`termsight run -- python3 train.py` with a script that never heard of termsight."""
@@ -644,6 +681,36 @@ class ZeroCode(Base):
         self.assertEqual(sum(1 for x in ev if x["kind"] == "step_end"), 12)
         waits = [x for x in ev if x["kind"] == "op" and x["name"] == "DataLoader.__next__"]
         self.assertEqual(len(waits), 12)
+
+    def test_validation_is_no_step(self):
+        # A validation pass (model.eval(), torch.no_grad(), its own loader) every 5 optimizer
+        # steps, inside the training loop: the steps are the optimizer steps, the passes are
+        # counted apart with about the time the script measured, and no step holds one.
+        script = os.path.join(self.tmp, "validate.py")
+        with open(script, "w") as f:
+            f.write(VALIDATE_SCRIPT)
+        out = os.path.join(self.tmp, "data")
+        e = dict(os.environ)
+        e.pop("TERMSIGHT_LIB", None)
+        p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script], cwd=self.tmp,
+                           env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+        own = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        folder = os.path.join(out, os.listdir(out)[0])
+        rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(rc.returncode, 0, rc.stderr)
+        st = summary(folder)["steps"]
+        self.assertEqual(st["count"], own["steps"])
+        self.assertEqual(st["eval_passes"], own["passes"])
+        self.assertGreater(st["eval_us"] / 1e3, 0.7 * own["val_ms"], (st, own))
+        self.assertLess(st["eval_us"] / 1e3, 1.3 * own["val_ms"] + 5, (st, own))
+        # Had validation been in the steps, the average would hold val_ms / steps more.
+        per_step_val = own["val_ms"] / own["steps"]
+        self.assertLess(st["avg_total_us"] / 1e3, own["avg_step_ms"] + 0.5 * per_step_val,
+                        (st, own))
+        with open(os.path.join(folder, "report", "report.txt")) as f:
+            self.assertIn("evaluation: %d passes" % own["passes"], f.read())
 
     def test_a_step_is_an_optimizer_step(self):
         # Gradient accumulation of 2 and 4 micro-batches, an LR scheduler, gradient clipping,
