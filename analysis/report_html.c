@@ -474,6 +474,25 @@ static void write_cpu(FILE *f, report *r)
     }
     if (nt > THREADS_MAX)
         fprintf(f, "<p class=\"dim\">%zu more threads in cpu_threads.csv</p>\n", nt - THREADS_MAX);
+    /* The processes it started (DataLoader workers by the names the program gave them), running
+     * ones first: each a gauge over the time it was sampled, with its pid and whether it ended. */
+    cpu_child *ch = NULL;
+    size_t nc = analysis_cpu_children(r->a, &ch);
+    if (nc)
+        fprintf(f, "<h3>Processes it started: %zu</h3>\n", nc);
+    for (size_t i = 0; i < nc && i < THREADS_MAX; i++) {
+        double t[2] = {ch[i].avg_user, ch[i].avg_system};
+        char label[112];
+        const char *name = ch[i].name ? report_clean_id(&sc, r->a, ch[i].name, 0) : "";
+        snprintf(label, sizeof label, "%.80s (pid %u%s)", *name ? name : "process", ch[i].pid,
+                 ch[i].ended ? ", ended" : "");
+        snprintf(text, sizeof text, "%.1f %% of 100 %%", ch[i].avg_user + ch[i].avg_system);
+        gauge(f, label, t, m_colour, 2, text);
+    }
+    if (nc > THREADS_MAX)
+        fprintf(f, "<p class=\"dim\">%zu more processes in cpu_processes.csv</p>\n",
+                nc - THREADS_MAX);
+    free(ch);
     fputs("<p class=\"legend\"><span><i style=\"background:" C_FPBP
           "\"></i>user</span><span><i style=\"background:" C_SYSTEM
           "\"></i>system</span><span><i style=\"background:" C_IOWAIT "\"></i>iowait</span></p>\n",

@@ -769,6 +769,14 @@ START_TEST(test_child_rows)
                   "report.txt:\n%s", text);
     free(text);
     free(p);
+    /* report.html lists them too, by name and pid. */
+    p = path_join(dir, "report.html");
+    text = slurp(p, NULL);
+    ck_assert_msg(strstr(text, "Processes it started: 2") && strstr(text, ">worker (pid 4242)<") &&
+                      strstr(text, "(pid 4243)<"),
+                  "report.html has no process list");
+    free(text);
+    free(p);
     report_free(r);
     free(dir);
     tmp_remove(tmp);
