@@ -75,7 +75,6 @@ static void cpu_process_ms(golden *g, uint64_t b_s, uint64_t e_s, uint32_t cpus,
     e->corr = cpus;
 }
 
-
 /* ---- Checking ---------------------------------------------------------------------------- */
 
 typedef struct expect {
