@@ -148,13 +148,6 @@ static const char *threads_knob(const ctx *x)
                       : "num_parallel_workers, OMP_NUM_THREADS, intra-op threads";
 }
 
-/* A type the program's own labels carry (torch.profiler.record_function blocks), not an
- * operator type there is anything to optimize in. */
-static int label_type(const char *name, uint32_t len)
-{
-    return name && len == 15 && !memcmp(name, "record_function", 15);
-}
-
 /* PyTorch's: aten operators, or DataLoader waits (termsight.torch names both). */
 static int is_pytorch(const analysis *a)
 {
@@ -326,7 +319,8 @@ static void rule_operators(ctx *x)
     for (size_t i = 0; i < nops; i++) {
         uint32_t len = 0;
         const char *name = analysis_name(x->a, ops[i].name, &len);
-        if (!(name && opname_is_fetch(name, len)) && !label_type(name, len) && kept < TOP_TYPES)
+        if (!(name && opname_is_fetch(name, len)) && !opname_is_label(name, len) &&
+            kept < TOP_TYPES)
             ops[kept++] = ops[i];
     }
     nops = kept;

@@ -315,6 +315,10 @@ uint32_t opname_key_length(const char *name, uint32_t len);
  * letters and digits compared without case): a wait for data, never an operator to optimize. */
 int opname_is_fetch(const char *name, uint32_t len);
 
+/* 1 when the type is the program's own labels' (termsight.torch gives torch.profiler's
+ * record_function blocks the type "record_function"): a label, never an operator type. */
+int opname_is_label(const char *type, uint32_t len);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Self time of nested ranges (nesting.c)                                                     */
 /* ------------------------------------------------------------------------------------------ */

@@ -22,6 +22,12 @@ uint32_t opname_key_length(const char *s, uint32_t len)
     return len;
 }
 
+int opname_is_label(const char *s, uint32_t len)
+{
+    static const char label[] = "record_function";
+    return s && len == sizeof label - 1 && !memcmp(s, label, len);
+}
+
 int opname_is_fetch(const char *s, uint32_t len)
 {
     static const char *const words[] = {"getnext", "datafetch", "fetchdata", "dataloader",
