@@ -126,10 +126,9 @@ typedef struct ctx {
     candidate spare; /* written to, and dropped, when c is full */
     size_t n;
     step_summary s;
-    double step_ns; /* interval + FP/BP + tail: the average step */
+    double step_ns; /* the average step (its split adds up to it) */
     double interval_share, fpbp_share, tail_share;
     int have_steps;
-    int comm_wait_advised;
     double cpu_idle; /* the machine's average idle %, when sampled; cpu_full: below CPU_IDLE_LOW */
     int cpu_full;
     int pytorch; /* a PyTorch program (aten operators, DataLoader waits): advice in its knobs */
@@ -415,7 +414,6 @@ static void rule_comm_wait(ctx *x)
     if (!x->have_steps || x->s.avg_comm_wait_ns / x->step_ns <= COMM_WAIT_SHARE)
         return;
     double share = x->s.avg_comm_wait_ns / x->step_ns;
-    x->comm_wait_advised = 1;
     buf title, b = add(x, ADVICE_COMM_WAIT, share, &title);
     put(&title, "Waiting for communication: %.1f%% of step time", 100.0 * share);
     put(&b, "The step waits ");
@@ -436,13 +434,9 @@ static void rule_tail(ctx *x)
 {
     if (!x->have_steps || x->tail_share <= TAIL_SHARE)
         return;
-    /* A tail that is mostly the communication wait already advised is no second finding. */
-    if (x->comm_wait_advised &&
-        (x->s.avg_tail_ns - x->s.avg_comm_wait_ns) / x->step_ns <= TAIL_SHARE)
-        return;
     buf title, b = add(x, ADVICE_TAIL, x->tail_share, &title);
     put(&title, "Long step tail: %.1f%% of step time after backward", 100.0 * x->tail_share);
-    put(&b, "The step tail (backward end to step end) averages ");
+    put(&b, "The step tail (backward end to step end, less any communication wait) averages ");
     put_dur(&b, x->s.avg_tail_ns);
     put(&b, ", %.1f%% of the ", 100.0 * x->tail_share);
     put_dur(&b, x->step_ns);
@@ -545,7 +539,7 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
     x->a = a;
     x->pytorch = is_pytorch(a);
     x->s = analysis_steps(a);
-    x->step_ns = x->s.avg_interval_ns + x->s.avg_fpbp_ns + x->s.avg_tail_ns;
+    x->step_ns = x->s.avg_total_ns;
     x->have_steps = x->s.steps > 0 && x->step_ns > 0;
     if (x->have_steps) {
         x->interval_share = x->s.avg_interval_ns / x->step_ns;

@@ -233,9 +233,11 @@ flops_summary analysis_flops(const analysis *a);
 
 typedef struct step_summary {
     uint64_t steps; /* finalized */
-    double avg_interval_ns, avg_fpbp_ns, avg_tail_ns, avg_total_ns;
-    double avg_compute_ns, avg_comm_ns, avg_pure_comm_ns, avg_free_ns, avg_gap_ns;
-    double avg_comm_wait_ns;
+    double avg_total_ns, avg_fpbp_ns;
+    /* The split (model.h: step_row), a partition of the average step. */
+    double avg_interval_ns, avg_compute_ns, avg_comm_wait_ns, avg_tail_ns, avg_eval_ns;
+    /* Overlap: merged computation, communication, communication alone, neither; gaps. */
+    double avg_overlap_compute_ns, avg_comm_ns, avg_pure_comm_ns, avg_free_ns, avg_gap_ns;
     uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
     uint64_t slowest_ns[5];
     uint64_t current_step;     /* last step begun */
@@ -244,7 +246,7 @@ typedef struct step_summary {
     uint64_t outside_events;   /* in no step */
     uint64_t dropped_events;   /* not attributed: the bounded buffers were full */
     uint64_t incomplete_steps; /* ended without a recorded begin */
-    uint64_t evals;            /* evaluation passes (TS_PHASE_EVAL_BEGIN .. END): in no step */
+    uint64_t evals;            /* evaluation passes (TS_PHASE_EVAL_BEGIN .. END), in steps or not */
     double eval_ns;            /* their time */
 } step_summary;
 

@@ -142,8 +142,10 @@ typedef struct rank_in {
 
     /* From step_trace.csv. */
     uint64_t steps, last_step;
-    double sum_total, sum_interval, sum_fpbp, sum_tail, sum_compute, sum_wait;
-    int have_wait; /* the report had a comm_wait_us column */
+    double sum_total, sum_interval, sum_fpbp, sum_tail, sum_compute, sum_wait, sum_eval;
+    /* Its communication wait was measured: the report has the column and the rank recorded
+     * communication (without it a wait cannot be seen, and 0 means nothing). */
+    int have_wait;
 } rank_in;
 
 struct job_report {
@@ -158,6 +160,7 @@ struct job_report {
     uint64_t max_skew_step;
     job_straggler *strag;
     size_t nstrag;
+    int no_wait; /* ranks of a job of several whose communication wait was not measured */
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
     uint32_t workers; /* the ranks' forked children with sessions */
@@ -346,9 +349,9 @@ static void csv_text(FILE *f, const char *text, size_t cap)
     free(c);
 }
 
-enum { C_STEP, C_TOTAL, C_INTERVAL, C_FPBP, C_TAIL, C_COMPUTE, C_WAIT, N_COLS };
-static const char *const col_names[N_COLS] = {"step",    "total_us",   "interval_us", "fpbp_us",
-                                              "tail_us", "compute_us", "comm_wait_us"};
+enum { C_STEP, C_TOTAL, C_INTERVAL, C_FPBP, C_TAIL, C_COMPUTE, C_WAIT, C_EVAL, N_COLS };
+static const char *const col_names[N_COLS] = {"step",    "total_us",   "interval_us",  "fpbp_us",
+                                              "tail_us", "compute_us", "comm_wait_us", "eval_us"};
 
 /* Per step number: the slowest and fastest rank by busy time. */
 typedef struct step_agg {
@@ -415,7 +418,7 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         snprintf(why, cap, "its %s/step_trace.csv has no step or total_us column", REPORT_DIR);
         return -1;
     }
-    r->have_wait = col[C_WAIT] >= 0;
+    r->have_wait = col[C_WAIT] >= 0 && r->avg_comm_us > 0;
     while (getline(&line, &lcap, f) > 0) {
         size_t nf = csv_split(line, field, 64);
         /* A value that does not parse is 0; a row whose step or total does not parse is
@@ -446,9 +449,11 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         r->sum_tail += v[C_TAIL];
         r->sum_compute += compute;
         r->sum_wait += v[C_WAIT];
+        r->sum_eval += v[C_EVAL];
         if (m->trace)
-            fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", v[C_STEP], r->rank,
-                    v[C_TOTAL], v[C_INTERVAL], v[C_FPBP], compute, v[C_WAIT], v[C_TAIL], busy);
+            fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", v[C_STEP],
+                    r->rank, v[C_TOTAL], v[C_INTERVAL], v[C_FPBP], compute, v[C_WAIT], v[C_TAIL],
+                    v[C_EVAL], busy);
         step_agg *a = agg_at(m, (uint64_t)v[C_STEP]);
         if (!a)
             continue;
@@ -787,7 +792,8 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
     if (!f)
         return;
     fputs("rank,local_rank,host,pid,steps,avg_step_us,avg_interval_us,avg_fpbp_us,avg_compute_us,"
-          "avg_comm_wait_us,avg_tail_us,avg_busy_us,events_lost,bytes_skipped,straggler,"
+          "avg_comm_wait_us,avg_tail_us,avg_eval_us,avg_busy_us,events_lost,bytes_skipped,"
+          "straggler,"
           "workers,run_folder,state,last_step\n",
           f);
     for (size_t i = 0; i < used; i++) {
@@ -798,11 +804,11 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
                 cause = j->strag[k].cause;
         fprintf(f, "%ld,%ld,", r->rank, r->local_rank);
         csv_text(f, r->host, sizeof r->host);
-        fprintf(f, ",%ld,%" PRIu64 ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,", r->pid,
+        fprintf(f, ",%ld,%" PRIu64 ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%s,", r->pid,
                 r->steps, avg(r->sum_total, r->steps), avg(r->sum_interval, r->steps),
                 avg(r->sum_fpbp, r->steps), avg(r->sum_compute, r->steps),
-                avg(r->sum_wait, r->steps), avg(r->sum_tail, r->steps), busy_of(r), r->lost,
-                r->bytes_skipped, cause);
+                avg(r->sum_wait, r->steps), avg(r->sum_tail, r->steps), avg(r->sum_eval, r->steps),
+                busy_of(r), r->lost, r->bytes_skipped, cause);
         fprintf(f, "%u,", r->workers);
         csv_text(f, base_name(r->folder), 4096);
         fprintf(f, ",%s,%" PRIu64 "\n", r->state, r->last_step);
@@ -962,6 +968,7 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON_AddNumberToObject(o, "avg_comm_wait_us", avg(r->sum_wait, r->steps));
         cJSON_AddNumberToObject(o, "avg_comm_us", r->avg_comm_us);
         cJSON_AddNumberToObject(o, "avg_tail_us", avg(r->sum_tail, r->steps));
+        cJSON_AddNumberToObject(o, "avg_eval_us", avg(r->sum_eval, r->steps));
         cJSON_AddNumberToObject(o, "avg_busy_us", busy_of(r));
         cJSON_AddBoolToObject(o, "comm_wait_measured", r->have_wait);
         report_json_u64(o, "events_lost", (uint64_t)r->lost);
@@ -1046,17 +1053,20 @@ static void print_report(const job_report *j, FILE *out, int brief)
         fprintf(out, "warning:    and %zu more\n", j->warn_dropped);
     if (!brief) {
         fputs("\nRanks (averages per step)\n-------------------------\n", out);
-        fprintf(out, "%6s %-16s %8s %6s %12s %12s %12s %12s %12s  %s\n", "RANK", "HOST", "PID",
+        fprintf(out, "%6s %-16s %8s %6s %12s %12s %12s %12s %12s %12s  %s\n", "RANK", "HOST", "PID",
                 "STEPS", "STEP ms", "INTERVAL ms", "COMPUTE ms", "COMM WAIT ms", "TAIL ms",
-                "STATE");
+                "EVAL ms", "STATE");
         for (size_t i = 0; i < used; i++) {
             const rank_in *r = &j->r[i];
             char host[4 * sizeof r->host + 1];
             text_clean(r->host, strlen(r->host), host, 1);
-            fprintf(out, "%6ld %-16.16s %8ld %6" PRIu64 " %12.3f %12.3f %12.3f %12.3f %12.3f  %s\n",
+            fprintf(out,
+                    "%6ld %-16.16s %8ld %6" PRIu64
+                    " %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f  %s\n",
                     r->rank, host, r->pid, r->steps, avg(r->sum_total, r->steps) / 1000,
                     avg(r->sum_interval, r->steps) / 1000, avg(r->sum_compute, r->steps) / 1000,
-                    avg(r->sum_wait, r->steps) / 1000, avg(r->sum_tail, r->steps) / 1000, r->state);
+                    avg(r->sum_wait, r->steps) / 1000, avg(r->sum_tail, r->steps) / 1000,
+                    avg(r->sum_eval, r->steps) / 1000, r->state);
         }
         fputc('\n', out);
     }
@@ -1067,7 +1077,12 @@ static void print_report(const job_report *j, FILE *out, int brief)
         print_ms(out, j->max_skew);
         fprintf(out, " (step %" PRIu64 ")\n", j->max_skew_step);
     }
-    if (!j->nstrag)
+    if (!j->nstrag && j->no_wait)
+        fprintf(out,
+                "stragglers: unknown: %d rank%s recorded no communication, so waiting for "
+                "another rank cannot be told from work\n",
+                j->no_wait, j->no_wait == 1 ? "" : "s");
+    else if (!j->nstrag)
         fputs("stragglers: none: the ranks are balanced\n", out);
     for (size_t k = 0; k < j->nstrag; k++) {
         const rank_in *r = &j->r[j->strag[k].idx];
@@ -1206,7 +1221,8 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     }
     merge m = {.j = j, .trace = report_dir_file(d, "job_step_trace.csv")};
     if (m.trace)
-        fputs("step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,tail_us,busy_us\n",
+        fputs("step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,tail_us,eval_us,"
+              "busy_us\n",
               m.trace);
     uint64_t min_steps = UINT64_MAX, max_steps = 0;
     int no_wait = 0;
@@ -1238,11 +1254,13 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     if (m.unaligned)
         warn(j, "%" PRIu64 " step rows numbered %u or more are not aligned", m.unaligned,
              MAX_STEP_NUMBER);
-    if (no_wait)
+    j->no_wait = used > 1 ? no_wait : 0;
+    if (j->no_wait)
         warn(j,
-             "%d rank%s recorded no communication wait (no communication recorded, or an older "
-             "report): taken as 0",
-             no_wait, no_wait == 1 ? "" : "s");
+             "%d rank%s of the job recorded no communication (its collectives were not "
+             "instrumented): the split cannot see %s waits for the others, taken as 0, and the "
+             "straggler verdict is unreliable",
+             no_wait, no_wait == 1 ? "" : "s", no_wait == 1 ? "its" : "their");
     write_steps_csv(j, d, &m);
     free(m.agg);
     find_stragglers(j, used);

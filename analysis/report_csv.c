@@ -123,6 +123,7 @@ static void sink_step(void *ctx, const step_row *s)
         csv_put(c, step_source_name(s->source));
         csv_us(c, (int64_t)s->compute_ns);
         csv_us(c, (int64_t)s->comm_wait_ns);
+        csv_us(c, (int64_t)s->eval_ns);
         csv_end(c);
     }
     if (r->overlap.f) {
@@ -131,7 +132,7 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, report_rebase(r, s->begin_ns));
         csv_us(c, report_rebase(r, s->end_ns));
         csv_us(c, (int64_t)s->total_ns);
-        csv_us(c, (int64_t)s->compute_ns);
+        csv_us(c, (int64_t)s->overlap_compute_ns);
         csv_us(c, (int64_t)s->comm_ns);
         csv_us(c, (int64_t)s->pure_comm_ns);
         csv_us(c, (int64_t)s->free_ns);
@@ -222,7 +223,7 @@ static void sink_memory(void *ctx, const memory_row *row)
 
 static const char step_header[] =
     "step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,total_us,fp_op,"
-    "bp_op,source,compute_us,comm_wait_us";
+    "bp_op,source,compute_us,comm_wait_us,eval_us";
 static const char overlap_header[] =
     "step,begin_us,end_us,total_us,compute_us,comm_us,pure_comm_us,free_us,gap_us";
 static const char qusage_header[] =

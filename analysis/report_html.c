@@ -16,9 +16,12 @@
 #define TOP_HTML    20
 #define THREADS_MAX 12
 
+enum { SPLIT_PARTS = 5 };
+
 typedef struct step_bin {
-    uint64_t first, last;               /* step numbers */
-    double interval, fpbp, tail, total; /* sums, ns */
+    uint64_t first, last;     /* step numbers */
+    double part[SPLIT_PARTS]; /* sums of the split, ns: interval, compute, wait, tail, eval */
+    double total;             /* sum, ns */
     uint32_t n;
 } step_bin;
 
@@ -62,13 +65,11 @@ void report_picture_step(report_picture *p, const step_row *s)
         /* Full: neighbours merge, each bin now holds twice as many steps. */
         for (size_t i = 0; i < STEP_BINS / 2; i++) {
             step_bin *a = &p->steps[2 * i], *b = &p->steps[2 * i + 1];
-            p->steps[i] = (step_bin){.first = a->first,
-                                     .last = b->last,
-                                     .interval = a->interval + b->interval,
-                                     .fpbp = a->fpbp + b->fpbp,
-                                     .tail = a->tail + b->tail,
-                                     .total = a->total + b->total,
-                                     .n = a->n + b->n};
+            step_bin m = {
+                .first = a->first, .last = b->last, .total = a->total + b->total, .n = a->n + b->n};
+            for (int k = 0; k < SPLIT_PARTS; k++)
+                m.part[k] = a->part[k] + b->part[k];
+            p->steps[i] = m;
         }
         p->nsteps = STEP_BINS / 2;
         p->per_bin *= 2;
@@ -77,9 +78,10 @@ void report_picture_step(report_picture *p, const step_row *s)
         p->steps[p->nsteps++] = (step_bin){.first = s->step};
     step_bin *b = &p->steps[p->nsteps - 1];
     b->last = s->step;
-    b->interval += (double)s->interval_ns;
-    b->fpbp += (double)s->fpbp_ns;
-    b->tail += (double)s->tail_ns;
+    const uint64_t part[SPLIT_PARTS] = {s->interval_ns, s->compute_ns, s->comm_wait_ns, s->tail_ns,
+                                        s->eval_ns};
+    for (int k = 0; k < SPLIT_PARTS; k++)
+        b->part[k] += (double)part[k];
     b->total += (double)s->total_ns;
     b->n++;
 }
@@ -172,6 +174,8 @@ static const char style[] =
 #define C_INTERVAL "#b0b7c3"
 #define C_FPBP     "#4a7fd6"
 #define C_TAIL     "#e8953a"
+#define C_WAIT     "#c8504a"
+#define C_EVAL     "#7fb04f"
 #define C_SYSTEM   "#d2554a"
 #define C_IOWAIT   "#8e6bbf"
 
@@ -238,7 +242,13 @@ static void write_header(FILE *f, report *r, const step_summary *ss)
     free(rows);
 }
 
-/* Stacked bars, one per bin: interval, forward+backward, tail (the seeds' step trace). */
+/* The split's parts, in the order of step_bin.part: colour and name. */
+static const char *const split_colour[SPLIT_PARTS] = {C_INTERVAL, C_FPBP, C_WAIT, C_TAIL, C_EVAL};
+static const char *const split_name[SPLIT_PARTS] = {"interval", "compute", "communication wait",
+                                                    "tail", "evaluation"};
+
+/* Stacked bars, one per bin: the step's split (interval, compute, communication wait, tail,
+ * evaluation), which adds up to the step. */
 static void write_steps(FILE *f, const report_picture *p)
 {
     fputs("<h2 id=\"steps\">Step trace</h2>\n", f);
@@ -249,10 +259,14 @@ static void write_steps(FILE *f, const report_picture *p)
         return;
     }
     double top = 0;
+    int used[SPLIT_PARTS] = {0};
     for (size_t i = 0; i < p->nsteps; i++) {
         double total = p->steps[i].total / p->steps[i].n;
         top = total > top ? total : top;
+        for (int k = 0; k < SPLIT_PARTS; k++)
+            used[k] |= p->steps[i].part[k] > 0;
     }
+    used[0] = used[1] = used[3] = 1; /* the seeds' three are always named */
     const int w = 1000, h = 220, axis = 56;
     double bw = (double)(w - axis) / (double)p->nsteps;
     fprintf(f,
@@ -268,8 +282,6 @@ static void write_steps(FILE *f, const report_picture *p)
     fprintf(f, "</text><text x=\"0\" y=\"%d\" font-size=\"11\" fill=\"#555\">0</text>\n", h);
     for (size_t i = 0; i < p->nsteps; i++) {
         const step_bin *b = &p->steps[i];
-        double parts[3] = {b->interval / b->n, b->fpbp / b->n, b->tail / b->n};
-        static const char *const colour[3] = {C_INTERVAL, C_FPBP, C_TAIL};
         double x = axis + (double)i * bw, y = h;
         fputs("<g><title>", f);
         if (b->first == b->last)
@@ -278,20 +290,23 @@ static void write_steps(FILE *f, const report_picture *p)
             fprintf(f, "steps %llu-%llu (mean): ", (unsigned long long)b->first,
                     (unsigned long long)b->last);
         put_duration(f, b->total / b->n);
-        fputs(" = interval ", f);
-        put_duration(f, parts[0]);
-        fputs(" + forward/backward ", f);
-        put_duration(f, parts[1]);
-        fputs(" + tail ", f);
-        put_duration(f, parts[2]);
+        for (int k = 0, first = 1; k < SPLIT_PARTS; k++) {
+            if (!used[k])
+                continue;
+            fprintf(f, " %s %s ", first ? "=" : "+", split_name[k]);
+            put_duration(f, b->part[k] / b->n);
+            first = 0;
+        }
         fputs("</title>", f);
-        for (int k = 0; k < 3; k++) {
-            double bh = top > 0 ? parts[k] / top * (h - 4) : 0;
+        for (int k = 0; k < SPLIT_PARTS; k++) {
+            double bh = top > 0 ? b->part[k] / b->n / top * (h - 4) : 0;
+            if (!(bh > 0))
+                continue;
             y -= bh;
             fprintf(f,
                     "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
                     "fill=\"%s\"/>",
-                    x, y, bw > 1.5 ? bw - 0.5 : bw, bh, colour[k]);
+                    x, y, bw > 1.5 ? bw - 0.5 : bw, bh, split_colour[k]);
         }
         fputs("</g>\n", f);
     }
@@ -301,11 +316,11 @@ static void write_steps(FILE *f, const report_picture *p)
             "step %llu</text>\n</svg>\n",
             axis, h + 16, (unsigned long long)p->steps[0].first, w, h + 16,
             (unsigned long long)p->steps[p->nsteps - 1].last);
-    fputs("<p class=\"legend\"><span><i style=\"background:" C_INTERVAL
-          "\"></i>interval (data)</span><span><i style=\"background:" C_FPBP
-          "\"></i>forward and backward</span><span><i style=\"background:" C_TAIL
-          "\"></i>tail</span>",
-          f);
+    fputs("<p class=\"legend\">", f);
+    for (int k = 0; k < SPLIT_PARTS; k++)
+        if (used[k])
+            fprintf(f, "<span><i style=\"background:%s\"></i>%s</span>", split_colour[k],
+                    split_name[k]);
     if (p->per_bin > 1)
         fprintf(f, "<span class=\"dim\">each bar: the mean of %u steps</span>", p->per_bin);
     fputs("</p>\n", f);

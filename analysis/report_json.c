@@ -106,16 +106,18 @@ void *report_json_steps(const analysis *a)
         const char *key;
         double ns;
     } avg[] = {
-        {"avg_interval_us", ss.avg_interval_ns},
-        {"avg_fpbp_us", ss.avg_fpbp_ns},
-        {"avg_tail_us", ss.avg_tail_ns},
         {"avg_total_us", ss.avg_total_ns},
+        {"avg_interval_us", ss.avg_interval_ns},
         {"avg_compute_us", ss.avg_compute_ns},
+        {"avg_comm_wait_us", ss.avg_comm_wait_ns},
+        {"avg_tail_us", ss.avg_tail_ns},
+        {"avg_eval_us", ss.avg_eval_ns},
+        {"avg_fpbp_us", ss.avg_fpbp_ns},
+        {"avg_overlap_compute_us", ss.avg_overlap_compute_ns},
         {"avg_comm_us", ss.avg_comm_ns},
         {"avg_pure_comm_us", ss.avg_pure_comm_ns},
         {"avg_free_us", ss.avg_free_ns},
         {"avg_gap_us", ss.avg_gap_ns},
-        {"avg_comm_wait_us", ss.avg_comm_wait_ns},
     };
     for (size_t i = 0; i < sizeof avg / sizeof avg[0]; i++)
         cJSON_AddNumberToObject(st, avg[i].key, us_of(avg[i].ns));

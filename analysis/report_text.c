@@ -148,14 +148,24 @@ void report_print(const report *r, FILE *out, int brief)
         print_ms(out, ss.avg_total_ns);
         fputs(" = interval ", out);
         print_ms(out, ss.avg_interval_ns);
-        fputs(" + forward/backward ", out);
-        print_ms(out, ss.avg_fpbp_ns);
+        fputs(" + compute ", out);
+        print_ms(out, ss.avg_compute_ns);
+        if (ss.avg_comm_wait_ns > 0) {
+            fputs(" + communication wait ", out);
+            print_ms(out, ss.avg_comm_wait_ns);
+        }
         fputs(" + tail ", out);
         print_ms(out, ss.avg_tail_ns);
+        if (ss.avg_eval_ns > 0) {
+            fputs(" + evaluation ", out);
+            print_ms(out, ss.avg_eval_ns);
+        }
         fprintf(out, " (FP/BP from %s)\n", step_source_name(ss.source));
         if (!brief) {
-            fputs("overlap per step: computation ", out);
-            print_ms(out, ss.avg_compute_ns);
+            fputs("forward/backward per step: ", out);
+            print_ms(out, ss.avg_fpbp_ns);
+            fputs("\noverlap per step: computation ", out);
+            print_ms(out, ss.avg_overlap_compute_ns);
             fputs(", communication ", out);
             print_ms(out, ss.avg_comm_ns);
             fputs(", pure communication ", out);
@@ -164,8 +174,6 @@ void report_print(const report *r, FILE *out, int brief)
             print_ms(out, ss.avg_free_ns);
             fputs(", gaps between ops ", out);
             print_ms(out, ss.avg_gap_ns);
-            fputs(", waiting for communication ", out);
-            print_ms(out, ss.avg_comm_wait_ns);
             fputs("\nslowest steps:", out);
             for (int i = 0; i < 5 && ss.slowest_ns[i]; i++) {
                 fprintf(out, "%s %" PRIu64 " (", i ? "," : "", ss.slowest[i]);

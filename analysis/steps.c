@@ -116,16 +116,18 @@ step_summary analysis_steps(const analysis *a)
     s.steps = t->steps;
     if (t->steps) {
         double n = (double)t->steps;
-        s.avg_interval_ns = (double)t->interval_ns / n;
-        s.avg_fpbp_ns = (double)t->fpbp_ns / n;
-        s.avg_tail_ns = (double)t->tail_ns / n;
         s.avg_total_ns = (double)t->total_ns / n;
+        s.avg_fpbp_ns = (double)t->fpbp_ns / n;
+        s.avg_interval_ns = (double)t->interval_ns / n;
         s.avg_compute_ns = (double)t->compute_ns / n;
+        s.avg_comm_wait_ns = (double)t->comm_wait_ns / n;
+        s.avg_tail_ns = (double)t->tail_ns / n;
+        s.avg_eval_ns = (double)t->eval_ns / n;
+        s.avg_overlap_compute_ns = (double)t->overlap_compute_ns / n;
         s.avg_comm_ns = (double)t->comm_ns / n;
         s.avg_pure_comm_ns = (double)t->pure_comm_ns / n;
         s.avg_free_ns = (double)t->free_ns / n;
         s.avg_gap_ns = (double)t->gap_ns / n;
-        s.avg_comm_wait_ns = (double)t->comm_wait_ns / n;
     }
     for (uint32_t i = 0; i < t->nslowest && i < 5; i++) {
         s.slowest[i] = t->slowest[i];

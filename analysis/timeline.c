@@ -210,7 +210,8 @@ static int shapes_build(timeline *t)
                              *const kern[] = {"op", "correlation"},
                              *const copy[] = {"op", "bytes", "direction"},
                              *const api[] = {"correlation"}, *const bytes[] = {"bytes"},
-                             *const step[] = {"step", "interval_us", "fpbp_us", "tail_us",
+                             *const step[] = {"step",         "interval_us", "compute_us",
+                                              "comm_wait_us", "tail_us",     "eval_us",
                                               "source"},
                              *const share[] = {"step", "share_pct"}, *const size[] = {"size"},
                              *const cpu[] = {"user_pct", "system_pct", "iowait_pct"},
@@ -225,7 +226,7 @@ static int shapes_build(timeline *t)
     rc |= shape_build(&s[SH_X_COPY], "X", 1, 1, 0, NULL, NULL, copy, 3);
     rc |= shape_build(&s[SH_X_API], "X", 1, 1, 0, NULL, NULL, api, 1);
     rc |= shape_build(&s[SH_X_COMM], "X", 1, 1, 0, NULL, NULL, bytes, 1);
-    rc |= shape_build(&s[SH_X_STEP], "X", 1, 1, 0, NULL, NULL, step, 5);
+    rc |= shape_build(&s[SH_X_STEP], "X", 1, 1, 0, NULL, NULL, step, 7);
     rc |= shape_build(&s[SH_X_SHARE], "X", 1, 1, 0, NULL, NULL, share, 2);
     rc |= shape_build(&s[SH_I], "i", 1, 0, 0, "\"t\"", NULL, NULL, 0);
     rc |= shape_build(&s[SH_IG], "i", 1, 0, 0, "\"g\"", NULL, NULL, 0);
@@ -800,9 +801,11 @@ static void fill_span(timeline *t, shape *sh, const void *arg)
     set_u64(t, sh, S_A0, s->row->step);
     if (sh == &t->shapes[SH_X_STEP]) {
         set_us(t, sh, S_A1, (int64_t)s->row->interval_ns);
-        set_us(t, sh, S_A2, (int64_t)s->row->fpbp_ns);
-        set_us(t, sh, S_A3, (int64_t)s->row->tail_ns);
-        set_str(t, sh, S_A4,
+        set_us(t, sh, S_A2, (int64_t)s->row->compute_ns);
+        set_us(t, sh, S_A3, (int64_t)s->row->comm_wait_ns);
+        set_us(t, sh, S_A4, (int64_t)s->row->tail_ns);
+        set_us(t, sh, S_A5, (int64_t)s->row->eval_ns);
+        set_str(t, sh, S_A6,
                 literal_off(t, L_SOURCE0 + (s->row->source & 3), step_source_name(s->row->source)));
     } else {
         set_pct(t, sh, S_A1, s->share);
@@ -1065,7 +1068,8 @@ void timeline_step(timeline *t, const step_row *row)
     }
     /* The overlap rows: each step's merged time, drawn from the step's start (the step rows
      * carry the totals, not the intervals). */
-    const uint64_t amount[4] = {row->compute_ns, row->comm_ns, row->pure_comm_ns, row->free_ns};
+    const uint64_t amount[4] = {row->overlap_compute_ns, row->comm_ns, row->pure_comm_ns,
+                                row->free_ns};
     static const char *const label[4] = {"computation", "communication", "pure communication",
                                          "free"};
     uint64_t total = row->end_ns - row->begin_ns;

@@ -59,7 +59,23 @@ typedef struct flow_slot {
 } flow_slot;
 
 /* One event shape: a cJSON object whose values are raw items we point at our text. */
-enum { S_NAME, S_CAT, S_TS, S_DUR, S_PID, S_TID, S_ID, S_A0, S_A1, S_A2, S_A3, S_A4, S_COUNT };
+enum {
+    S_NAME,
+    S_CAT,
+    S_TS,
+    S_DUR,
+    S_PID,
+    S_TID,
+    S_ID,
+    S_A0,
+    S_A1,
+    S_A2,
+    S_A3,
+    S_A4,
+    S_A5,
+    S_A6,
+    S_COUNT
+};
 
 typedef struct shape {
     cJSON *root;
@@ -97,7 +113,7 @@ enum {
  * text with the numbers spliced in. */
 #define TMPL_SLOTS (1u << 14)
 #define TMPL_MAX   4096         /* longest template kept; longer events are printed directly */
-#define MARK(s)    (0x10 + (s)) /* 0x10..0x1b: raw bytes cJSON never writes (it escapes them) */
+#define MARK(s)    (0x10 + (s)) /* 0x10..0x1d: raw bytes cJSON never writes (it escapes them) */
 
 typedef struct tmpl_seg {
     uint32_t lit; /* literal bytes before the value */

@@ -42,9 +42,9 @@ static uint64_t key_hash(const timeline *t, int shi, const shape *sh)
  * not fit a template. */
 static int tmpl_make(timeline *t, int shi, shape *sh, uint64_t hash, tmpl_entry *e)
 {
-    static const char marks[S_COUNT][2] = {{MARK(0)}, {MARK(1)}, {MARK(2)},  {MARK(3)},
-                                           {MARK(4)}, {MARK(5)}, {MARK(6)},  {MARK(7)},
-                                           {MARK(8)}, {MARK(9)}, {MARK(10)}, {MARK(11)}};
+    static const char marks[S_COUNT][2] = {{MARK(0)},  {MARK(1)},  {MARK(2)},  {MARK(3)}, {MARK(4)},
+                                           {MARK(5)},  {MARK(6)},  {MARK(7)},  {MARK(8)}, {MARK(9)},
+                                           {MARK(10)}, {MARK(11)}, {MARK(12)}, {MARK(13)}};
     char *saved[S_COUNT];
     for (int s = 0; s < S_COUNT; s++) {
         saved[s] = sh->slot[s] ? sh->slot[s]->valuestring : NULL;

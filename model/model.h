@@ -394,31 +394,36 @@ enum step_source {
 /* The name of an enum step_source value: none, marks, option, auto ("unknown" past them). */
 const char *step_source_name(uint32_t source);
 
-/* One step of the step trace (all times ns on the collector clock, durations in ns). */
+/* One step of the step trace (all times ns on the collector clock, durations in ns).
+ *
+ * The split is a partition of the step: interval + compute + comm_wait + tail + eval = total,
+ * exactly. Time during an evaluation pass is eval; before the forward start it is interval
+ * (waiting for data); after it, communication in flight while nothing computes is comm_wait;
+ * what remains is compute up to the backward end and tail after it. */
 typedef struct step_row {
     uint64_t step;     /* number from termsight_step_begin */
     uint64_t begin_ns; /* start of the step interval: the previous step's end, or this step's
                           begin for the first step */
     uint64_t end_ns;   /* step end */
     uint64_t fp_start_ns, bp_end_ns;
-    uint64_t interval_ns;  /* begin .. forward start (data fetch) */
-    uint64_t fpbp_ns;      /* forward start .. backward end */
-    uint64_t tail_ns;      /* backward end .. step end */
-    uint64_t total_ns;     /* interval + fpbp + tail = end - begin */
+    uint64_t fpbp_ns;      /* forward start .. backward end, whatever happens in it */
+    uint64_t total_ns;     /* end - begin */
+    uint64_t interval_ns;  /* the split: begin .. forward start, less evaluation */
+    uint64_t compute_ns;   /* the split: forward start .. backward end, less the waits */
+    uint64_t comm_wait_ns; /* the split: waiting for communication after the forward start */
+    uint64_t tail_ns;      /* the split: backward end .. step end, less the waits */
+    uint64_t eval_ns;      /* the split: evaluation passes inside the step */
     uint32_t fp_op, bp_op; /* name ids of the operators that set them, 0 with marks or none */
     uint32_t source;       /* enum step_source */
     uint32_t tid;          /* the thread that marked the step */
-    /* Overlap (seed 001 "Op Overlap Analyse") over [begin, end]: */
-    uint64_t compute_ns;   /* union of computation (kernels; without device work, host ops) */
-    uint64_t comm_ns;      /* union of communication (TS_EF_COMM kernels, COMM_OP) */
-    uint64_t pure_comm_ns; /* communication not overlapped by computation */
-    uint64_t free_ns;      /* neither */
-    uint64_t gap_ns;       /* idle time between consecutive top-level ops in FP/BP, less the
-                              time communication is in flight (that is comm_wait) */
-    /* The step waiting for communication, over [begin, end]: time during which communication
-     * is in flight and nothing computes: no compute kernel when the step has device work, else
-     * no top-level op (data fetches included, communication excluded) on the step's thread. */
-    uint64_t comm_wait_ns;
+    /* Overlap (seed 001 "Op Overlap Analyse") over [begin, end], a partition of its own:
+     * overlap_compute + pure_comm + free = total. */
+    uint64_t overlap_compute_ns; /* union of computation (kernels; without device work, host ops) */
+    uint64_t comm_ns;            /* union of communication (TS_EF_COMM kernels, COMM_OP) */
+    uint64_t pure_comm_ns;       /* communication not overlapped by computation */
+    uint64_t free_ns;            /* neither */
+    uint64_t gap_ns;             /* idle time between consecutive top-level ops in FP/BP, less the
+                                    time communication is in flight (that is comm_wait) */
     /* The top-level host ops of the step's thread in [begin, end]: how many, and their time. */
     uint64_t ops, ops_ns;
 } step_row;
@@ -428,8 +433,9 @@ typedef struct step_totals {
     uint64_t steps;        /* finalized */
     uint64_t current_step; /* the last step begun */
     /* Sums of the step_row fields of the same names: */
-    uint64_t interval_ns, fpbp_ns, tail_ns, total_ns;
-    uint64_t compute_ns, comm_ns, pure_comm_ns, free_ns, gap_ns, comm_wait_ns;
+    uint64_t fpbp_ns, total_ns;
+    uint64_t interval_ns, compute_ns, comm_wait_ns, tail_ns, eval_ns; /* the split */
+    uint64_t overlap_compute_ns, comm_ns, pure_comm_ns, free_ns, gap_ns;
     uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
     uint64_t slowest_ns[5];
     uint32_t nslowest;
@@ -497,7 +503,7 @@ void steptrace_load(steptrace *t, const step_totals *tot, const step_row *rows, 
 /* ------------------------------------------------------------------------------------------ */
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  4                     /* 4: the step and operator boards */
+#define TS_SEGMENT_MAJOR  5 /* 4: the step and operator boards; 5: the step split */
 #define TS_SEGMENT_MINOR  0
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */

@@ -42,10 +42,12 @@
  *   kernel (the device does the work; the host thread only launches); else no top-level op of
  *   the step's thread runs (communication ranges excepted; a data fetch counts as running, since
  *   the step then waits for data). Other threads do not hide the wait: the step waits when its
- *   thread does. Counted over the whole window, not FP/BP alone: where a wait falls depends on
- *   the FP/BP rule (with DDP the wait for the gradient all-reduce is at the end of backward,
- *   which the seeds' rule puts in the tail, after the op before the last communication). For a
- *   rank that waits for a slower one, this is the time it spends waiting.
+ *   thread does. For a rank that waits for a slower one, this is the time it spends waiting;
+ *   with DDP it is at the end of backward, which the seeds' rule puts in the tail.
+ * - The split (model.h), a partition of the window: evaluation passes (between the step's
+ *   evaluation marks) are eval; the rest before the forward start is interval, whatever it
+ *   holds; after it, the communication wait is comm_wait; the rest is compute up to the
+ *   backward end and tail after it.
  * - Gaps: the holes between consecutive top-level ops of the step's thread, clipped to [FP, BP],
  *   less the part during which communication is in flight (that is a communication wait, not
  *   idle time). Other threads (data workers) have their own rhythm and are not counted.
@@ -73,6 +75,8 @@ enum rec_class {
     REC_COMM,   /* communication: TS_EF_COMM kernel or range, or COMM_OP */
     REC_FWD,    /* phase mark: forward start */
     REC_BWD,    /* phase mark: backward end */
+    REC_EVAL_B, /* phase mark: an evaluation pass begins */
+    REC_EVAL_E, /* phase mark: an evaluation pass ends */
 };
 
 enum rec_flag {
@@ -148,7 +152,7 @@ struct steptrace {
     uint32_t nnames, cap_names;
     name_cache_entry cache[NAME_CACHE];
 
-    span *sa, *sb, *tmp; /* scratch for finalizing, grown to the largest step */
+    span *sa, *sb, *sw, *tmp; /* scratch for finalizing, grown to the largest step */
     size_t cap_span;
     size_t ncomm; /* disjoint communication spans in sb, from step_overlap for step_gaps */
 };
@@ -358,8 +362,8 @@ static void attribute(steptrace *st, const rec *r)
         slot_push(st, s, r);
     else if (st->have_final && r->begin < st->final_end)
         st->tot.late++;
-    else
-        st->tot.outside++;
+    else if (r->cls < REC_EVAL_B)
+        st->tot.outside++; /* evaluation marks between steps are what they should be */
 }
 
 /* A step end moved the horizon: pending records before it find their step. */
@@ -406,10 +410,13 @@ static int grow_spans(steptrace *st, size_t n)
     span *b = realloc(st->sb, cap * sizeof *b);
     if (b)
         st->sb = b;
+    span *w = realloc(st->sw, cap * sizeof *w);
+    if (w)
+        st->sw = w;
     span *t = realloc(st->tmp, cap * sizeof *t);
     if (t)
         st->tmp = t;
-    if (!a || !b || !t)
+    if (!a || !b || !w || !t)
         return -1;
     st->cap_span = cap;
     return 0;
@@ -563,7 +570,87 @@ static uint64_t step_gaps(steptrace *st, const slot *s, uint64_t fp, uint64_t bp
     return sum;
 }
 
-/* Union of computation and of communication over [lo, hi], and their overlap. */
+/* a minus b (both sorted and disjoint) into out, which holds na + nb spans; returns the count. */
+static size_t span_minus(const span *a, size_t na, const span *b, size_t nb, span *out)
+{
+    size_t n = 0, j = 0;
+    for (size_t i = 0; i < na; i++) {
+        uint64_t cur = a[i].b;
+        while (j < nb && b[j].e <= cur)
+            j++;
+        for (size_t k = j; k < nb && b[k].b < a[i].e; k++) {
+            if (b[k].b > cur)
+                out[n++] = (span){cur, b[k].b, a[i].name};
+            if (b[k].e > cur)
+                cur = b[k].e;
+        }
+        if (cur < a[i].e)
+            out[n++] = (span){cur, a[i].e, a[i].name};
+    }
+    return n;
+}
+
+/* The part of [b, e] that the sorted, disjoint spans v cover. */
+static uint64_t covered(const span *v, size_t n, uint64_t b, uint64_t e)
+{
+    size_t at = 0;
+    return e > b ? covered_by(v, n, &at, b, e) : 0;
+}
+
+/* The evaluation passes in [lo, hi] from the step's marks, sorted and disjoint, into st->sa
+ * (st->tmp is scratch); returns the count. A pass open at either edge of the window runs to it. */
+static size_t eval_spans(steptrace *st, const slot *s, uint64_t lo, uint64_t hi)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->recs[i].cls >= REC_EVAL_B)
+            st->sa[n++] = (span){s->recs[i].begin, s->recs[i].begin, s->recs[i].cls};
+    sort_spans(st->sa, st->tmp, n);
+    size_t m = 0;
+    int open = 0;
+    uint64_t from = lo;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = st->sa[i].b < lo ? lo : st->sa[i].b > hi ? hi : st->sa[i].b;
+        if (st->sa[i].name == REC_EVAL_B) {
+            if (!open)
+                from = t;
+            open = 1;
+        } else if (open || m == 0) { /* an end with no begin: the pass began before lo */
+            if (t > from)
+                st->sa[m++] = (span){from, t, 0};
+            open = 0;
+            from = t;
+        }
+    }
+    if (open && hi > from)
+        st->sa[m++] = (span){from, hi, 0};
+    return m;
+}
+
+/* The split (model.h) from the step's communication-wait spans w (sorted, disjoint, nw): the
+ * evaluation passes first, then the wait after the forward start; the rest is interval,
+ * compute or tail by where it lies. */
+static void step_split(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, span *w, size_t nw,
+                       step_row *row)
+{
+    uint64_t fp = row->fp_start_ns, bp = row->bp_end_ns, ev;
+    size_t ne = eval_spans(st, s, lo, hi);
+    coalesce(st->sa, ne, &ev);
+    span *wait = w;
+    if (ne) {
+        nw = span_minus(w, nw, st->sa, ne, st->tmp);
+        wait = st->tmp;
+    }
+    uint64_t w_fpbp = covered(wait, nw, fp, bp), w_tail = covered(wait, nw, bp, hi);
+    row->eval_ns = ev;
+    row->interval_ns = fp - lo - covered(st->sa, ne, lo, fp);
+    row->comm_wait_ns = w_fpbp + w_tail;
+    row->compute_ns = bp - fp - covered(st->sa, ne, fp, bp) - w_fpbp;
+    row->tail_ns = hi - bp - covered(st->sa, ne, bp, hi) - w_tail;
+}
+
+/* Union of computation and of communication over [lo, hi], their overlap, and from them the
+ * split (step_split). */
 static void step_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, step_row *row)
 {
     int device = 0;
@@ -587,7 +674,7 @@ static void step_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t hi,
     sort_spans(st->sb, st->tmp, nb);
     nb = coalesce(st->sb, nb, &comm);
     uint64_t both = intersection(st->sa, na, st->sb, nb);
-    row->compute_ns = comp;
+    row->overlap_compute_ns = comp;
     row->comm_ns = comm;
     row->pure_comm_ns = comm - both;
     uint64_t busy = comp + comm - both;
@@ -595,23 +682,22 @@ static void step_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t hi,
     st->ncomm = nb;
 
     /* The wait: communication while nothing computes (see the file's comment). With device
-     * work that is the pure communication already found; on the host, the step's thread. */
-    if (device || !nb) {
-        row->comm_wait_ns = comm - both;
-        return;
+     * work, while no compute kernel runs; on the host, while the step's thread runs no op. */
+    if (!device && nb) {
+        na = 0;
+        for (uint32_t i = 0; i < s->n; i++) {
+            const rec *r = &s->recs[i];
+            uint64_t b = r->begin > lo ? r->begin : lo;
+            uint64_t e = r->end < hi ? r->end : hi;
+            if (e > b && r->cls == REC_HOST && r->tid == s->tid)
+                st->sa[na++] = (span){b, e, 0};
+        }
+        uint64_t thread_busy;
+        sort_spans(st->sa, st->tmp, na);
+        na = coalesce(st->sa, na, &thread_busy);
     }
-    na = 0;
-    for (uint32_t i = 0; i < s->n; i++) {
-        const rec *r = &s->recs[i];
-        uint64_t b = r->begin > lo ? r->begin : lo;
-        uint64_t e = r->end < hi ? r->end : hi;
-        if (e > b && r->cls == REC_HOST && r->tid == s->tid)
-            st->sa[na++] = (span){b, e, 0};
-    }
-    uint64_t thread_busy;
-    sort_spans(st->sa, st->tmp, na);
-    na = coalesce(st->sa, na, &thread_busy);
-    row->comm_wait_ns = comm - intersection(st->sa, na, st->sb, nb);
+    size_t nw = span_minus(st->sb, nb, st->sa, na, st->sw);
+    step_split(st, s, lo, hi, st->sw, nw, row);
 }
 
 enum { RANK_MARKS = 1, RANK_OPTION = 2, RANK_AUTO = 3, RANK_NONE = 4 };
@@ -640,7 +726,7 @@ static void step_phases(steptrace *st, slot *s, uint64_t lo, uint64_t hi, step_r
             have_bwd = 1;
             continue;
         }
-        if (r->flags & RF_CARRY)
+        if ((r->flags & RF_CARRY) || r->cls >= REC_EVAL_B)
             continue;
         if (r->cls == REC_COMM) {
             if (!have_comm || r->begin > last_comm)
@@ -766,8 +852,10 @@ static void step_phases(steptrace *st, slot *s, uint64_t lo, uint64_t hi, step_r
         bp = hi;
     row->fp_start_ns = fp;
     row->bp_end_ns = bp;
-    row->interval_ns = fp - lo;
     row->fpbp_ns = bp - fp;
+    /* The split before waits and evaluation are known (step_split refines it). */
+    row->interval_ns = fp - lo;
+    row->compute_ns = bp - fp;
     row->tail_ns = hi - bp;
 }
 
@@ -775,16 +863,18 @@ static void account_row(steptrace *st, const step_row *row)
 {
     step_totals *t = &st->tot;
     t->steps++;
-    t->interval_ns += row->interval_ns;
     t->fpbp_ns += row->fpbp_ns;
-    t->tail_ns += row->tail_ns;
     t->total_ns += row->total_ns;
+    t->interval_ns += row->interval_ns;
     t->compute_ns += row->compute_ns;
+    t->comm_wait_ns += row->comm_wait_ns;
+    t->tail_ns += row->tail_ns;
+    t->eval_ns += row->eval_ns;
+    t->overlap_compute_ns += row->overlap_compute_ns;
     t->comm_ns += row->comm_ns;
     t->pure_comm_ns += row->pure_comm_ns;
     t->free_ns += row->free_ns;
     t->gap_ns += row->gap_ns;
-    t->comm_wait_ns += row->comm_wait_ns;
     t->last_source = row->source;
 
     if (t->nslowest < 5 || row->total_ns > t->slowest_ns[4]) {
@@ -1059,7 +1149,10 @@ void steptrace_feed(steptrace *st, const ts_event *ev)
             add_rec(st, ev, REC_FWD, 0);
         else if (ev->aux == TS_PHASE_BACKWARD_END)
             add_rec(st, ev, REC_BWD, 0);
+        else if (ev->aux == TS_PHASE_EVAL_BEGIN)
+            add_rec(st, ev, REC_EVAL_B, 0);
         else if (ev->aux == TS_PHASE_EVAL_END) {
+            add_rec(st, ev, REC_EVAL_E, 0);
             st->eval_end[st->neval++ % WINDOW_STARTS] = ev->begin_ns;
             for (uint32_t i = 0; i < st->nopen; i++)
                 compute_lo(st, st->open[i]);
@@ -1131,6 +1224,7 @@ void steptrace_destroy(steptrace *st)
     free(st->name_flags);
     free(st->sa);
     free(st->sb);
+    free(st->sw);
     free(st->tmp);
     free(st);
 }

@@ -1,8 +1,8 @@
 /* panel_ranks: the job on this machine, one row per rank (MindInsight's cluster pages, in a
  * terminal): its state, step, the last and the average step split into interval, compute,
- * communication wait and tail, its event rate, drops and CPU, and the job rule's straggler. The
- * columns that fit are shown, the most telling first; the verdict follows the table in words.
- * Enter on a row makes that rank the one the other screens show (view.c). */
+ * communication wait and tail (and evaluation inside steps), its event rate, drops and CPU, and the
+ * job rule's straggler. The columns that fit are shown, the most telling first; the verdict follows
+ * the table in words. Enter on a row makes that rank the one the other screens show (view.c). */
 #include "tui_internal.h"
 
 #include <string.h>
@@ -24,6 +24,7 @@ enum col {
     COL_COMPUTE,
     COL_WAIT,
     COL_TAIL,
+    COL_EVAL,
     COL_EVENTS,
     COL_DROPS,
     COL_CPU,
@@ -54,6 +55,7 @@ static const struct column {
     [COL_COMPUTE] = {"COMPUTE", 10, 8, 0},
     [COL_WAIT] = {"COMM WAIT", 10, 7, 0},
     [COL_TAIL] = {"TAIL", 10, 11, 0},
+    [COL_EVAL] = {"EVAL", 10, 20, 0},
     [COL_EVENTS] = {"EVENTS/S", 9, 13, 0},
     [COL_DROPS] = {"DROPS", 7, 14, 0},
     [COL_CPU] = {"CPU%", 7, 12, 0},
@@ -101,11 +103,11 @@ static double duration_of(const rank_row *r, int k)
 {
     const double last[] = {r->last_total_ns, r->last_interval_ns, r->last_compute_ns,
                            r->last_wait_ns, r->last_tail_ns};
-    const double avg[] = {r->avg_total_ns, r->avg_interval_ns, r->avg_compute_ns, r->avg_wait_ns,
-                          r->avg_tail_ns};
+    const double avg[] = {r->avg_total_ns, r->avg_interval_ns, r->avg_compute_ns,
+                          r->avg_wait_ns,  r->avg_tail_ns,     r->avg_eval_ns};
     if (k >= COL_LAST && k <= COL_LAST_TAIL)
         return r->have_last ? last[k - COL_LAST] : -1;
-    if (k >= COL_AVG && k <= COL_TAIL)
+    if (k >= COL_AVG && k <= COL_EVAL)
         return r->steps ? avg[k - COL_AVG] : -1;
     return -1;
 }
@@ -175,6 +177,14 @@ static int verdict_lines(const ranks_table *t, canvas *c, rect r, int y)
     if (with < 2)
         return frame_wrap(c, r, y, 2, ROLE_DIM,
                           "straggler: no verdict until two ranks have finished steps");
+    if (!t->stragglers && t->unmeasured) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "stragglers: unknown: %zu rank%s recorded no communication, so waiting for "
+                 "another rank cannot be told from work (termsight.torch instruments DDP)",
+                 t->unmeasured, t->unmeasured == 1 ? "" : "s");
+        return frame_wrap(c, r, y, 2, ROLE_WARN, line);
+    }
     if (!t->stragglers)
         return frame_wrap(c, r, y, 2, ROLE_GOOD,
                           "stragglers: none: the ranks' busy times (step less communication "

@@ -1,6 +1,6 @@
 /* panel_steps: the step trace (seed 001 "Step Trace Analysis"): one stacked bar per recent step,
- * step interval at the bottom, forward+backward above it, the step tail on top, with the
- * average drawn as a line across and the run's slowest steps marked above their bars. */
+ * its split from the bottom up (interval, compute, communication wait, tail, evaluation), with
+ * the average drawn as a line across and the run's slowest steps marked above their bars. */
 #include "tui_internal.h"
 
 #include <math.h>
@@ -40,24 +40,34 @@ static void draw_bars(canvas *c, rect area, const step_row *rows, size_t n, int 
         int b3 = cells_of((double)s->total_ns, max, h);
         if (s->total_ns && !b3)
             b3 = 1;
-        int b1 = cells_of((double)s->interval_ns, max, h);
-        int b2 = cells_of((double)(s->interval_ns + s->fpbp_ns), max, h);
-        b1 = b1 > b3 ? b3 : b1;
-        b2 = b2 > b3 ? b3 : b2 < b1 ? b1 : b2;
+        /* Cumulative tops of the split's parts, bottom up, clamped to the bar. */
+        const uint64_t part[5] = {s->interval_ns, s->compute_ns, s->comm_wait_ns, s->tail_ns,
+                                  s->eval_ns};
+        const uint32_t part_glyph[5] = {g->interval, g->fpbp, g->wait, g->tail, g->eval};
+        static const int part_role[5] = {ROLE_INTERVAL, ROLE_FPBP, ROLE_WAIT, ROLE_TAIL, ROLE_EVAL};
+        int top[5];
+        double sum = 0;
+        for (int k = 0; k < 5; k++) {
+            sum += (double)part[k];
+            top[k] = cells_of(sum, max, h);
+            top[k] = top[k] > b3 ? b3 : top[k];
+        }
+        for (int k = 4; k >= 0; k--) { /* rounding: the last part present reaches the top */
+            top[k] = b3;
+            if (part[k])
+                break;
+        }
         int known = s->source != STEP_SOURCE_NONE;
         for (int k = 0; k < colw; k++) {
             int x = (int)i * colw + k;
             for (int level = 0; level < h; level++) {
                 int y = area.h - 1 - level;
                 if (level < b3) {
-                    uint32_t ch = !known       ? g->unknown
-                                  : level < b1 ? g->interval
-                                  : level < b2 ? g->fpbp
-                                               : g->tail;
-                    int role = !known       ? ROLE_DIM
-                               : level < b1 ? ROLE_INTERVAL
-                               : level < b2 ? ROLE_FPBP
-                                            : ROLE_TAIL;
+                    int at = 0;
+                    while (at < 4 && level >= top[at])
+                        at++;
+                    uint32_t ch = known ? part_glyph[at] : g->unknown;
+                    int role = known ? part_role[at] : ROLE_DIM;
                     canvas_put(c, area, y, x, ch, role);
                 }
                 /* The average crosses every bar, as a reference line does. */
@@ -83,13 +93,15 @@ static void draw_axis(canvas *c, rect r, int y, const step_row *rows, size_t n)
     canvas_str(c, r, y, r.w - rw, ROLE_DIM, right);
     /* The legend, in the longest form that fits between the step numbers. */
     int room = r.w - lw - rw - 2;
-    static const char *const names[2][5] = {{"interval", "fp+bp", "tail", "avg", "slowest"},
-                                            {"int", "fp+bp", "tail", "avg", "slow"}};
+    static const char *const names[2][7] = {
+        {"interval", "compute", "comm wait", "tail", "eval", "avg", "slowest"},
+        {"int", "comp", "wait", "tail", "eval", "avg", "slow"}};
     static const struct {
         int form, items;
-    } forms[] = {{0, 5}, {1, 5}, {1, 3}};
-    const uint32_t gl[5] = {g->interval, g->fpbp, g->tail, g->avg, g->slow};
-    const int roles[5] = {ROLE_INTERVAL, ROLE_FPBP, ROLE_TAIL, ROLE_AVG, ROLE_SLOW};
+    } forms[] = {{0, 7}, {1, 7}, {1, 4}};
+    const uint32_t gl[7] = {g->interval, g->fpbp, g->wait, g->tail, g->eval, g->avg, g->slow};
+    const int roles[7] = {ROLE_INTERVAL, ROLE_FPBP, ROLE_WAIT, ROLE_TAIL,
+                          ROLE_EVAL,     ROLE_AVG,  ROLE_SLOW};
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
         int need = 0;
         for (int i = 0; i < forms[f].items; i++)
@@ -112,23 +124,27 @@ static void draw_table(canvas *c, rect r, int y, const step_summary *ss)
     static const char *const source_text[] = {"not found (no ops in the steps)", "phase marks",
                                               "operator names given by option",
                                               "automatic (first op; op before the last comm)"};
-    char a[32], b[32], d[32], t[32];
+    char a[32], t[32];
     if (!ss->steps) {
         canvas_str(c, r, y, 1, ROLE_DIM, "no finished steps yet");
         return;
     }
     double tot = ss->avg_total_ns > 0 ? ss->avg_total_ns : 1;
-    format_duration(ss->avg_interval_ns, a, sizeof a);
-    format_duration(ss->avg_fpbp_ns, b, sizeof b);
-    format_duration(ss->avg_tail_ns, d, sizeof d);
-    format_duration(ss->avg_total_ns, t, sizeof t);
+    const struct {
+        const char *name;
+        double ns;
+    } part[5] = {{"interval", ss->avg_interval_ns},
+                 {"compute", ss->avg_compute_ns},
+                 {"comm wait", ss->avg_comm_wait_ns},
+                 {"tail", ss->avg_tail_ns},
+                 {"eval", ss->avg_eval_ns}};
     canvas_printf(c, r, y++, 1, ROLE_LABEL, "%-12s %12s %8s", "average", "time", "share");
-    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "interval", a,
-                  100 * ss->avg_interval_ns / tot);
-    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "fp+bp", b,
-                  100 * ss->avg_fpbp_ns / tot);
-    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", "tail", d,
-                  100 * ss->avg_tail_ns / tot);
+    for (int k = 0; k < 5; k++) {
+        format_duration(part[k].ns, a, sizeof a);
+        canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s %7.1f%%", part[k].name, a,
+                      100 * part[k].ns / tot);
+    }
+    format_duration(ss->avg_total_ns, t, sizeof t);
     canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s", "step", t);
     int x = 1;
     x += canvas_printf(c, r, y, x, ROLE_HEADER_KEY, "%llu steps, FP/BP from ",
@@ -148,12 +164,16 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
     step_summary ss = analysis_steps(p->a);
     char extra[160] = "";
     if (ss.steps) {
-        char t[32], a[32], b[32], d[32];
+        char t[32], a[32], b[32], w[32], d[32];
         format_duration(ss.avg_total_ns, t, sizeof t);
         format_duration(ss.avg_interval_ns, a, sizeof a);
-        format_duration(ss.avg_fpbp_ns, b, sizeof b);
+        format_duration(ss.avg_compute_ns, b, sizeof b);
+        format_duration(ss.avg_comm_wait_ns, w, sizeof w);
         format_duration(ss.avg_tail_ns, d, sizeof d);
-        int n = snprintf(extra, sizeof extra, "avg %s = %s + %s + %s", t, a, b, d);
+        int n =
+            ss.avg_comm_wait_ns > 0
+                ? snprintf(extra, sizeof extra, "avg %s = %s + %s + wait %s + %s", t, a, b, w, d)
+                : snprintf(extra, sizeof extra, "avg %s = %s + %s + %s", t, a, b, d);
         if (ss.slowest[0] && n > 0 && (size_t)n < sizeof extra) {
             format_duration((double)ss.slowest_ns[0], t, sizeof t);
             snprintf(extra + n, sizeof extra - (size_t)n, ", slowest #%llu %s",
@@ -164,7 +184,7 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
     }
     frame_title(c, r, "Step trace", extra);
 
-    int table_rows = full && r.h >= 20 ? 8 : 0;
+    int table_rows = full && r.h >= 22 ? 10 : 0;
     rect area = {r.y + 1, r.x, r.h - 2 - table_rows, r.w};
     if (area.h < 2)
         return;

@@ -40,6 +40,8 @@ void ranks_row_fill(rank_row *row, const source_status *st, const analysis *a)
     row->avg_compute_ns = ss.avg_compute_ns;
     row->avg_wait_ns = ss.avg_comm_wait_ns;
     row->avg_tail_ns = ss.avg_tail_ns;
+    row->avg_eval_ns = ss.avg_eval_ns;
+    row->avg_comm_ns = ss.avg_comm_ns;
     step_row last;
     if (analysis_recent_steps(a, &last, 1) == 1) {
         row->have_last = 1;
@@ -48,6 +50,7 @@ void ranks_row_fill(rank_row *row, const source_status *st, const analysis *a)
         row->last_compute_ns = (double)last.compute_ns;
         row->last_wait_ns = (double)last.comm_wait_ns;
         row->last_tail_ns = (double)last.tail_ns;
+        row->last_eval_ns = (double)last.eval_ns;
     }
     cpu_row c;
     row->cpu = analysis_cpu_recent(a, &c, 1) == 1 ? c.process_user + c.process_system : -1;
@@ -69,6 +72,9 @@ void ranks_verdict(ranks_table *t)
         t->row[i].straggler = 0;
         t->row[i].cause = NULL;
     }
+    t->unmeasured = 0;
+    for (size_t i = 0; i < n; i++)
+        t->unmeasured += t->row[i].steps > 0 && !(t->row[i].avg_comm_ns > 0);
     t->stragglers = job_stragglers(avg, n, out);
     for (size_t k = 0; k < t->stragglers; k++) {
         rank_row *r = &t->row[out[k].idx];

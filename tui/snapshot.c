@@ -122,10 +122,13 @@ static void json_steps(cJSON *o, const analysis *a, const source_status *st)
     for (size_t i = 0; recent && i < n; i++) {
         cJSON *e = cJSON_CreateObject();
         report_json_u64(e, "step", rows[i].step);
-        cJSON_AddNumberToObject(e, "interval_us", us((double)rows[i].interval_ns));
-        cJSON_AddNumberToObject(e, "fpbp_us", us((double)rows[i].fpbp_ns));
-        cJSON_AddNumberToObject(e, "tail_us", us((double)rows[i].tail_ns));
         cJSON_AddNumberToObject(e, "total_us", us((double)rows[i].total_ns));
+        cJSON_AddNumberToObject(e, "interval_us", us((double)rows[i].interval_ns));
+        cJSON_AddNumberToObject(e, "compute_us", us((double)rows[i].compute_ns));
+        cJSON_AddNumberToObject(e, "comm_wait_us", us((double)rows[i].comm_wait_ns));
+        cJSON_AddNumberToObject(e, "tail_us", us((double)rows[i].tail_ns));
+        cJSON_AddNumberToObject(e, "eval_us", us((double)rows[i].eval_ns));
+        cJSON_AddNumberToObject(e, "fpbp_us", us((double)rows[i].fpbp_ns));
         cJSON_AddItemToArray(recent, e);
     }
 }
@@ -255,7 +258,7 @@ static void json_timeline(cJSON *o, const panel_ctx *p)
 }
 
 static void json_split(cJSON *o, const char *key, double total, double interval, double compute,
-                       double wait, double tail)
+                       double wait, double tail, double eval)
 {
     cJSON *e = cJSON_AddObjectToObject(o, key);
     cJSON_AddNumberToObject(e, "total_us", us(total));
@@ -263,6 +266,7 @@ static void json_split(cJSON *o, const char *key, double total, double interval,
     cJSON_AddNumberToObject(e, "compute_us", us(compute));
     cJSON_AddNumberToObject(e, "comm_wait_us", us(wait));
     cJSON_AddNumberToObject(e, "tail_us", us(tail));
+    cJSON_AddNumberToObject(e, "eval_us", us(eval));
 }
 
 /* The job's ranks on this machine, when the session is a rank of one. */
@@ -288,15 +292,16 @@ static void json_job(cJSON *o, const ranks_table *t)
         report_json_u64(e, "steps", r->steps);
         if (r->have_last)
             json_split(e, "last", r->last_total_ns, r->last_interval_ns, r->last_compute_ns,
-                       r->last_wait_ns, r->last_tail_ns);
+                       r->last_wait_ns, r->last_tail_ns, r->last_eval_ns);
         if (r->steps)
             json_split(e, "avg", r->avg_total_ns, r->avg_interval_ns, r->avg_compute_ns,
-                       r->avg_wait_ns, r->avg_tail_ns);
+                       r->avg_wait_ns, r->avg_tail_ns, r->avg_eval_ns);
         cJSON_AddNumberToObject(e, "events_per_s", r->events_per_s);
         report_json_u64(e, "drops", r->drops);
         if (r->cpu >= 0)
             cJSON_AddNumberToObject(e, "cpu_percent", r->cpu);
         cJSON_AddBoolToObject(e, "straggler", r->straggler);
+        cJSON_AddBoolToObject(e, "comm_wait_measured", r->steps && r->avg_comm_ns > 0);
         cJSON_AddItemToArray(arr, e);
     }
     arr = cJSON_AddArrayToObject(j, "stragglers");

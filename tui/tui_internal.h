@@ -26,11 +26,12 @@
 typedef struct glyphs {
     int utf8;
     uint32_t hline, vline;
-    uint32_t interval, fpbp, tail, unknown; /* step bar parts; unknown: FP/BP not found */
-    uint32_t avg, slow;                     /* the average line, a slowest-step marker */
-    uint32_t shade[5];                      /* queue usage: 0-20 % .. 80-100 % */
-    uint32_t user, system, iowait, used;    /* gauge parts */
-    uint32_t edge, dense;                   /* timeline: a block's left edge; several ops */
+    uint32_t interval, fpbp, wait, tail, eval; /* step bar parts: the split (fpbp: compute) */
+    uint32_t unknown;                          /* a step whose FP/BP was not found */
+    uint32_t avg, slow;                        /* the average line, a slowest-step marker */
+    uint32_t shade[5];                         /* queue usage: 0-20 % .. 80-100 % */
+    uint32_t user, system, iowait, used;       /* gauge parts */
+    uint32_t edge, dense;                      /* timeline: a block's left edge; several ops */
     uint32_t ellipsis, selected, left, right, up, down;
 } glyphs;
 
@@ -61,7 +62,9 @@ enum role {
     ROLE_BAD,
     ROLE_INTERVAL, /* step bar parts */
     ROLE_FPBP,
+    ROLE_WAIT,
     ROLE_TAIL,
+    ROLE_EVAL,
     ROLE_AVG,
     ROLE_SLOW,
     ROLE_HEAT0, /* queue usage, empty .. full (five roles) */
@@ -313,7 +316,9 @@ typedef struct rank_row {
     uint64_t steps; /* steps finished */
     int have_last;  /* the last finished step's figures below are set */
     double last_total_ns, last_interval_ns, last_compute_ns, last_wait_ns, last_tail_ns;
-    double avg_total_ns, avg_interval_ns, avg_compute_ns, avg_wait_ns, avg_tail_ns;
+    double avg_total_ns, avg_interval_ns, avg_compute_ns, avg_wait_ns, avg_tail_ns, avg_eval_ns;
+    double last_eval_ns;
+    double avg_comm_ns; /* communication in flight per step: 0, its waits were not measured */
     double events_per_s;
     uint64_t drops;
     double cpu; /* the process's CPU at its last sample, percent of one CPU; < 0: no sample */
@@ -331,6 +336,7 @@ typedef struct ranks_table {
     size_t hidden; /* live sessions of the job beyond RANKS_MAX, not watched */
     int selected;  /* the row of the rank the other screens show */
     size_t stragglers;
+    size_t unmeasured; /* ranks with steps that recorded no communication */
     rank_row row[RANKS_MAX];
 } ranks_table;
 

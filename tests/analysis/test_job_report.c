@@ -36,6 +36,10 @@ typedef struct rank_spec {
     int unfinished;    /* its last collection window has no stop */
 } rank_spec;
 
+/* Set by a test: the ranks made next recorded no communication (summary's steps.avg_comm_us
+ * 0). */
+static int ranks_without_comm;
+
 static void make_rank(const char *job_dir, const rank_spec *s, int idx)
 {
     char name[256];
@@ -78,6 +82,8 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
     cJSON_AddNumberToObject(r, "start_ns", 5e9);
     cJSON_AddNumberToObject(r, "bytes_skipped", s->damaged);
     cJSON_AddNumberToObject(r, "chunks_skipped", s->damaged ? 1 : 0);
+    cJSON *st = cJSON_AddObjectToObject(root, "steps");
+    cJSON_AddNumberToObject(st, "avg_comm_us", ranks_without_comm ? 0 : s->wait + 500);
     cJSON *t = cJSON_AddObjectToObject(root, "time");
     cJSON_AddNumberToObject(t, "origin_ns", 5e9);
     cJSON *e = cJSON_AddObjectToObject(root, "events");
@@ -196,6 +202,31 @@ static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
     return j;
 }
 
+/* Every row of the job's job_step_trace.csv: interval + compute + comm_wait + tail + eval is
+ * the step within 1 us (the split is a partition). Returns the rows. */
+static int check_partition(const char *dir)
+{
+    char *p = path_join(dir, "job_step_trace.csv");
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_str_eq(line, "step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,"
+                           "tail_us,eval_us,busy_us\n");
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        double step, rank, total, interval, fpbp, compute, wait, tail, eval, busy;
+        ck_assert_int_eq(sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &step, &rank,
+                                &total, &interval, &fpbp, &compute, &wait, &tail, &eval, &busy),
+                         10);
+        ck_assert_msg(fabs(interval + compute + wait + tail + eval - total) <= 1, "%s", line);
+        rows++;
+    }
+    fclose(f);
+    free(p);
+    return rows;
+}
+
 /* Rank 2 waits 60 ms a step for data; ranks 0 and 1 wait as long for it in the all-reduce. */
 START_TEST(straggler_waiting_for_data)
 {
@@ -229,6 +260,7 @@ START_TEST(straggler_waiting_for_data)
     ck_assert_int_eq(cJSON_GetObjectItem(st, "aligned")->valueint, 20);
     ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "avg_skew_us")->valuedouble, 60000, 1);
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "warnings")), 0);
+    ck_assert_int_eq(check_partition(job_report_dir(j)), 60);
     /* The advisor's first suggestion: the straggler, and what to look at for data. */
     const cJSON *adv = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "advice"), 0);
     ck_assert_str_eq(cJSON_GetObjectItem(adv, "kind")->valuestring, "straggler");
@@ -273,6 +305,38 @@ START_TEST(straggler_computing)
     ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 0), "cause")->valuestring,
                      "compute");
     cJSON_Delete(root);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* The same job with no communication recorded (DDP not instrumented): every rank's step looks
+ * like work, so there is no verdict, and the report says why instead of "balanced". */
+START_TEST(ranks_without_communication)
+{
+    rank_spec s[] = {
+        {"j", 0, 2, 10, 1000, 90000, 0, 500, 2, 100, 0, 0, NULL, 0, NULL, 0},
+        {"j", 1, 2, 10, 61000, 30000, 0, 500, 2, 100.001, 0, 0, NULL, 0, NULL, 0},
+    };
+    char *dir;
+    ranks_without_comm = 1;
+    job_report *j = merge_specs(s, 2, &dir);
+    ranks_without_comm = 0;
+    cJSON *root = summary_of(job_report_dir(j));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "stragglers")), 0);
+    for (int r = 0; r < 2; r++)
+        ck_assert(!cJSON_IsTrue(cJSON_GetObjectItem(
+            cJSON_GetArrayItem(cJSON_GetObjectItem(root, "ranks"), r), "comm_wait_measured")));
+    const cJSON *w = cJSON_GetObjectItem(root, "warnings");
+    ck_assert_int_eq(cJSON_GetArraySize(w), 1);
+    ck_assert_ptr_nonnull(strstr(cJSON_GetArrayItem(w, 0)->valuestring,
+                                 "2 ranks of the job recorded no communication"));
+    cJSON_Delete(root);
+    char *txt = text_of(job_report_dir(j), "report.txt");
+    ck_assert_ptr_nonnull(strstr(txt, "stragglers: unknown: 2 ranks recorded no communication"));
+    ck_assert_ptr_null(strstr(txt, "balanced"));
+    free(txt);
+    ck_assert_int_eq(check_partition(job_report_dir(j)), 20);
     job_report_free(j);
     tmp_remove(dir);
 }
@@ -595,6 +659,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, straggler_waiting_for_data);
     tcase_add_test(tc, straggler_computing);
     tcase_add_test(tc, balanced_ranks);
+    tcase_add_test(tc, ranks_without_communication);
     tcase_add_test(tc, everyone_waits);
     tcase_add_test(tc, bad_ranks_left_out);
     tcase_add_test(tc, dead_ranks_named);

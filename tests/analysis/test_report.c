@@ -385,7 +385,7 @@ static const struct {
     {"op_type_statistics.csv", "type,count,total_us,self_us,avg_us,min_us,max_us,share_pct,flops"},
     {"kernel_statistics.csv", "kernel,op,count,total_us,avg_us,min_us,max_us,communication"},
     {"step_trace.csv", "step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,"
-                       "total_us,fp_op,bp_op,source,compute_us,comm_wait_us"},
+                       "total_us,fp_op,bp_op,source,compute_us,comm_wait_us,eval_us"},
     {"overlap.csv", "step,begin_us,end_us,total_us,compute_us,comm_us,pure_comm_us,free_us,gap_us"},
     {"data_queues.csv", "queue,role,producer,consumer,capacity,samples,avg_size,avg_usage_pct,"
                         "empty_pct,full_pct,verdict,bottleneck_op,finding,suggestion"},
@@ -460,7 +460,7 @@ START_TEST(test_html)
         rects++;
     ck_assert_uint_eq(rects, 6);
     ck_assert_ptr_nonnull(
-        strstr(html, "step 1: 1 ms = interval 100 us + forward/backward 600 us + tail 300 us"));
+        strstr(html, "step 1: 1 ms = interval 100 us + compute 600 us + tail 300 us"));
     static const char *const present[] = {"Default/net/Conv2D-op1",
                                           "Default/net/MatMul-op2",
                                           "batch,q",
@@ -544,11 +544,12 @@ START_TEST(test_step_rows)
     expect_row(&f, 1,
                (const char *[]){"1", "1000.000", "2000.000", "1100.000", "1700.000", "100.000",
                                 "600.000", "300.000", "1000.000", "Default/net/Conv2D-op1",
-                                "Default/net/MatMul-op2", "auto", "500.000", "0.000", NULL});
+                                "Default/net/MatMul-op2", "auto", "600.000", "0.000", "0.000",
+                                NULL});
     expect_row(&f, 2,
                (const char *[]){"2", "2000.000", "3000.000", "2100.000", "2400.000", "100.000",
                                 "300.000", "600.000", "1000.000", "Default/net/Conv2D-op1",
-                                WEIRD_CLEAN, "auto", "250.000", "0.000", NULL});
+                                WEIRD_CLEAN, "auto", "300.000", "0.000", "0.000", NULL});
     csv_free(&f);
     f = csv_read(dir, "overlap.csv");
     ck_assert_uint_eq(f.n, 1 + 2);

@@ -120,10 +120,10 @@ static analysis *analyse_in_order(golden *g, const analysis_config *base, const 
 
 typedef struct exp_row {
     uint64_t step, begin, end, fp, bp;
-    uint64_t interval, fpbp, tail, total;
+    uint64_t interval, fpbp, tail, total; /* tail: backward end to step end, as the seeds say */
     uint32_t source;
     const char *fp_op, *bp_op;
-    uint64_t compute, comm, pure, idle, gap;
+    uint64_t compute, comm, pure, idle, gap; /* compute: merged, as overlap.csv has it */
 } exp_row;
 
 static void check_row(const analysis *a, const step_row *r, const exp_row *e, const char *label)
@@ -140,9 +140,19 @@ static void check_row(const analysis *a, const step_row *r, const exp_row *e, co
     EQ_US(bp_end_ns, e->bp);
     EQ_US(interval_ns, e->interval);
     EQ_US(fpbp_ns, e->fpbp);
-    EQ_US(tail_ns, e->tail);
+    ck_assert_msg(r->end_ns - r->bp_end_ns == e->tail * US, "%s: step %llu: seeds' tail %llu ns",
+                  label, (unsigned long long)e->step,
+                  (unsigned long long)(r->end_ns - r->bp_end_ns));
     EQ_US(total_ns, e->total);
-    EQ_US(compute_ns, e->compute);
+    EQ_US(overlap_compute_ns, e->compute);
+    /* The split is a partition: its parts add up to the step, and compute and tail are the
+     * forward/backward and the seeds' tail less what waits or evaluates in them. */
+    ck_assert_msg(r->interval_ns + r->compute_ns + r->comm_wait_ns + r->tail_ns + r->eval_ns ==
+                      r->total_ns,
+                  "%s: step %llu: the split does not add up", label, (unsigned long long)e->step);
+    ck_assert_msg(r->compute_ns <= r->fpbp_ns && r->tail_ns <= e->tail * US,
+                  "%s: step %llu: compute or tail past its phase", label,
+                  (unsigned long long)e->step);
     EQ_US(comm_ns, e->comm);
     EQ_US(pure_comm_ns, e->pure);
     EQ_US(free_ns, e->idle);
@@ -239,7 +249,7 @@ START_TEST(test_marks)
     ck_assert_double_eq(s.avg_fpbp_ns, 640.0 * US);
     ck_assert_double_eq(s.avg_tail_ns, 250.0 * US);
     ck_assert_double_eq(s.avg_total_ns, 1050.0 * US);
-    ck_assert_double_eq(s.avg_compute_ns, 810.0 * US);
+    ck_assert_double_eq(s.avg_overlap_compute_ns, 810.0 * US);
     ck_assert_double_eq(s.avg_comm_ns, 0.0);
     ck_assert_double_eq(s.avg_pure_comm_ns, 0.0);
     ck_assert_double_eq(s.avg_free_ns, 240.0 * US);
@@ -486,7 +496,7 @@ START_TEST(test_auto_with_communication)
     step_summary s = analysis_steps(a);
     /* (600+580)/2 = 590 computation, 250/2 = 125 communication, 90/2 = 45 pure, (310+420)/2 =
      * 365 free. */
-    ck_assert_double_eq(s.avg_compute_ns, 590.0 * US);
+    ck_assert_double_eq(s.avg_overlap_compute_ns, 590.0 * US);
     ck_assert_double_eq(s.avg_comm_ns, 125.0 * US);
     ck_assert_double_eq(s.avg_pure_comm_ns, 45.0 * US);
     ck_assert_double_eq(s.avg_free_ns, 365.0 * US);
@@ -615,12 +625,13 @@ START_TEST(test_overlap_cases)
         ck_assert_uint_eq(cap.n, nsteps);
         for (size_t s = 0; s < nsteps; s++) {
             const step_row *r = &cap.rows[s];
-            ck_assert_msg(r->compute_ns == c->compute[s] * US && r->comm_ns == c->comm[s] * US &&
-                              r->pure_comm_ns == c->pure[s] * US && r->free_ns == c->idle[s] * US,
+            ck_assert_msg(r->overlap_compute_ns == c->compute[s] * US &&
+                              r->comm_ns == c->comm[s] * US && r->pure_comm_ns == c->pure[s] * US &&
+                              r->free_ns == c->idle[s] * US,
                           "%s, %s, step %zu: compute %llu comm %llu pure %llu free %llu ns",
-                          c->label, orders[o].label, s + 1, (unsigned long long)r->compute_ns,
-                          (unsigned long long)r->comm_ns, (unsigned long long)r->pure_comm_ns,
-                          (unsigned long long)r->free_ns);
+                          c->label, orders[o].label, s + 1,
+                          (unsigned long long)r->overlap_compute_ns, (unsigned long long)r->comm_ns,
+                          (unsigned long long)r->pure_comm_ns, (unsigned long long)r->free_ns);
         }
         analysis_destroy(a);
     }
@@ -630,7 +641,7 @@ END_TEST
 
 /* ---- Communication wait ------------------------------------------------------------------ */
 
-enum { W_OP, W_OP_OTHER, W_FETCH, W_COMM_OP, W_COMM_RANGE, W_KERNEL, W_NCCL };
+enum { W_OP, W_OP_OTHER, W_FETCH, W_COMM_OP, W_COMM_RANGE, W_KERNEL, W_NCCL, W_FWD, W_BWD, W_EVAL };
 
 typedef struct wait_case {
     const char *label;
@@ -677,41 +688,56 @@ static const wait_case wait_cases[] = {
     {"device", {{W_KERNEL, 200, 300}, {W_NCCL, 250, 400}, {W_OP, 150, 500}}, 3, 100, 0, 100},
 };
 
+/* One piece of a wait or split case: thread 1 trains (its ops and marks), thread 2 is another
+ * thread, thread 3 saw the communication complete. */
+static void add_piece(golden *g, const piece *p)
+{
+    ts_event *e = NULL;
+    switch (p->what) {
+    case W_OP:
+        golden_op(g, 1, "op", NULL, p->b, p->e, 0);
+        break;
+    case W_OP_OTHER:
+        golden_op(g, 2, "other", NULL, p->b, p->e, 0);
+        break;
+    case W_FETCH:
+        golden_op(g, 1, "DataLoader.__next__", NULL, p->b, p->e, 0);
+        break;
+    case W_COMM_OP:
+        e = golden_op(g, 3, "DDP/bucket0/allreduce", NULL, p->b, p->e, 0);
+        e->kind = TS_KIND_COMM_OP;
+        e->flags = TS_EF_COMM;
+        break;
+    case W_COMM_RANGE:
+        golden_op(g, 1, "c10d::allreduce_", NULL, p->b, p->e, 0)->flags = TS_EF_COMM;
+        break;
+    case W_KERNEL:
+        golden_kernel(g, 0, 7, "gemm", NULL, p->b, p->e, 0);
+        break;
+    case W_NCCL:
+        golden_kernel(g, 0, 8, "nccl", NULL, p->b, p->e, 1);
+        break;
+    case W_FWD:
+        golden_phase(g, 1, TS_PHASE_FORWARD_START, p->b);
+        break;
+    case W_BWD:
+        golden_phase(g, 1, TS_PHASE_BACKWARD_END, p->b);
+        break;
+    case W_EVAL:
+        golden_phase(g, 1, TS_PHASE_EVAL_BEGIN, p->b);
+        golden_phase(g, 1, TS_PHASE_EVAL_END, p->e);
+        break;
+    }
+}
+
 START_TEST(test_comm_wait_cases)
 {
     const wait_case *c = &wait_cases[_i];
     golden g;
     golden_init(&g);
     golden_step(&g, 1, 1, 100, 600);
-    for (size_t i = 0; i < c->np; i++) {
-        const piece *p = &c->p[i];
-        ts_event *e = NULL;
-        switch (p->what) {
-        case W_OP:
-            golden_op(&g, 1, "op", NULL, p->b, p->e, 0);
-            break;
-        case W_OP_OTHER:
-            golden_op(&g, 2, "other", NULL, p->b, p->e, 0);
-            break;
-        case W_FETCH:
-            golden_op(&g, 1, "DataLoader.__next__", NULL, p->b, p->e, 0);
-            break;
-        case W_COMM_OP:
-            e = golden_op(&g, 3, "DDP/bucket0/allreduce", NULL, p->b, p->e, 0);
-            e->kind = TS_KIND_COMM_OP;
-            e->flags = TS_EF_COMM;
-            break;
-        case W_COMM_RANGE:
-            golden_op(&g, 1, "c10d::allreduce_", NULL, p->b, p->e, 0)->flags = TS_EF_COMM;
-            break;
-        case W_KERNEL:
-            golden_kernel(&g, 0, 7, "gemm", NULL, p->b, p->e, 0);
-            break;
-        case W_NCCL:
-            golden_kernel(&g, 0, 8, "nccl", NULL, p->b, p->e, 1);
-            break;
-        }
-    }
+    for (size_t i = 0; i < c->np; i++)
+        add_piece(&g, &c->p[i]);
     for (size_t o = 0; o < N_ORDERS; o++) {
         capture cap;
         analysis_sink sink;
@@ -725,8 +751,132 @@ START_TEST(test_comm_wait_cases)
                       (unsigned long long)r->gap_ns, (unsigned long long)r->pure_comm_ns,
                       (unsigned long long)c->wait, (unsigned long long)c->gap,
                       (unsigned long long)c->pure);
+        ck_assert_uint_eq(r->interval_ns + r->compute_ns + r->comm_wait_ns + r->tail_ns +
+                              r->eval_ns,
+                          r->total_ns);
         step_summary s = analysis_steps(a);
         ck_assert_double_eq(s.avg_comm_wait_ns, (double)(c->wait * US));
+        analysis_destroy(a);
+    }
+    golden_free(&g);
+}
+END_TEST
+
+/* ---- The split ---------------------------------------------------------------------------- */
+
+typedef struct split_case {
+    const char *label;
+    piece p[6];
+    size_t np;
+    uint64_t interval, compute, wait, tail, eval; /* us, adding up to the step [100, 600] */
+} split_case;
+
+static const split_case split_cases[] = {
+    /* A rank waiting for a slower one (DDP): forward/backward [150,300], the all-reduce in
+     * flight [280,500], the optimizer [500,550]. The wait [300,500] lies in the seeds' tail
+     * [300,600] and is taken out of it. */
+    {"waits in the tail",
+     {{W_FWD, 150, 150},
+      {W_OP, 150, 300},
+      {W_BWD, 300, 300},
+      {W_COMM_OP, 280, 500},
+      {W_OP, 500, 550}},
+     5,
+     50,
+     150,
+     200,
+     100,
+     0},
+    /* The slow rank's data wait [100,400] is interval, never compute, though the fetch is a
+     * host op that the overlap counts as computation. */
+    {"data wait is not compute",
+     {{W_FETCH, 100, 400}, {W_FWD, 400, 400}, {W_OP, 400, 500}, {W_BWD, 500, 500}},
+     4,
+     300,
+     100,
+     0,
+     100,
+     0},
+    /* A wait inside forward/backward (no op between [200,260] while a collective is in flight)
+     * is taken out of compute. */
+    {"waits in backward",
+     {{W_FWD, 150, 150},
+      {W_OP, 150, 200},
+      {W_OP, 260, 400},
+      {W_BWD, 400, 400},
+      {W_COMM_OP, 190, 270}},
+     5,
+     50,
+     190,
+     60,
+     200,
+     0},
+    /* An evaluation pass [400,550] inside the step, a collective in flight during it: the pass
+     * is eval, the collective's time in it no wait. */
+    {"evaluation inside",
+     {{W_FWD, 150, 150},
+      {W_OP, 150, 300},
+      {W_BWD, 300, 300},
+      {W_EVAL, 400, 550},
+      {W_COMM_OP, 420, 480}},
+     5,
+     50,
+     150,
+     0,
+     150,
+     150},
+    /* A collective in flight before the forward start is interval (the step has not begun its
+     * work), not a communication wait. */
+    {"comm before forward",
+     {{W_COMM_OP, 100, 200}, {W_FWD, 200, 200}, {W_OP, 200, 500}, {W_BWD, 500, 500}},
+     4,
+     100,
+     300,
+     0,
+     100,
+     0},
+    /* Device work: forward/backward [150,450], compute kernels [150,250] and [350,450], the
+     * all-reduce kernel [250,350] with no compute kernel beside it: a wait of 100 in it. */
+    {"device",
+     {{W_FWD, 150, 150},
+      {W_KERNEL, 150, 250},
+      {W_NCCL, 250, 350},
+      {W_KERNEL, 350, 450},
+      {W_BWD, 450, 450}},
+     5,
+     50,
+     200,
+     100,
+     150,
+     0},
+};
+
+START_TEST(test_split_cases)
+{
+    const split_case *c = &split_cases[_i];
+    golden g;
+    golden_init(&g);
+    golden_step(&g, 1, 1, 100, 600);
+    for (size_t i = 0; i < c->np; i++)
+        add_piece(&g, &c->p[i]);
+    for (size_t o = 0; o < N_ORDERS; o++) {
+        capture cap;
+        analysis_sink sink;
+        analysis *a = analyse_in_order(&g, NULL, &orders[o], &cap, &sink);
+        ck_assert_uint_eq(cap.n, 1);
+        const step_row *r = &cap.rows[0];
+        ck_assert_msg(r->interval_ns == c->interval * US && r->compute_ns == c->compute * US &&
+                          r->comm_wait_ns == c->wait * US && r->tail_ns == c->tail * US &&
+                          r->eval_ns == c->eval * US,
+                      "%s, %s: interval %llu compute %llu wait %llu tail %llu eval %llu ns",
+                      c->label, orders[o].label, (unsigned long long)r->interval_ns,
+                      (unsigned long long)r->compute_ns, (unsigned long long)r->comm_wait_ns,
+                      (unsigned long long)r->tail_ns, (unsigned long long)r->eval_ns);
+        ck_assert_uint_eq(r->total_ns, 500 * US);
+        step_summary s = analysis_steps(a);
+        ck_assert_double_eq(s.avg_interval_ns + s.avg_compute_ns + s.avg_comm_wait_ns +
+                                s.avg_tail_ns + s.avg_eval_ns,
+                            s.avg_total_ns);
         analysis_destroy(a);
     }
     golden_free(&g);
@@ -849,7 +999,7 @@ START_TEST(test_live_finish)
     ck_assert_uint_eq(cap.out_of_order, 0);
     ck_assert_uint_eq(cap.rows[2].step, 3);
     ck_assert_uint_eq(cap.rows[2].begin_ns, 2200 * US);
-    ck_assert_uint_eq(cap.rows[2].compute_ns, 190 * US);
+    ck_assert_uint_eq(cap.rows[2].overlap_compute_ns, 190 * US);
     ck_assert_uint_eq(cap.rows[2].fp_start_ns, 2310 * US);
     check_row(a, &cap.rows[0], &marks_rows[0], "live");
     check_row(a, &cap.rows[1], &marks_rows[1], "live");
@@ -926,7 +1076,7 @@ static void count_step(void *ctx, const step_row *row)
     /* Each step: FP 100 (fwd), BP 900 (bwd): interval 100 (from the previous end), fpbp 800,
      * tail 100; computation = the kernel, 400; gap (400,450) 50. Step 1 starts at its begin. */
     if (row->total_ns != 1000 * US || row->interval_ns != 100 * US || row->fpbp_ns != 800 * US ||
-        row->gap_ns != 50 * US || row->compute_ns != 400 * US)
+        row->gap_ns != 50 * US || row->overlap_compute_ns != 400 * US)
         c->bad++;
 }
 
@@ -983,7 +1133,7 @@ START_TEST(test_long_run)
     step_summary s = analysis_steps(a);
     ck_assert_uint_eq(s.steps, steps);
     ck_assert_double_eq(s.avg_total_ns, 1000.0 * US);
-    ck_assert_double_eq(s.avg_compute_ns, 400.0 * US);
+    ck_assert_double_eq(s.avg_overlap_compute_ns, 400.0 * US);
 
     /* A kernel for step 1, long finalized, arrives now: counted as late, not re-attributed,
      * and nothing is handed to the sink again. */
@@ -998,7 +1148,7 @@ START_TEST(test_long_run)
     ck_assert_uint_eq(cnt.calls, steps);
     uint64_t late_before = s.late_events;
     s = analysis_steps(a);
-    ck_assert_double_eq(s.avg_compute_ns, 400.0 * US);
+    ck_assert_double_eq(s.avg_overlap_compute_ns, 400.0 * US);
     ck_assert_uint_eq(s.late_events, late_before + 1);
     analysis_destroy(a);
     golden_free(&g);
@@ -1027,7 +1177,7 @@ START_TEST(test_long_run_very_late_kernels)
     step_summary s = analysis_steps(a);
     /* Every kernel came after its step was finalized (100 steps late, 64 open at most): no step
      * saw device work, so computation is its host ops, 300 + 450 = 750. */
-    ck_assert_double_eq(s.avg_compute_ns, 750.0 * US);
+    ck_assert_double_eq(s.avg_overlap_compute_ns, 750.0 * US);
     analysis_destroy(a);
     golden_free(&g);
 }
@@ -1204,6 +1354,7 @@ int main(void)
     tcase_add_test(tc, test_auto_with_communication);
     tcase_add_loop_test(tc, test_overlap_cases, 0,
                         (int)(sizeof overlap_cases / sizeof overlap_cases[0]));
+    tcase_add_loop_test(tc, test_split_cases, 0, sizeof split_cases / sizeof split_cases[0]);
     tcase_add_loop_test(tc, test_comm_wait_cases, 0,
                         (int)(sizeof wait_cases / sizeof wait_cases[0]));
     tcase_add_test(tc, test_windows);

@@ -393,7 +393,7 @@ static const struct damage {
     {"magic", D_SET, F(magic), 0x5453454753495355ll, "bad magic"},
     {"magic zero", D_SET, F(magic), 0, "bad magic"},
     {"byte order swapped", D_SET, F(endian), 0x04030201, "byte order"},
-    {"major version 5", D_SET, F(major), 5, "layout version 5"},
+    {"major version 6", D_SET, F(major), 6, "layout version 6"},
     {"major version 3", D_SET, F(major), 3, "layout version 3"},
     {"major version 0", D_SET, F(major), 0, "layout version 0"},
     {"header size smaller", D_SET, F(header_size), HDR - 8, "header size"},

@@ -5,6 +5,7 @@ TERMSIGHT_TEST_TMP (a folder for temporary files; else the system's), PYTHONPATH
 Everything that opens a session runs in a fresh interpreter (one session per process).
 """
 
+import csv
 import json
 import os
 import re
@@ -51,6 +52,48 @@ def dump(folder):
     return events
 
 
+SPLIT = ("interval_us", "compute_us", "comm_wait_us", "tail_us", "eval_us")
+
+
+def split_errors(root):
+    """Every step the reports under root hold, checked for the split's promise: interval +
+    compute + communication wait + tail + evaluation = the step, within 1 us. Per step in
+    step_trace.csv and job_step_trace.csv, on average in summary.json and ranks.csv. Returns
+    the steps that break it, as text."""
+    bad = []
+
+    def check(where, total, parts):
+        if abs(sum(parts) - total) > 1.0:
+            bad.append("%s: %s = %.3f, the step %.3f" % (where, "+".join("%.3f" % p for p in parts),
+                                                        sum(parts), total))
+
+    def rows(path, total_key):
+        with open(path, newline="") as f:
+            for i, row in enumerate(csv.DictReader(f)):
+                if total_key in row and all(k in row for k in SPLIT):
+                    check("%s row %d" % (path, i + 1), float(row[total_key]),
+                          [float(row[k]) for k in SPLIT])
+
+    for folder, _, files in os.walk(root):
+        if "step_trace.csv" in files:
+            rows(os.path.join(folder, "step_trace.csv"), "total_us")
+        if "job_step_trace.csv" in files:
+            rows(os.path.join(folder, "job_step_trace.csv"), "total_us")
+        if "ranks.csv" in files:
+            with open(os.path.join(folder, "ranks.csv"), newline="") as f:
+                for row in csv.DictReader(f):
+                    if int(row["steps"]):
+                        check("%s rank %s" % (folder, row["rank"]), float(row["avg_step_us"]),
+                              [float(row["avg_" + k]) for k in SPLIT])
+        if "summary.json" in files:
+            with open(os.path.join(folder, "summary.json")) as f:
+                st = json.load(f).get("steps")
+            if isinstance(st, dict) and st.get("count"):
+                check(folder + "/summary.json", st["avg_total_us"],
+                      [st["avg_" + k] for k in SPLIT])
+    return bad
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         base = os.environ.get("TERMSIGHT_TEST_TMP") or None
@@ -58,6 +101,8 @@ class Base(unittest.TestCase):
             os.makedirs(base, exist_ok=True)
         self.tmp = tempfile.mkdtemp(prefix="pybinding-", dir=base)
         self.addCleanup(shutil.rmtree, self.tmp, True)
+        # Runs before the folder is removed: every report a test wrote keeps the split's promise.
+        self.addCleanup(lambda: self.assertEqual(split_errors(self.tmp), []))
 
     def child(self, code, env=None, expect_rc=0):
         """Runs code in a fresh interpreter (cwd self.tmp, `out` = a fresh output folder);

@@ -259,7 +259,7 @@ START_TEST(test_steps_bars)
     canvas_line(&c, 2, line, sizeof line);
     ck_assert_int_eq(line[x], '#'); /* the tallest bar reaches the top (its tail rounds away) */
     ck_assert(line[x + 1] == ' ' || line[x + 1] == 0);
-    /* Bottom to top: interval, fp+bp, tail, for a regular step too. */
+    /* Bottom to top: interval, compute, tail, for a regular step too. */
     int bottom = 12 - 2;
     ck_assert_int_eq(canvas_role_at(&c, bottom, 0), ROLE_FPBP); /* interval 0.1 of 3.5 ms */
     canvas_line(&c, bottom, line, sizeof line);
@@ -288,10 +288,11 @@ START_TEST(test_steps_full_table_and_scroll)
     canvas c = {0};
     draw_panel(&r, &v, &c, PANEL_STEPS, 30, 100, 1, &glyphs_utf8);
     ck_assert_canvas_has(&c, "interval");
-    ck_assert_canvas_has(&c, "fp+bp");
+    ck_assert_canvas_has(&c, "compute");
+    ck_assert_canvas_has(&c, "comm wait");
     ck_assert_canvas_has(&c, "FP/BP from phase marks");
     ck_assert_canvas_has(&c, "slowest #7");
-    ck_assert_canvas_has(&c, "\xe2\x96\x88"); /* █: forward+backward */
+    ck_assert_canvas_has(&c, "\xe2\x96\x88"); /* █: compute */
     ck_assert_canvas_has(&c, "\xe2\x96\xbc"); /* ▼: the slowest */
     /* Narrow: fewer steps fit; Left scrolls back, End returns. */
     draw_panel(&r, &v, &c, PANEL_STEPS, 30, 10, 1, &glyphs_ascii);
