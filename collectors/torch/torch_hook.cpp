@@ -17,13 +17,18 @@
  * - record_function blocks (the user's labels, Optimizer.step#SGD.step) as ranges typed
  *   "record_function", except the DataLoader's own block, whose wait termsight.torch records
  *   itself: that block and everything in it (collate in the main process) is left out;
- * - collective operators (c10d::) as communication, never computation.
+ * - collective operators (c10d::) as communication, never computation: from the call to the
+ *   completion of the Work it returns once termsight_torch_track_comm(1) asked for it (the
+ *   operator itself only queues the collective; the Work's future completes on the backend's
+ *   thread, which records it, in C++: no Python runs there), else for the call alone.
  * The module path comes from termsight.torch's module hooks (scope_push/scope_pop).
  *
  * No allocation on the path of an operator seen before: names are interned once per thread and
  * session into a fixed table; a thread's open operators are a fixed stack. */
 
+#include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -160,7 +165,11 @@ std::atomic<uint64_t> generation{1};
 std::atomic<uint64_t> recorded{0};
 std::mutex install_lock;
 bool installed;
-at::CallbackHandle handle;
+/* Two registrations of the same callbacks, one enabled at a time: handle_outputs also has
+ * PyTorch keep each operator's outputs, which the collectives' completion needs (their Work)
+ * and which costs every operator a little, so it is used only once asked for. */
+at::CallbackHandle handle, handle_outputs;
+int track_comm; /* under install_lock: use handle_outputs */
 termsight_session *last_session;
 
 bool starts(const char *s, const char *prefix)
@@ -182,6 +191,56 @@ action classify(const at::RecordFunction &fn, const char *name)
     if (starts(name, "c10d::"))
         return A_COMM;
     return A_RANGE;
+}
+
+/* The bytes of a collective's result (a tensor or a list of them), 0 when it is neither. */
+uint64_t result_bytes(const c10::IValue &v)
+{
+    uint64_t n = 0;
+    if (v.isTensor())
+        return (uint64_t)v.toTensor().nbytes();
+    if (v.isTensorList())
+        for (const at::Tensor &t : v.toTensorList().vec())
+            n += (uint64_t)t.nbytes();
+    else if (v.isList())
+        for (const c10::IValue &e : v.toListRef())
+            if (e.isTensor())
+                n += (uint64_t)e.toTensor().nbytes();
+    return n;
+}
+
+/* When fn (a collective that just returned) handed back a Work whose future is still running,
+ * its completion records the communication [t0, completion] on the thread that completes it;
+ * returns whether it will. */
+bool complete_later(const at::RecordFunction &fn, uint32_t name_id, uint32_t type_id, uint64_t t0)
+{
+    for (const c10::IValue &out : fn.outputs()) {
+        if (!out.isCustomClass())
+            continue;
+        c10::intrusive_ptr<c10d::Work> work;
+        try {
+            work = out.toCustomClass<c10d::Work>();
+        } catch (...) {
+            continue; /* another custom class */
+        }
+        c10::intrusive_ptr<c10::ivalue::Future> fut;
+        if (work)
+            fut = work->getFuture();
+        if (!fut || fut->completed())
+            return false;
+        fut->addCallback([name_id, type_id, t0](c10::ivalue::Future &f) {
+            uint64_t end = termsight_now_ns();
+            uint64_t bytes = 0;
+            try {
+                if (!f.hasError())
+                    bytes = result_bytes(f.constValue());
+            } catch (...) {
+            }
+            termsight_comm_complete(name_id, type_id, t0, end, bytes);
+        });
+        return true;
+    }
+    return false;
 }
 
 /* The (name, type) ids of name in scope, interned for this session, and what to do with it. */
@@ -242,7 +301,9 @@ void start(const at::RecordFunction &fn)
     if (!name)
         return;
     uint32_t scope = t->scope();
-    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    if (starts(name, "c10d::")) {
+        scope = 0; /* a collective belongs to no module, wherever autograd issued it */
+    } else if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
         /* A backward node runs outside every module: its module is its forward's. */
         uint32_t fwd = seq_module(fn.seqNr());
         if (fwd && t->nscopes < kDepth) {
@@ -284,13 +345,20 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     return nullptr;
 }
 
-void finish(thread_state *t, const open_op &o)
+/* Ends o; fn is o's RecordFunction when o is the operator ending now, else NULL. */
+void finish(thread_state *t, const open_op &o, const at::RecordFunction *fn)
 {
     switch (o.act) {
     case A_RANGE:
         termsight_range_end();
         break;
     case A_COMM:
+        try {
+            if (fn && complete_later(*fn, o.name_id, o.type_id, o.t0))
+                break;
+        } catch (...) {
+            /* No memory for the callback: the call alone is recorded. */
+        }
         termsight_comm_complete(o.name_id, o.type_id, o.t0, termsight_now_ns(), 0);
         break;
     case A_SKIP:
@@ -318,7 +386,7 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     if (at == floor)
         return;
     while (t->nops >= at) {
-        finish(t, t->ops[t->nops - 1]);
+        finish(t, t->ops[t->nops - 1], t->nops == at ? &fn : nullptr);
         t->nops--;
     }
 }
@@ -346,14 +414,17 @@ TS_EXPORT int termsight_torch_install(void)
     if (installed)
         return 0;
     try {
-        handle = at::addGlobalCallback(
-            at::RecordFunctionCallback(on_start, on_end)
-                .needsInputs(false)
-                .needsOutputs(false)
-                .needsIds(false)
-                .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                         at::RecordScope::USER_SCOPE}));
-        at::disableCallback(handle);
+        for (int outputs = 0; outputs < 2; outputs++) {
+            at::CallbackHandle h = at::addGlobalCallback(
+                at::RecordFunctionCallback(on_start, on_end)
+                    .needsInputs(false)
+                    .needsOutputs(outputs != 0)
+                    .needsIds(false)
+                    .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                             at::RecordScope::USER_SCOPE}));
+            at::disableCallback(h);
+            (outputs ? handle_outputs : handle) = h;
+        }
     } catch (...) {
         return -1;
     }
@@ -379,12 +450,31 @@ TS_EXPORT int termsight_torch_enable(int on)
     int was = enabled.load(std::memory_order_relaxed);
     on = on ? 1 : 0;
     if (on != was) {
+        at::CallbackHandle h = track_comm ? handle_outputs : handle;
         if (on)
-            at::reenableCallback(handle);
+            at::reenableCallback(h);
         else
-            at::disableCallback(handle);
+            at::disableCallback(h);
         enabled.store(on, std::memory_order_relaxed);
     }
+    return was;
+}
+
+/* Collectives recorded to their completion (nonzero: what a distributed program wants; the
+ * price is PyTorch keeping every operator's outputs while recording) or for their call alone.
+ * Returns the previous setting. */
+TS_EXPORT int termsight_torch_track_comm(int on)
+{
+    std::lock_guard<std::mutex> g(install_lock);
+    if (!installed)
+        return 0;
+    int was = track_comm;
+    on = on ? 1 : 0;
+    if (on != was && enabled.load(std::memory_order_relaxed)) {
+        at::reenableCallback(on ? handle_outputs : handle);
+        at::disableCallback(on ? handle : handle_outputs);
+    }
+    track_comm = on;
     return was;
 }
 

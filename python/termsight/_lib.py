@@ -198,6 +198,7 @@ _TORCH_HOOK_PROTOTYPES = {
     "termsight_torch_scope_push": (None, [_U32]),
     "termsight_torch_scope_pop": (None, []),
     "termsight_torch_recorded": (_U64, []),
+    "termsight_torch_track_comm": (ctypes.c_int, [ctypes.c_int]),
 }
 _torch_hook = None
 _torch_hook_tried = []  # why it was not loaded, once looked for

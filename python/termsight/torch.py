@@ -40,8 +40,10 @@ gradients summed over the ranks and divided by the world size); a model that has
 own keeps it (a warning says how to wrap it: model.register_comm_hook(state,
 ddp_comm_hook(my_hook))). The step trace then counts the time a step waits for the all-reduce
 (comm_wait_us): on a rank that waits for a slower one, the wait for that rank. The collective
-operators the dispatch mode sees ("c10d::allreduce_", "c10d::broadcast_", ...: only the issue of
-the collective, its wait comes later) are recorded as communication too, never as computation.
+operators ("c10d::allreduce_", "c10d::broadcast_", ...) are recorded as communication too, never
+as computation: with the native hook from their call to the completion of the Work they return
+(track_collectives(): the script's own collectives, and DDP's under auto(), which installs no
+comm hook), else their call alone (the wait comes later).
 
 Without a Profiler (no session), steps() just yields the batches. ops() alone is a context
 manager for code outside steps() (an evaluation loop, say). auto() does all of it for a script
@@ -57,7 +59,7 @@ import weakref
 from . import _lib
 
 __all__ = ["steps", "ops", "auto", "module_names", "prefetch_depth", "ddp_comm_hook",
-           "instrument_ddp", "DATA_WAIT_NAME", "QUEUE_NAME"]
+           "instrument_ddp", "track_collectives", "DATA_WAIT_NAME", "QUEUE_NAME"]
 
 DATA_WAIT_NAME = "DataLoader.__next__"
 DATA_WAIT_TYPE = "DataLoader"
@@ -472,6 +474,25 @@ def ddp_comm_hook(hook=None, name=None):
     return timed
 
 
+def track_collectives():
+    """Once the program has a process group (torch.distributed initialized), has the native
+    hook follow every collective to its completion (DDP's bucket all-reduces, the script's own
+    collectives): the time a step waits for communication, with no hook of the program's
+    replaced and no Python run on the backend's threads. Returns True when on, False without a
+    process group yet, None where it cannot be (no native hook)."""
+    hook = _lib.load_torch_hook()
+    if hook is None:
+        return None
+    dist = getattr(_import_torch(), "distributed", None)
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return False
+        hook.termsight_torch_track_comm(1)
+    except Exception:  # noqa: BLE001 -- the profiler never stops the training
+        return None
+    return True
+
+
 _ddp_done = set()  # id() of the DDP models given our hook, or found with one of their own
 
 
@@ -745,6 +766,8 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     _install_record_function(_import_torch(), lib)
     if model is not None and lib.termsight_session_current():
         instrument_ddp(model)
+    if mode is not None and not getattr(model, "_termsight_comm_hook", False):
+        track_collectives()  # collectives the comm hook does not see, to their completion
     wait_name = DATA_WAIT_NAME.encode()
     wait_type = DATA_WAIT_TYPE.encode()
     # The first step opens before its batch is asked for (no earlier step end opens its window)
@@ -841,6 +864,7 @@ class _AutoSteps:
         self.wait_ids = None
         self.opt_mark = None  # _optim's count when the open step began
         self.evaluating = False  # an evaluation pass is open (EVAL_BEGIN marked, no END yet)
+        self.comm_tracked = hook is None  # collectives followed to their completion
 
     def end_step(self):
         """Ends the open step: counted when operators ran in it (or where that cannot be told);
@@ -862,10 +886,15 @@ class _AutoSteps:
         lib.termsight_step_begin()
         self.open = True
         self.opt_mark = _optim.mark()
+        if not self.comm_tracked:
+            self.track_comm()
         if self.hook is not None and self.collecting.value:
             self.mark = self.hook.termsight_torch_recorded()
             self.hook.termsight_torch_enable(1)
             self.traced = True
+
+    def track_comm(self):
+        self.comm_tracked = track_collectives() is not False  # False: no process group yet
 
     def eval_begin(self):
         """Batches drawn without gradients from a loader that does not make the steps: an

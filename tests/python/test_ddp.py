@@ -4,6 +4,7 @@ slower rank as communication wait, not as gaps between operators. Skips without 
 in CI (CI set), as test_torch does (Debian's PyTorch has gloo).
 """
 
+import csv
 import json
 import os
 import re
@@ -205,6 +206,168 @@ class Workers(Base):
             s = json.load(f)
         self.assertEqual([(x["rank"], x["workers"]) for x in s["ranks"]], [(0, 4)])
         self.assertEqual(s["warnings"], [])
+
+
+DATA_STRAGGLER = r"""
+# A plain DDP script (gloo, CPU): rank SLOW's Dataset pre-processes larger images, real work,
+# no sleep. MODE=api marks steps with termsight.torch.steps(loader, model=ddp) in a session
+# of its own; MODE=run has no termsight line (run under `termsight run`). Prints its own
+# timings: the wait for each batch and the time in backward, per rank.
+import json, os, sys, time
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+STEPS, SLOW, OUT = int(os.environ["STEPS"]), int(os.environ["SLOW"]), os.environ["OUT"]
+API = os.environ["MODE"] == "api"
+rank = int(os.environ["RANK"])
+
+
+class Images(Dataset):
+    def __init__(self, n, size):
+        self.n, self.size = n, size
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        img = torch.rand(self.size, generator=torch.Generator().manual_seed(i))
+        for _ in range(4):  # augmentation: work that grows with the image
+            img = torch.nn.functional.avg_pool1d(img.view(1, 1, -1), 3, 1, 1).view(-1).sqrt()
+        return img[:64], i % 10
+
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+loader = DataLoader(Images(32 * STEPS, 40000 if rank == SLOW else 2000), batch_size=32)
+model = nn.parallel.DistributedDataParallel(
+    nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+batches = loader
+if API:
+    import termsight, termsight.torch
+    prof = termsight.Profiler(output_path=OUT, process_name="rank%d" % rank)
+    batches = termsight.torch.steps(loader, model=model)
+data, backward = [], []
+t0 = time.perf_counter()
+for x, y in batches:
+    t1 = time.perf_counter()
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    t2 = time.perf_counter()
+    loss.backward()  # DDP's all-reduce: a fast rank waits here for the slow one
+    t3 = time.perf_counter()
+    opt.step()
+    data.append(1e6 * (t1 - t0))
+    backward.append(1e6 * (t3 - t2))
+    t0 = time.perf_counter()
+if API:
+    prof.stop()
+    prof.close()
+print("OWN " + json.dumps({"rank": rank, "data_us": data, "backward_us": backward}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, getattr(test_torch, "WHY", ""))
+@unittest.skipIf(ASAN_PRELOADED, "ASan's preloaded runtime aborts on PyTorch distributed's C++ "
+                 "exceptions (the normal build runs these)")
+class DataStraggler(Base):
+    """Four gloo ranks of a script nobody wrote for termsight, rank 2 waiting for its data: with
+    termsight.torch.steps(model=ddp) and unmodified under `termsight run`, the job report names
+    rank 2 (data) and the others' wait as communication, against the script's own timings."""
+
+    RANKS, SLOW, STEPS = 4, 2, 12
+
+    def job(self, mode):
+        script = os.path.join(self.tmp, "ddp_data.py")
+        with open(script, "w") as f:
+            f.write(DATA_STRAGGLER)
+        out = os.path.join(self.tmp, mode)
+        port = str(free_port())
+        procs = []
+        for r in range(self.RANKS):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(self.RANKS),
+                       LOCAL_WORLD_SIZE=str(self.RANKS), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=port, TORCHELASTIC_RUN_ID="job", MODE=mode,
+                       STEPS=str(self.STEPS), SLOW=str(self.SLOW), OUT=out,
+                       PYTHONPATH=os.path.join(REPO, "python"))
+            cmd = [sys.executable, script]
+            if mode == "run":
+                cmd = [termsight.find_cli(), "run", "--output", out, "--"] + cmd
+            procs.append(subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT))
+        try:
+            texts = [p.communicate(timeout=240)[0].decode("utf-8", "replace") for p in procs]
+        finally:
+            for p in procs:  # a rank that hangs (a dead peer) is ended, not left behind
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        own = {}
+        for r, (p, text) in enumerate(zip(procs, texts)):
+            self.assertEqual(p.returncode, 0, "rank %d:\n%s" % (r, text))
+            m = re.search(r"^OWN (.+)$", text, re.M)
+            self.assertTrue(m, text)
+            own[r] = json.loads(m.group(1))
+        a = subprocess.run([termsight.find_cli(), "analyse", os.path.join(out, "job")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=240)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        with open(os.path.join(out, "job", "report", "summary.json")) as f:
+            return own, json.load(f), a.stdout.decode("utf-8", "replace")
+
+    def check(self, mode):
+        own, job, text = self.job(mode)
+        self.assertEqual(job["warnings"], [], text)
+        self.assertEqual([(g["rank"], g["cause"]) for g in job["stragglers"]], [(self.SLOW, "data")],
+                         text)
+        rows = {}
+        with open(os.path.join(self.tmp, mode, "job", "report", "job_step_trace.csv")) as f:
+            for row in csv.DictReader(f):
+                rows.setdefault(int(row["rank"]), {})[int(row["step"])] = row
+
+        def mean(values):
+            return sum(values) / len(values)
+
+        # Steps 2 on, on both sides: before the first, the script's loader starts up.
+        later = range(2, self.STEPS + 1)
+        slow = mean(own[self.SLOW]["data_us"][1:])
+        fast = mean([mean(own[r]["data_us"][1:]) for r in own if r != self.SLOW])
+        for r in job["ranks"]:
+            rank = r["rank"]
+            self.assertEqual(r["steps"], self.STEPS, r)
+            self.assertTrue(r["comm_wait_measured"], r)
+            mine = {k: mean(v[1:]) for k, v in own[rank].items() if k != "rank"}
+            got = {k: mean([float(rows[rank][s][k]) for s in later])
+                   for k in ("interval_us", "compute_us", "comm_wait_us", "tail_us")}
+            label = "%s, rank %d: %s, its own %s" % (mode, rank, got, mine)
+            # The data wait is the interval, as the script timed it (10 %, or 2 ms for the
+            # fast ranks' short waits).
+            self.assertLessEqual(abs(got["interval_us"] - mine["data_us"]),
+                                 max(0.1 * mine["data_us"], 2000), label)
+            if rank == self.SLOW:  # it waits least (the others' contention on 2 CPUs, at most)
+                self.assertLessEqual(got["comm_wait_us"], 1.1 * mine["backward_us"], label)
+                self.assertLess(got["comm_wait_us"], 0.25 * (slow - fast), label)
+                continue
+            # A fast rank waits for the slow one's data in its backward: communication wait,
+            # within its time in backward, most of the slow rank's extra wait, never compute.
+            self.assertLessEqual(got["comm_wait_us"], 1.1 * mine["backward_us"], label)
+            self.assertGreater(got["comm_wait_us"], 0.5 * (slow - mine["data_us"]), label)
+            self.assertLess(got["compute_us"], 0.5 * got["comm_wait_us"], label)
+
+    def test_with_steps(self):
+        self.check("api")
+
+    def test_under_run(self):
+        self.check("run")
+
+
+def free_port():
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
