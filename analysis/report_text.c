@@ -189,7 +189,14 @@ void report_print(const report *r, FILE *out, int brief)
         fprintf(out, "%sevaluation: %" PRIu64 " pass%s, ", brief ? "            " : "", ss.evals,
                 ss.evals == 1 ? "" : "es");
         print_ms(out, ss.eval_ns);
-        fputs(" in all, in no step\n", out);
+        double inside = ss.avg_eval_ns * (double)ss.steps;
+        if (inside > 0) {
+            fputs(" in all, ", out);
+            print_ms(out, inside);
+            fputs(" of it inside steps (their evaluation part)\n", out);
+        } else {
+            fputs(" in all, in no step\n", out);
+        }
     }
 
     for (int by_type = 1; by_type >= (brief ? 1 : 0); by_type--) {

@@ -572,6 +572,8 @@ static uint32_t track_label(timeline *t, const track *tr, uint32_t nid)
     } else if (nm && len) {
         memcpy(text, nm, len);
         k = len + (size_t)snprintf(text + len, 32, " (%" PRIu32 ")", tr->os_tid);
+    } else if (p->kind == PROC_HOST && t->cfg.os_pid > 0 && tr->os_tid == (uint32_t)t->cfg.os_pid) {
+        k = (size_t)snprintf(text, 48, "main thread (%" PRIu32 ")", tr->os_tid);
     } else {
         k = (size_t)snprintf(text, 48, "%s %" PRIu32, p->kind == PROC_DEVICE ? "stream" : "thread",
                              tr->os_tid);

@@ -436,8 +436,8 @@ typedef struct step_totals {
     uint64_t fpbp_ns, total_ns;
     uint64_t interval_ns, compute_ns, comm_wait_ns, tail_ns, eval_ns; /* the split */
     uint64_t overlap_compute_ns, comm_ns, pure_comm_ns, free_ns, gap_ns;
-    uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
-    uint64_t slowest_ns[5];
+    uint64_t slowest[5];    /* step numbers, slowest first by total less eval; 0 pads */
+    uint64_t slowest_ns[5]; /* their total less eval */
     uint32_t nslowest;
     uint32_t last_source; /* enum step_source of the latest step */
     uint64_t late;        /* records that arrived after their step was finalized */

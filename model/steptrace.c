@@ -877,15 +877,17 @@ static void account_row(steptrace *st, const step_row *row)
     t->gap_ns += row->gap_ns;
     t->last_source = row->source;
 
-    if (t->nslowest < 5 || row->total_ns > t->slowest_ns[4]) {
+    /* The slowest by their training time: an evaluation pass inside a step is no slow step. */
+    uint64_t train_ns = row->total_ns - row->eval_ns;
+    if (t->nslowest < 5 || train_ns > t->slowest_ns[4]) {
         uint32_t i = t->nslowest < 5 ? t->nslowest++ : 4;
-        while (i > 0 && t->slowest_ns[i - 1] < row->total_ns) {
+        while (i > 0 && t->slowest_ns[i - 1] < train_ns) {
             t->slowest[i] = t->slowest[i - 1];
             t->slowest_ns[i] = t->slowest_ns[i - 1];
             i--;
         }
         t->slowest[i] = row->step;
-        t->slowest_ns[i] = row->total_ns;
+        t->slowest_ns[i] = train_ns;
     }
 
     if (st->recent_cap) {

@@ -655,15 +655,17 @@ def _loader_queue(lib, loader, capacity):
     return q
 
 
-def _name_workers(lib, it):
-    """Names the DataLoader's worker processes ("DataLoader worker 0", ...) for the CPU views
-    and reports, where the iterator has them (a multi-worker DataLoader's _workers)."""
+def _name_workers(lib, it, evaluation=False):
+    """Names the DataLoader's worker processes ("DataLoader worker 0", ...; "evaluation
+    DataLoader worker 0", ... for a loader iterated without gradients) for the CPU views and
+    reports, where the iterator has them (a multi-worker DataLoader's _workers)."""
     if not lib.termsight_session_current():
         return
+    prefix = b"evaluation " if evaluation else b""
     for i, w in enumerate(getattr(it, "_workers", None) or ()):
         pid = getattr(w, "pid", None)
         if isinstance(pid, int) and pid > 0:
-            lib.termsight_process_name(pid, b"DataLoader worker %d" % i)
+            lib.termsight_process_name(pid, prefix + b"DataLoader worker %d" % i)
 
 
 def _depth_sampler(lib, loader, it, queue_ms):
@@ -748,6 +750,53 @@ class _OptimizerSteps:
 _optim = _OptimizerSteps()
 
 
+class _EvalInSteps:
+    """Evaluation passes inside steps() steps: while a steps() loop runs, a DataLoader iterated
+    without gradients (a validation loop in the training loop's body) marks an evaluation pass
+    from its iterator's start until it is exhausted or the training loop takes its next batch,
+    so that the step's split counts it as evaluation, not as its tail."""
+
+    def __init__(self):
+        self.loops = 0  # steps() loops running
+        self.open = False
+        self.lib = None
+
+    def install(self, torch, lib):
+        if self.lib is not None:
+            return
+        self.lib = lib
+        from torch.utils.data import dataloader as dl
+        loader_iter, base_next = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
+
+        def __iter__(loader):
+            if self.loops and not self.open and not torch.is_grad_enabled():
+                self.begin()
+            return loader_iter(loader)
+
+        def __next__(it):
+            try:
+                return base_next(it)
+            except StopIteration:
+                if self.open and not torch.is_grad_enabled():
+                    self.end()
+                raise
+
+        dl.DataLoader.__iter__ = __iter__
+        dl._BaseDataLoaderIter.__next__ = __next__
+
+    def begin(self):
+        self.open = True
+        self.lib.termsight_phase_mark(EVAL_BEGIN)
+
+    def end(self):
+        if self.open:
+            self.open = False
+            self.lib.termsight_phase_mark(EVAL_END)
+
+
+_evals = _EvalInSteps()
+
+
 def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     """Yields loader's batches, one termsight step per optimizer step (see the module's doc).
 
@@ -783,6 +832,8 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
     it = iter(loader)
     _name_workers(lib, it)
     sampler = _depth_sampler(lib, loader, it, queue_ms)
+    _evals.install(_import_torch(), lib)
+    _evals.loops += 1
     first = True
     opened = False  # a step is open: begun, not ended (micro-batches until an optimizer step)
     step_ran = False  # operators ran in the open step (or it cannot be told)
@@ -819,6 +870,7 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             ran, closing = True, False
             try:
                 yield batch
+                _evals.end()  # the loop takes its next batch: its evaluation is over
             except GeneratorExit:
                 # The loop stopped at this batch. A step in which no operator ran (`if i >= N:
                 # break` at the top of the loop) trained nothing: it is left unended, so it is not
@@ -836,6 +888,8 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
                         lib.termsight_step_end()
                     opened = False
     finally:
+        _evals.end()
+        _evals.loops -= 1
         if sampler is not None:
             sampler.stop()
 
@@ -972,9 +1026,14 @@ def auto(queue_ms=10):
     samplers = weakref.WeakKeyDictionary()  # iterator -> its depth sampler
 
     def __iter__(self):
+        # A loader iterated without gradients while another makes the steps: an evaluation
+        # pass, from here (its workers start now) on.
+        evaluating = not torch.is_grad_enabled()
+        if evaluating and not st.evaluating and not _lib.explicit_steps:
+            st.eval_begin()
         it = loader_iter(self)
         try:
-            _name_workers(lib, it)
+            _name_workers(lib, it, evaluating)
             if isinstance(it, dl._BaseDataLoaderIter) and it not in samplers:
                 sampler = _depth_sampler(lib, self, weakref.proxy(it), st.queue_ms)
                 if sampler is not None:

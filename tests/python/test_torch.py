@@ -579,7 +579,7 @@ ACCUMULATE_SCRIPT = textwrap.dedent("""\
 # Validation every 5 optimizer steps inside the training loop (the script times its steps and
 # its validation passes itself and prints them last).
 VALIDATE_SCRIPT = textwrap.dedent("""\
-    import json, time, torch
+    import json, sys, time, torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
     torch.manual_seed(0)
@@ -591,8 +591,12 @@ VALIDATE_SCRIPT = textwrap.dedent("""\
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps, step_s, val_s, passes = 0, 0.0, 0.0, 0
+    batches = train
+    if "api" in sys.argv:
+        import termsight.torch as tt
+        batches = tt.steps(train)
     t = time.perf_counter()
-    for x, y in train:
+    for x, y in batches:
         for _ in range(3):
             nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
@@ -685,32 +689,47 @@ class ZeroCode(Base):
     def test_validation_is_no_step(self):
         # A validation pass (model.eval(), torch.no_grad(), its own loader) every 5 optimizer
         # steps, inside the training loop: the steps are the optimizer steps, the passes are
-        # counted apart with about the time the script measured, and no step holds one.
+        # counted apart with about the time the script measured. Under run no step holds one;
+        # through steps(loader), whose step runs until the loop takes its next batch, the pass
+        # is the step's evaluation part, never its tail, and makes no step slow.
         script = os.path.join(self.tmp, "validate.py")
         with open(script, "w") as f:
             f.write(VALIDATE_SCRIPT)
-        out = os.path.join(self.tmp, "data")
-        e = dict(os.environ)
-        e.pop("TERMSIGHT_LIB", None)
-        p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script], cwd=self.tmp,
-                           env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
-        own = json.loads(p.stdout.decode().strip().splitlines()[-1])
-        folder = os.path.join(out, os.listdir(out)[0])
-        rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, timeout=300)
-        self.assertEqual(rc.returncode, 0, rc.stderr)
-        st = summary(folder)["steps"]
-        self.assertEqual(st["count"], own["steps"])
-        self.assertEqual(st["eval_passes"], own["passes"])
-        self.assertGreater(st["eval_us"] / 1e3, 0.7 * own["val_ms"], (st, own))
-        self.assertLess(st["eval_us"] / 1e3, 1.3 * own["val_ms"] + 5, (st, own))
-        # Had validation been in the steps, the average would hold val_ms / steps more.
-        per_step_val = own["val_ms"] / own["steps"]
-        self.assertLess(st["avg_total_us"] / 1e3, own["avg_step_ms"] + 0.5 * per_step_val,
-                        (st, own))
-        with open(os.path.join(folder, "report", "report.txt")) as f:
-            self.assertIn("evaluation: %d passes" % own["passes"], f.read())
+        for api in (False, True):
+            with self.subTest(api=api):
+                out = os.path.join(self.tmp, "data-%d" % api)
+                e = dict(os.environ)
+                e.pop("TERMSIGHT_LIB", None)
+                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script]
+                                   + (["api"] if api else []), cwd=self.tmp, env=e,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+                self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+                own = json.loads(p.stdout.decode().strip().splitlines()[-1])
+                folder = os.path.join(out, os.listdir(out)[0])
+                rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, timeout=300)
+                self.assertEqual(rc.returncode, 0, rc.stderr)
+                st = summary(folder)["steps"]
+                self.assertEqual(st["count"], own["steps"])
+                self.assertEqual(st["eval_passes"], own["passes"])
+                self.assertGreater(st["eval_us"] / 1e3, 0.7 * own["val_ms"], (st, own))
+                self.assertLess(st["eval_us"] / 1e3, 1.3 * own["val_ms"] + 5, (st, own))
+                inside = st["avg_eval_us"] * st["count"]
+                if api:
+                    self.assertGreater(inside, 0.9 * st["eval_us"], st)
+                else:
+                    self.assertEqual(inside, 0, st)
+                # Had validation been training, the average would hold val_ms / steps more.
+                per_step_val = own["val_ms"] / own["steps"]
+                train_ms = (st["avg_total_us"] - st["avg_eval_us"]) / 1e3
+                self.assertLess(train_ms, own["avg_step_ms"] + 0.5 * per_step_val, (st, own))
+                self.assertLess(st["avg_tail_us"] / 1e3, 0.5 * per_step_val, (st, own))
+                for slow in st["slowest"]:  # step 1 warms up: slow, and no validation
+                    if slow["step"] > 1:
+                        self.assertLess(slow["total_us"] / 1e3,
+                                        0.5 * own["val_ms"] / own["passes"], (st, own))
+                with open(os.path.join(folder, "report", "report.txt")) as f:
+                    self.assertIn("evaluation: %d passes" % own["passes"], f.read())
 
     def test_a_step_is_an_optimizer_step(self):
         # Gradient accumulation of 2 and 4 micro-batches, an LR scheduler, gradient clipping,
