@@ -241,6 +241,8 @@ typedef struct step_summary {
     uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
     uint64_t slowest_ns[5];
     uint64_t current_step;     /* last step begun */
+    uint64_t unfinished_step;  /* the last step begun when it never ended (interrupted, or
+                                  under way): in no average; 0 when every begun step ended */
     uint32_t source;           /* enum step_source of the latest step */
     uint64_t late_events;      /* arrived after their step was finalized: not in its row */
     uint64_t outside_events;   /* in no step */

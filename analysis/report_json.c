@@ -121,6 +121,10 @@ void *report_json_steps(const analysis *a)
     };
     for (size_t i = 0; i < sizeof avg / sizeof avg[0]; i++)
         cJSON_AddNumberToObject(st, avg[i].key, us_of(avg[i].ns));
+    if (ss.unfinished_step)
+        report_json_u64(st, "unfinished_step", ss.unfinished_step);
+    else
+        cJSON_AddNullToObject(st, "unfinished_step");
     report_json_u64(st, "eval_passes", ss.evals);
     cJSON_AddNumberToObject(st, "eval_us", us_of(ss.eval_ns));
     cJSON *slow = cJSON_AddArrayToObject(st, "slowest");

@@ -185,6 +185,11 @@ void report_print(const report *r, FILE *out, int brief)
     } else {
         fputs("none recorded\n", out);
     }
+    if (ss.unfinished_step)
+        fprintf(out,
+                "%sunfinished: step %" PRIu64
+                " began and did not end (interrupted, or under way): in no average\n",
+                brief ? "            " : "", ss.unfinished_step);
     if (ss.evals) {
         fprintf(out, "%sevaluation: %" PRIu64 " pass%s, ", brief ? "            " : "", ss.evals,
                 ss.evals == 1 ? "" : "es");

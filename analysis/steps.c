@@ -134,6 +134,9 @@ step_summary analysis_steps(const analysis *a)
         s.slowest_ns[i] = t->slowest_ns[i];
     }
     s.current_step = t->current_step;
+    step_row last;
+    if (t->current_step && (steptrace_recent(st->t, &last, 1) != 1 || last.step < t->current_step))
+        s.unfinished_step = t->current_step;
     s.evals = st->evals;
     s.eval_ns = (double)st->eval_ns;
     s.source = t->last_source;

@@ -882,8 +882,12 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
                     mode.__exit__(None, None, None)
                 step_ran = step_ran or ran
                 # A step is an optimizer step: a batch after which none ran is a micro-batch of
-                # the step, which goes on with the next batch.
-                if closing or not _optim.accumulating(mark):
+                # the step, which goes on with the next batch. A loop closed before its optimizer
+                # step (an exception or Ctrl-C in the middle of the step) leaves it unfinished:
+                # unended, not counted.
+                if closing and _optim.accumulating(mark):
+                    opened = False
+                elif closing or not _optim.accumulating(mark):
                     if step_ran:
                         lib.termsight_step_end()
                     opened = False
@@ -969,9 +973,17 @@ class _AutoSteps:
         self.owner = None
 
     def dropped(self, ref):
-        # The loop let go of its iterator (a break, or the loop's frame ended): its step ends now.
+        # The loop let go of its iterator (a break, or the loop's frame ended): its step ends now,
+        # unless it never reached its optimizer step (an exception or Ctrl-C in the middle of
+        # it): that step is unfinished, left unended, and not counted.
         if self.owner is ref:
-            self.end_step()
+            if _optim.accumulating(self.opt_mark):
+                self.open = False
+                if self.traced:
+                    self.hook.termsight_torch_enable(0)
+                    self.traced = False
+            else:
+                self.end_step()
             self.owner = None
 
     def wait(self, t0, t1):

@@ -617,6 +617,45 @@ VALIDATE_SCRIPT = textwrap.dedent("""\
     """)
 
 
+INTERRUPT_SCRIPT = textwrap.dedent("""\
+    # Ctrl-C in the middle of step 7's forward pass (SIGINT sent to itself from the model).
+    import os, signal, sys, torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(160, 16), torch.randint(0, 4, (160,))),
+                        batch_size=8)
+    done = 0
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 64), nn.Linear(64, 4)
+
+        def forward(self, x):
+            h = self.a(x).relu()
+            if done == 6:
+                os.kill(os.getpid(), signal.SIGINT)  # delivered before the next line runs
+            return self.b(h)
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = loader
+    if "api" in sys.argv:
+        import termsight.torch as tt
+        batches = tt.steps(loader)
+    try:
+        for x, y in batches:
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            done += 1
+    except KeyboardInterrupt:
+        print("interrupted after %d steps" % done, flush=True)
+        sys.exit(130)
+    """)
+
+
 @unittest.skipUnless(HAVE_TORCH, "" if HAVE_TORCH else WHY)
 class ZeroCode(Base):
     """`termsight run -- python3 train.py` with a script that never heard of termsight."""
@@ -730,6 +769,32 @@ class ZeroCode(Base):
                                         0.5 * own["val_ms"] / own["passes"], (st, own))
                 with open(os.path.join(folder, "report", "report.txt")) as f:
                     self.assertIn("evaluation: %d passes" % own["passes"], f.read())
+
+    def test_interrupted_step_is_unfinished(self):
+        # Ctrl-C in the middle of a forward pass: the steps finished are counted, the
+        # interrupted one is marked unfinished and is in no average, under run and through
+        # steps(loader).
+        script = os.path.join(self.tmp, "interrupt.py")
+        with open(script, "w") as f:
+            f.write(INTERRUPT_SCRIPT)
+        for api in (False, True):
+            with self.subTest(api=api):
+                out = os.path.join(self.tmp, "data-%d" % api)
+                e = dict(os.environ)
+                e.pop("TERMSIGHT_LIB", None)
+                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script]
+                                   + (["api"] if api else []), cwd=self.tmp, env=e,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+                self.assertEqual(p.returncode, 130, p.stderr.decode("utf-8", "replace"))
+                self.assertIn(b"interrupted after 6 steps", p.stdout)
+                folder = os.path.join(out, os.listdir(out)[0])
+                rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, timeout=300)
+                self.assertEqual(rc.returncode, 0, rc.stderr)
+                st = summary(folder)["steps"]
+                self.assertEqual((st["count"], st["unfinished_step"]), (6, 7), st)
+                with open(os.path.join(folder, "report", "report.txt")) as f:
+                    self.assertIn("unfinished: step 7 began and did not end", f.read())
 
     def test_a_step_is_an_optimizer_step(self):
         # Gradient accumulation of 2 and 4 micro-batches, an LR scheduler, gradient clipping,
