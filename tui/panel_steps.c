@@ -157,6 +157,17 @@ static void draw_table(canvas *c, rect r, int y, const step_summary *ss)
         x += canvas_printf(c, r, y, x, ROLE_SLOW, "#%llu", (unsigned long long)ss->slowest[i]);
         x += canvas_printf(c, r, y, x, ROLE_NORMAL, " %s  ", a);
     }
+    y++;
+    if (ss->evals) {
+        format_duration(ss->eval_ns, a, sizeof a);
+        x = 1 + canvas_str(c, r, y, 1, ROLE_HEADER_KEY, "evaluation ");
+        canvas_printf(c, r, y, x, ROLE_NORMAL, "%llu pass%s, %s in all",
+                      (unsigned long long)ss->evals, ss->evals == 1 ? "" : "es", a);
+    } else if (ss->unfinished_step) {
+        x = 1 + canvas_str(c, r, y, 1, ROLE_HEADER_KEY, "under way ");
+        canvas_printf(c, r, y, x, ROLE_NORMAL, "step #%llu (in no average yet)",
+                      (unsigned long long)ss->unfinished_step);
+    }
 }
 
 static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)

@@ -286,10 +286,18 @@ START_TEST(test_steps_full_table_and_scroll)
     view v;
     view_init(&v);
     canvas c = {0};
+    /* An evaluation pass after the last step: counted on its own line. */
+    uint64_t after = T0 + (STEPS * 4 + 6) * MS;
+    ts_event pass[2] = {ev(TS_KIND_PHASE, TRAIN_TID, after, after),
+                        ev(TS_KIND_PHASE, TRAIN_TID, after + 30 * MS, after + 30 * MS)};
+    pass[0].aux = TS_PHASE_EVAL_BEGIN;
+    pass[1].aux = TS_PHASE_EVAL_END;
+    feed(&r, pass, 2);
     draw_panel(&r, &v, &c, PANEL_STEPS, 30, 100, 1, &glyphs_utf8);
     ck_assert_canvas_has(&c, "interval");
     ck_assert_canvas_has(&c, "compute");
     ck_assert_canvas_has(&c, "comm wait");
+    ck_assert_canvas_has(&c, "evaluation 1 pass, 30.0 ms in all");
     ck_assert_canvas_has(&c, "FP/BP from phase marks");
     ck_assert_canvas_has(&c, "slowest #7");
     ck_assert_canvas_has(&c, "\xe2\x96\x88"); /* █: compute */
