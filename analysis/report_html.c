@@ -326,6 +326,29 @@ static void write_steps(FILE *f, const report_picture *p)
     fputs("</p>\n", f);
 }
 
+/* Under the bars: the evaluation passes and a step that never ended, each on its own line. */
+static void write_step_notes(FILE *f, const step_summary *ss)
+{
+    if (ss->evals) {
+        fprintf(f, "<p>Evaluation: %llu pass%s, ", (unsigned long long)ss->evals,
+                ss->evals == 1 ? "" : "es");
+        put_duration(f, ss->eval_ns);
+        double inside = ss->avg_eval_ns * (double)ss->steps;
+        if (inside > 0) {
+            fputs(" in all, ", f);
+            put_duration(f, inside);
+            fputs(" of it inside steps (their evaluation part).</p>\n", f);
+        } else {
+            fputs(" in all, in no step.</p>\n", f);
+        }
+    }
+    if (ss->unfinished_step)
+        fprintf(f,
+                "<p>Unfinished: step %llu began and did not end (interrupted, or under way); it "
+                "is in no average.</p>\n",
+                (unsigned long long)ss->unfinished_step);
+}
+
 static void write_ops(FILE *f, report *r)
 {
     fputs("<h2 id=\"ops\">Operators: the top 20 by total time</h2>\n", f);
@@ -539,6 +562,7 @@ void report_html_write(report *r, const queue_finding *qf, size_t nqf, const adv
     step_summary ss = analysis_steps(r->a);
     write_header(f, r, &ss);
     write_steps(f, r->picture);
+    write_step_notes(f, &ss);
     write_ops(f, r);
     write_queues(f, r, r->picture, qf, nqf);
     write_cpu(f, r);

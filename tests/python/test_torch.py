@@ -769,6 +769,8 @@ class ZeroCode(Base):
                                         0.5 * own["val_ms"] / own["passes"], (st, own))
                 with open(os.path.join(folder, "report", "report.txt")) as f:
                     self.assertIn("evaluation: %d passes" % own["passes"], f.read())
+                with open(os.path.join(folder, "report", "report.html")) as f:
+                    self.assertIn("<p>Evaluation: %d passes" % own["passes"], f.read())
 
     def test_interrupted_step_is_unfinished(self):
         # Ctrl-C in the middle of a forward pass: the steps finished are counted, the
