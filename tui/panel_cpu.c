@@ -66,7 +66,7 @@ static void draw_children(const panel_ctx *p, canvas *c, rect body, rows *rw, in
     cpu_child *ch = NULL;
     size_t n = analysis_cpu_children(p->a, &ch);
     size_t ended = 0;
-    char label[64], t[96], rss[32];
+    char label[64], t[160], rss[32];
     for (size_t i = 0; i < n; i++) {
         if (ch[i].ended) {
             ended++;
@@ -82,7 +82,13 @@ static void draw_children(const panel_ctx *p, canvas *c, rect body, rows *rw, in
                                         : 0),
                  name ? name : "");
         format_bytes((double)ch[i].last_rss, rss, sizeof rss);
-        snprintf(t, sizeof t, "%5.1f%% pid %u RSS %s", ch[i].last_total, ch[i].pid, rss);
+        /* A name longer than the label ("DataLoader worker 0", "evaluation DataLoader worker
+         * 1") is told whole beside the figures, so that workers can be told apart. */
+        if (name && len >= LABEL_W)
+            snprintf(t, sizeof t, "%5.1f%% %s, pid %u RSS %s", ch[i].last_total, label, ch[i].pid,
+                     rss);
+        else
+            snprintf(t, sizeof t, "%5.1f%% pid %u RSS %s", ch[i].last_total, ch[i].pid, rss);
         part parts[1] = {{ch[i].last_total, c->g->used, ROLE_PROCESS}};
         gauge(c, body, (*y)++, name && len ? label : "process", parts, 1, t);
     }

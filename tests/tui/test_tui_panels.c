@@ -30,6 +30,7 @@ enum {
     N_REC,
     N_SMP,
     N_AUTOGRAD,
+    N_WORKER,
     N__COUNT
 };
 
@@ -50,6 +51,7 @@ static const char *const names[N__COUNT] = {
     [N_REC] = "termsight-rec",
     [N_SMP] = "termsight-smp",
     [N_AUTOGRAD] = "pt_autograd_0",
+    [N_WORKER] = "evaluation DataLoader worker 1",
 };
 
 static const char *names_fn(void *ctx, uint32_t id, uint32_t *len)
@@ -170,14 +172,18 @@ static void make_run(run *r, int evil)
         w.v0 = 70 * MS;
         w.corr = 200ull << 20;
         ts_event gone = ev(TS_KIND_CPU_CHILD, 5152, b, e);
+        /* A worker whose name is longer than a label. */
+        ts_event named = ev(TS_KIND_CPU_CHILD, 5153, b, e);
+        named.name = N_WORKER;
+        named.v0 = 10 * MS;
         /* The collector's own threads: 2 % and 1 % of one CPU. */
         ts_event rec = ev(TS_KIND_CPU_THREAD, 300, b, e), smp = ev(TS_KIND_CPU_THREAD, 301, b, e);
         rec.name = N_REC;
         rec.v0 = 2 * MS;
         smp.name = N_SMP;
         smp.v1 = 1 * MS;
-        ts_event batch[8] = {m, p, th, mem, w, rec, smp, gone};
-        feed(r, batch, i == 0 ? 8 : 7);
+        ts_event batch[9] = {m, p, th, mem, w, rec, smp, named, gone};
+        feed(r, batch, i == 0 ? 9 : 8);
     }
     analysis_finish(r->a);
     r->st = (source_status){.pid = 4242,
@@ -628,6 +634,8 @@ START_TEST(test_cpu_gauges)
     draw_panel(&r, &v, &c, PANEL_CPU, 20, 140, 1, &glyphs_utf8);
     ck_assert_int_ge(line_with(&c, "pid 5151", line, sizeof line), 1);
     ck_assert_msg(strstr(line, " 70.0% pid 5151 RSS 200 MiB"), "%s", line);
+    ck_assert_int_ge(line_with(&c, "pid 5153", line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "evaluation DataLoader worker 1, pid 5153"), "%s", line);
     ck_assert_int_lt(line_with(&c, "pid 5152", line, sizeof line), 0);
     ck_assert_canvas_has(&c, "1 child process ended");
     ck_assert_canvas_has(&c, "averages: user 30.0%");
@@ -1424,7 +1432,7 @@ START_TEST(test_snapshot_json)
     cJSON *cpu = cJSON_GetObjectItem(o, "cpu");
     ck_assert_int_eq(cJSON_GetObjectItem(cpu, "cpus")->valueint, 4);
     cJSON *procs = cJSON_GetObjectItem(cpu, "processes");
-    ck_assert_int_eq(cJSON_GetArraySize(procs), 2);
+    ck_assert_int_eq(cJSON_GetArraySize(procs), 3);
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0), "pid")->valueint, 5151);
     cJSON *tl = cJSON_GetObjectItem(o, "timeline");
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tl, "lanes")), 2);
