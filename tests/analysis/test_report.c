@@ -267,6 +267,35 @@ static report *run_report(const char *path, const report_options *o)
     return r;
 }
 
+/* Every row of dir's step_trace.csv keeps the split's promise: interval + compute + comm_wait
+ * + tail + eval = total, within 1 us (the file has three decimals). */
+static void check_split(const char *dir)
+{
+    char *path = path_join(dir, "step_trace.csv");
+    int present = access(path, F_OK) == 0;
+    free(path);
+    if (!present)
+        return;
+    csv_file f = csv_read(dir, "step_trace.csv");
+    static const char *const want[6] = {"total_us",     "interval_us", "compute_us",
+                                        "comm_wait_us", "tail_us",     "eval_us"};
+    int col[6] = {-1, -1, -1, -1, -1, -1};
+    for (int j = 0; f.n && f.rows[0][j]; j++)
+        for (int k = 0; k < 6; k++)
+            if (!strcmp(f.rows[0][j], want[k]))
+                col[k] = j;
+    for (int k = 0; k < 6; k++)
+        ck_assert_msg(col[k] >= 0, "step_trace.csv has no %s", want[k]);
+    for (size_t i = 1; i < f.n; i++) {
+        double sum = 0;
+        for (int k = 1; k < 6; k++)
+            sum += strtod(f.rows[i][col[k]], NULL);
+        ck_assert_msg(fabs(sum - strtod(f.rows[i][col[0]], NULL)) <= 1,
+                      "step_trace.csv row %zu: the split adds up to %.3f", i, sum);
+    }
+    csv_free(&f);
+}
+
 /* The run that build makes, in a fresh temporary folder, analysed; *tmp to remove. */
 static report *report_golden(void (*build)(golden *), char **tmp, char **dir,
                              const report_options *o)
@@ -280,6 +309,7 @@ static report *report_golden(void (*build)(golden *), char **tmp, char **dir,
     report *r = run_report(run, o);
     *dir = path_join(run, REPORT_DIR);
     free(run);
+    check_split(*dir);
     return r;
 }
 
