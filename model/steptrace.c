@@ -635,7 +635,7 @@ static void step_split(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, s
 {
     uint64_t fp = row->fp_start_ns, bp = row->bp_end_ns, ev;
     size_t ne = eval_spans(st, s, lo, hi);
-    coalesce(st->sa, ne, &ev);
+    ne = coalesce(st->sa, ne, &ev);
     span *wait = w;
     if (ne) {
         nw = span_minus(w, nw, st->sa, ne, st->tmp);

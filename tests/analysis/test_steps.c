@@ -825,6 +825,19 @@ static const split_case split_cases[] = {
      0,
      150,
      150},
+    /* Two evaluation passes back to back, [400,450] and [450,500]: one stretch of 100. */
+    {"evaluations back to back",
+     {{W_FWD, 150, 150},
+      {W_OP, 150, 300},
+      {W_BWD, 300, 300},
+      {W_EVAL, 400, 450},
+      {W_EVAL, 450, 500}},
+     5,
+     50,
+     150,
+     0,
+     200,
+     100},
     /* A collective in flight before the forward start is interval (the step has not begun its
      * work), not a communication wait. */
     {"comm before forward",
