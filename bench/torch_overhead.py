@@ -9,6 +9,8 @@ Modes take turns, in rounds, inside one process so they share the machine's stat
             machine a mode's place in the round moves its ratio, see bench/RESULTS.md)
   ops       steps(loader, model=net): the same plus every operator as a range, through the
             native hook (libtermsight-torch.so) where it was built, else the Python fallback
+  ops-outputs ops with the native hook keeping every operator's outputs, as it does once a
+            process group exists (termsight_torch_track_comm: collectives to their completion)
   idle-ops  steps with ops while the session exists but does not collect
   ops-py    ops through the Python fallback (a TorchDispatchMode; only where the native hook
             exists, which then still gets the module hooks' calls)
@@ -97,6 +99,14 @@ def main():
         finally:
             termsight.torch.module_names(was)
 
+    def ops_keeping_outputs():
+        hook = termsight._lib.load_torch_hook()
+        was = hook.termsight_torch_track_comm(1)
+        try:
+            return train(termsight.torch.steps(batches, model=net))
+        finally:
+            hook.termsight_torch_track_comm(was)
+
     def torch_profiler():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
             return train(batches)
@@ -113,12 +123,13 @@ def main():
         "torch-prof": torch_profiler,
     }
     if native:
+        modes["ops-outputs"] = ops_keeping_outputs
         modes["ops-py"] = python_ops
     times = {m: [] for m in modes}
     train(batches)  # warm-up
     for _ in range(a.rounds):
         for m, run in modes.items():
-            collecting = m in ("steps", "ops", "ops-py", "ops-nomod")
+            collecting = m in ("steps", "ops", "ops-outputs", "ops-py", "ops-nomod")
             if collecting:
                 prof.start()
             times[m].append(run())
@@ -132,7 +143,7 @@ def main():
                                     dropped, "the native hook" if native else "Python"))
     for m, t in times.items():
         med = statistics.median(t)
-        print("%-10s median step %8.3f ms  (min %.3f, max %.3f)  ratio %.3f"
+        print("%-11s median step %8.3f ms  (min %.3f, max %.3f)  ratio %.3f"
               % (m, med * 1e3, min(t) * 1e3, max(t) * 1e3, med / base))
 
 
