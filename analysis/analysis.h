@@ -250,6 +250,7 @@ typedef struct step_summary {
     uint64_t incomplete_steps; /* ended without a recorded begin */
     uint64_t evals;            /* evaluation passes (TS_PHASE_EVAL_BEGIN .. END), in steps or not */
     double eval_ns;            /* their time */
+    double eval_inside_ns;     /* the part of it inside steps (the steps' eval parts) */
 } step_summary;
 
 step_summary analysis_steps(const analysis *a);

@@ -652,6 +652,14 @@ size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out)
     return found;
 }
 
+void job_unknown_verdict(char *buf, size_t cap, size_t unmeasured)
+{
+    snprintf(buf, cap,
+             "stragglers: unknown: %zu rank%s recorded no communication, so waiting for another "
+             "rank cannot be told from work",
+             unmeasured, unmeasured == 1 ? "" : "s");
+}
+
 /* Stragglers among the merged ranks, by job_stragglers over their averages. */
 static void find_stragglers(job_report *j, size_t used)
 {
@@ -1077,13 +1085,13 @@ static void print_report(const job_report *j, FILE *out, int brief)
         print_ms(out, j->max_skew);
         fprintf(out, " (step %" PRIu64 ")\n", j->max_skew_step);
     }
-    if (!j->nstrag && j->no_wait)
-        fprintf(out,
-                "stragglers: unknown: %d rank%s recorded no communication, so waiting for "
-                "another rank cannot be told from work\n",
-                j->no_wait, j->no_wait == 1 ? "" : "s");
-    else if (!j->nstrag)
+    if (!j->nstrag && j->no_wait) {
+        char verdict[160];
+        job_unknown_verdict(verdict, sizeof verdict, (size_t)j->no_wait);
+        fprintf(out, "%s\n", verdict);
+    } else if (!j->nstrag) {
         fputs("stragglers: none: the ranks are balanced\n", out);
+    }
     for (size_t k = 0; k < j->nstrag; k++) {
         const rank_in *r = &j->r[j->strag[k].idx];
         fprintf(out, "straggler:  rank %ld (%s): ", r->rank, j->strag[k].cause);

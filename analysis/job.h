@@ -41,6 +41,10 @@ typedef struct job_straggler {
  * their count: 0 with fewer than two ranks with steps, or when out of memory. */
 size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out);
 
+/* The verdict when no straggler was found but `unmeasured` ranks (of a job of several) recorded
+ * no communication, so their waits look like work: "stragglers: unknown: ...", into buf. */
+void job_unknown_verdict(char *buf, size_t cap, size_t unmeasured);
+
 /* Whether path is a job folder: a folder with no recording of its own and at least one rank's
  * run folder ("rank<R>-...", holding recording/) directly under it. */
 int job_is_folder(const char *path);

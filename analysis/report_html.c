@@ -333,10 +333,9 @@ static void write_step_notes(FILE *f, const step_summary *ss)
         fprintf(f, "<p>Evaluation: %llu pass%s, ", (unsigned long long)ss->evals,
                 ss->evals == 1 ? "" : "es");
         put_duration(f, ss->eval_ns);
-        double inside = ss->avg_eval_ns * (double)ss->steps;
-        if (inside > 0) {
+        if (ss->eval_inside_ns > 0) {
             fputs(" in all, ", f);
-            put_duration(f, inside);
+            put_duration(f, ss->eval_inside_ns);
             fputs(" of it inside steps (their evaluation part).</p>\n", f);
         } else {
             fputs(" in all, in no step.</p>\n", f);

@@ -194,10 +194,9 @@ void report_print(const report *r, FILE *out, int brief)
         fprintf(out, "%sevaluation: %" PRIu64 " pass%s, ", brief ? "            " : "", ss.evals,
                 ss.evals == 1 ? "" : "es");
         print_ms(out, ss.eval_ns);
-        double inside = ss.avg_eval_ns * (double)ss.steps;
-        if (inside > 0) {
+        if (ss.eval_inside_ns > 0) {
             fputs(" in all, ", out);
-            print_ms(out, inside);
+            print_ms(out, ss.eval_inside_ns);
             fputs(" of it inside steps (their evaluation part)\n", out);
         } else {
             fputs(" in all, in no step\n", out);

@@ -139,6 +139,7 @@ step_summary analysis_steps(const analysis *a)
         s.unfinished_step = t->current_step;
     s.evals = st->evals;
     s.eval_ns = (double)st->eval_ns;
+    s.eval_inside_ns = (double)t->eval_ns;
     s.source = t->last_source;
     s.late_events = t->late;
     s.outside_events = t->outside;

@@ -3,6 +3,7 @@
  * communication wait and tail (and evaluation inside steps), its event rate, drops and CPU, and the
  * job rule's straggler. The columns that fit are shown, the most telling first; the verdict follows
  * the table in words. Enter on a row makes that rank the one the other screens show (view.c). */
+#include "job.h"
 #include "tui_internal.h"
 
 #include <string.h>
@@ -179,10 +180,8 @@ static int verdict_lines(const ranks_table *t, canvas *c, rect r, int y)
                           "straggler: no verdict until two ranks have finished steps");
     if (!t->stragglers && t->unmeasured) {
         char line[256];
-        snprintf(line, sizeof line,
-                 "stragglers: unknown: %zu rank%s recorded no communication, so waiting for "
-                 "another rank cannot be told from work (termsight.torch instruments DDP)",
-                 t->unmeasured, t->unmeasured == 1 ? "" : "s");
+        job_unknown_verdict(line, sizeof line, t->unmeasured);
+        strncat(line, " (termsight.torch instruments DDP)", sizeof line - strlen(line) - 1);
         return frame_wrap(c, r, y, 2, ROLE_WARN, line);
     }
     if (!t->stragglers)

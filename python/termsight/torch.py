@@ -1040,9 +1040,13 @@ def auto(queue_ms=10):
     def __iter__(self):
         # A loader iterated without gradients while another makes the steps: an evaluation
         # pass, from here (its workers start now) on.
-        evaluating = not torch.is_grad_enabled()
-        if evaluating and not st.evaluating and not _lib.explicit_steps:
-            st.eval_begin()
+        evaluating = False
+        try:
+            evaluating = not torch.is_grad_enabled()
+            if evaluating and not st.evaluating and not _lib.explicit_steps:
+                st.eval_begin()
+        except Exception:  # noqa: BLE001 -- the profiler never stops the training
+            pass
         it = loader_iter(self)
         try:
             _name_workers(lib, it, evaluating)

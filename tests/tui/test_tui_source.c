@@ -529,6 +529,46 @@ START_TEST(test_job_ranks)
 }
 END_TEST
 
+/* Two ranks with steps and no communication recorded (DDP not instrumented): no straggler can
+ * be found, and the Ranks screen says why rather than calling them balanced. */
+START_TEST(test_ranks_without_communication)
+{
+    static ranks_table t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.job, sizeof t.job, "nocomm");
+    t.world_size = 2;
+    t.n = 2;
+    for (int i = 0; i < 2; i++)
+        t.row[i] = (rank_row){.rank = i,
+                              .local_rank = i,
+                              .pid = 100 + i,
+                              .steps = 10,
+                              .avg_total_ns = 200e6,
+                              .avg_interval_ns = i ? 150e6 : 10e6,
+                              .avg_compute_ns = i ? 40e6 : 180e6,
+                              .avg_tail_ns = 10e6,
+                              .cpu = -1};
+    ranks_verdict(&t);
+    ck_assert_uint_eq(t.stragglers, 0);
+    ck_assert_uint_eq(t.unmeasured, 2);
+    canvas c;
+    ck_assert_int_eq(canvas_init(&c, 24, 140, &glyphs_ascii), 0);
+    view v;
+    view_init(&v);
+    panel_ctx p = {.rk = &t};
+    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, 140}, 1);
+    char line[512], all[8192] = "";
+    for (int y = 0; y < 24; y++) {
+        canvas_line(&c, y, line, sizeof line);
+        strncat(all, line, sizeof all - strlen(all) - 2);
+        strcat(all, "\n");
+    }
+    ck_assert_msg(strstr(all, "stragglers: unknown: 2 ranks recorded no communication"), "%s", all);
+    ck_assert_msg(!strstr(all, "within the job rule"), "%s", all);
+    canvas_free(&c);
+}
+END_TEST
+
 /* A session of no job: the table has it alone, without a job id. */
 START_TEST(test_no_job)
 {
@@ -558,6 +598,7 @@ int main(void)
     tcase_add_test(tc, test_process_gone);
     tcase_add_test(tc, test_list_live);
     tcase_add_test(tc, test_commands);
+    tcase_add_test(tc, test_ranks_without_communication);
     tcase_add_test(tc, test_foreign_segment);
     tcase_add_test(tc, test_names_bounded_timeline);
     tcase_add_test(tc, test_job_ranks);
