@@ -730,20 +730,33 @@ static void add_piece(golden *g, const piece *p)
     }
 }
 
+/* One step [100, 600] of thread 1 with the pieces, into g (golden_free). */
+static void build_one_step(golden *g, const piece *p, size_t np)
+{
+    golden_init(g);
+    golden_step(g, 1, 1, 100, 600);
+    for (size_t i = 0; i < np; i++)
+        add_piece(g, &p[i]);
+}
+
+/* g analysed in order o (*a to destroy): its one row. */
+static const step_row *one_row(golden *g, size_t o, capture *cap, analysis_sink *sink, analysis **a)
+{
+    *a = analyse_in_order(g, NULL, &orders[o], cap, sink);
+    ck_assert_uint_eq(cap->n, 1);
+    return &cap->rows[0];
+}
+
 START_TEST(test_comm_wait_cases)
 {
     const wait_case *c = &wait_cases[_i];
     golden g;
-    golden_init(&g);
-    golden_step(&g, 1, 1, 100, 600);
-    for (size_t i = 0; i < c->np; i++)
-        add_piece(&g, &c->p[i]);
+    build_one_step(&g, c->p, c->np);
     for (size_t o = 0; o < N_ORDERS; o++) {
         capture cap;
         analysis_sink sink;
-        analysis *a = analyse_in_order(&g, NULL, &orders[o], &cap, &sink);
-        ck_assert_uint_eq(cap.n, 1);
-        const step_row *r = &cap.rows[0];
+        analysis *a;
+        const step_row *r = one_row(&g, o, &cap, &sink, &a);
         ck_assert_msg(r->comm_wait_ns == c->wait * US && r->gap_ns == c->gap * US &&
                           r->pure_comm_ns == c->pure * US,
                       "%s, %s: comm_wait %llu gap %llu pure %llu ns, want %llu %llu %llu us",
@@ -868,16 +881,12 @@ START_TEST(test_split_cases)
 {
     const split_case *c = &split_cases[_i];
     golden g;
-    golden_init(&g);
-    golden_step(&g, 1, 1, 100, 600);
-    for (size_t i = 0; i < c->np; i++)
-        add_piece(&g, &c->p[i]);
+    build_one_step(&g, c->p, c->np);
     for (size_t o = 0; o < N_ORDERS; o++) {
         capture cap;
         analysis_sink sink;
-        analysis *a = analyse_in_order(&g, NULL, &orders[o], &cap, &sink);
-        ck_assert_uint_eq(cap.n, 1);
-        const step_row *r = &cap.rows[0];
+        analysis *a;
+        const step_row *r = one_row(&g, o, &cap, &sink, &a);
         ck_assert_msg(r->interval_ns == c->interval * US && r->compute_ns == c->compute * US &&
                           r->comm_wait_ns == c->wait * US && r->tail_ns == c->tail * US &&
                           r->eval_ns == c->eval * US,

@@ -725,29 +725,35 @@ class ZeroCode(Base):
         waits = [x for x in ev if x["kind"] == "op" and x["name"] == "DataLoader.__next__"]
         self.assertEqual(len(waits), 12)
 
+    def run_loop(self, name, text, api, rc=0):
+        """Writes text as NAME.py, runs it under `termsight run` (with "api": through
+        steps(loader)) and analyses its run folder: (the finished process, the run folder)."""
+        script = os.path.join(self.tmp, name + ".py")
+        with open(script, "w") as f:
+            f.write(text)
+        out = os.path.join(self.tmp, "data-%s-%d" % (name, api))
+        e = dict(os.environ)
+        e.pop("TERMSIGHT_LIB", None)
+        p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script]
+                           + (["api"] if api else []), cwd=self.tmp, env=e,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(p.returncode, rc, p.stderr.decode("utf-8", "replace"))
+        folder = os.path.join(out, os.listdir(out)[0])
+        a = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        return p, folder
+
     def test_validation_is_no_step(self):
         # A validation pass (model.eval(), torch.no_grad(), its own loader) every 5 optimizer
         # steps, inside the training loop: the steps are the optimizer steps, the passes are
         # counted apart with about the time the script measured. Under run no step holds one;
         # through steps(loader), whose step runs until the loop takes its next batch, the pass
         # is the step's evaluation part, never its tail, and makes no step slow.
-        script = os.path.join(self.tmp, "validate.py")
-        with open(script, "w") as f:
-            f.write(VALIDATE_SCRIPT)
         for api in (False, True):
             with self.subTest(api=api):
-                out = os.path.join(self.tmp, "data-%d" % api)
-                e = dict(os.environ)
-                e.pop("TERMSIGHT_LIB", None)
-                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script]
-                                   + (["api"] if api else []), cwd=self.tmp, env=e,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+                p, folder = self.run_loop("validate", VALIDATE_SCRIPT, api)
                 own = json.loads(p.stdout.decode().strip().splitlines()[-1])
-                folder = os.path.join(out, os.listdir(out)[0])
-                rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(rc.returncode, 0, rc.stderr)
                 st = summary(folder)["steps"]
                 self.assertEqual(st["count"], own["steps"])
                 self.assertEqual(st["eval_passes"], own["passes"])
@@ -776,23 +782,10 @@ class ZeroCode(Base):
         # Ctrl-C in the middle of a forward pass: the steps finished are counted, the
         # interrupted one is marked unfinished and is in no average, under run and through
         # steps(loader).
-        script = os.path.join(self.tmp, "interrupt.py")
-        with open(script, "w") as f:
-            f.write(INTERRUPT_SCRIPT)
         for api in (False, True):
             with self.subTest(api=api):
-                out = os.path.join(self.tmp, "data-%d" % api)
-                e = dict(os.environ)
-                e.pop("TERMSIGHT_LIB", None)
-                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script]
-                                   + (["api"] if api else []), cwd=self.tmp, env=e,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(p.returncode, 130, p.stderr.decode("utf-8", "replace"))
+                p, folder = self.run_loop("interrupt", INTERRUPT_SCRIPT, api, rc=130)
                 self.assertIn(b"interrupted after 6 steps", p.stdout)
-                folder = os.path.join(out, os.listdir(out)[0])
-                rc = subprocess.run([cli(), "analyse", folder], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(rc.returncode, 0, rc.stderr)
                 st = summary(folder)["steps"]
                 self.assertEqual((st["count"], st["unfinished_step"]), (6, 7), st)
                 with open(os.path.join(folder, "report", "report.txt")) as f:
