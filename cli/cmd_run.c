@@ -24,8 +24,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void run_usage(FILE *out)
@@ -193,6 +195,49 @@ static int check_steps(const char *v)
 
 static pid_t child_pid;
 
+/* The processes CMD starts share one shared-memory ledger (model/budget.c), named to them in
+ * TERMSIGHT_SHM_BUDGET: what their segments have of /dev/shm together stays within its limit. */
+static ts_shm_budget *ledger;
+static char ledger_name[96];
+
+/* The segments of processes of the tree that ended without closing their sessions (a signal,
+ * _exit): what their lanes held into their recordings, the segments removed and given back to the
+ * ledger. The events recovered. */
+static uint64_t reap_ended(void)
+{
+    segment_info *list;
+    int n = ledger ? segment_list_ended(ledger->id, 0, &list, NULL) : 0;
+    if (n <= 0)
+        return 0;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t events = 0;
+        char *cause = NULL;
+        if (segment_reap(&list[i], "it ended before it closed its session; reaped by termsight run",
+                         NULL, ledger, &events, &cause) != 0)
+            cli_error("run: %s", cause ? cause : "cannot reap a session");
+        free(cause);
+        total += events;
+    }
+    free(list);
+    return total;
+}
+
+#define REAP_EVERY_NS 50000000L /* while CMD runs: ended processes' segments go within 50 ms */
+
+/* Waits for pid, reaping what ended processes of the tree leave meanwhile. */
+static pid_t wait_reaping(pid_t pid, int *status)
+{
+    for (;;) {
+        pid_t got = waitpid(pid, status, WNOHANG);
+        if (got != 0 && !(got < 0 && errno == EINTR))
+            return got;
+        reap_ended();
+        struct timespec ts = {0, REAP_EVERY_NS};
+        nanosleep(&ts, NULL); /* a signal (SIGTERM passed on, SIGCHLD) ends it early */
+    }
+}
+
 static void forward(int sig)
 {
     if (child_pid > 0)
@@ -247,6 +292,83 @@ static void scan_run_folders(int fd, const char *prefix, const char *key, int de
         }
     }
     closedir(d);
+}
+
+/* Every run folder under the folder at fd (closed here), "<prefix><name>" for each, with the job
+ * folders under it at depth 1: added to *names (n of them). */
+static void list_run_folders(int fd, const char *prefix, int depth, char ***names, size_t *n)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (nm[0] == '.' || !own_folder(dirfd(d), nm))
+            continue;
+        if (run_folder_of(nm, "-", 1)) {
+            char **grown = realloc(*names, (*n + 1) * sizeof **names);
+            if (!grown)
+                break;
+            *names = grown;
+            if (asprintf(&grown[*n], "%s%s", prefix, nm) >= 0)
+                (*n)++;
+        } else if (depth > 0) {
+            int sub = openat(dirfd(d), nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            char p[512];
+            snprintf(p, sizeof p, "%s/", nm);
+            if (sub >= 0)
+                list_run_folders(sub, p, depth - 1, names, n);
+        }
+    }
+    closedir(d);
+}
+
+typedef struct folder_set {
+    char **names;
+    size_t n;
+} folder_set;
+
+static void folders_of(const char *dir, folder_set *set)
+{
+    *set = (folder_set){0};
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0)
+        list_run_folders(fd, "", 1, &set->names, &set->n);
+}
+
+static void folders_free(folder_set *set)
+{
+    for (size_t i = 0; i < set->n; i++)
+        free(set->names[i]);
+    free(set->names);
+}
+
+/* The run folders under dir that were not in before: the oldest (by its time stamp) into out,
+ * and their count. */
+static size_t new_folders(const char *dir, const folder_set *before, char *out, size_t cap)
+{
+    folder_set now;
+    folders_of(dir, &now);
+    size_t count = 0;
+    const char *oldest = NULL;
+    for (size_t i = 0; i < now.n; i++) {
+        int seen = 0;
+        for (size_t k = 0; k < before->n && !seen; k++)
+            seen = !strcmp(now.names[i], before->names[k]);
+        if (seen)
+            continue;
+        count++;
+        size_t a = strlen(now.names[i]), b = oldest ? strlen(oldest) : 0;
+        if (!oldest || strncmp(now.names[i] + a - SUFFIX, oldest + b - SUFFIX, STAMP) < 0)
+            oldest = now.names[i];
+    }
+    if (oldest)
+        snprintf(out, cap, "%s/%s", dir, oldest);
+    folders_free(&now);
+    return count;
 }
 
 /* The run folder of pid under dir: "<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 hex digits>", or in a
@@ -394,6 +516,21 @@ static int run_exec(const run_opts *o)
         return 1;
     }
 
+    uint64_t limit;
+    char *why = NULL;
+    if (budget_limit_for(segment_shm_available(), getenv("TERMSIGHT_SHM_BUDGET_MB"), &limit,
+                         &why) != 0) {
+        cli_error("run: %s", why);
+        free(why);
+        return 2;
+    }
+    if (budget_create_named(limit, ledger_name, sizeof ledger_name, &ledger, &why) != 0) {
+        cli_error("run: %s: each process keeps a budget of its own", why);
+        free(why);
+    }
+    folder_set before;
+    folders_of(out_abs, &before);
+
     struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old_int,
                      old_term;
     sigemptyset(&ign.sa_mask);
@@ -420,6 +557,13 @@ static int run_exec(const run_opts *o)
         setenv("NVTX_INJECTION64_PATH", lib, 1);
         setenv("CUDA_INJECTION64_PATH", lib, 1);
         setenv("TERMSIGHT_AUTOSTART", "1", 1);
+        char root[16];
+        snprintf(root, sizeof root, "%d", (int)getpid());
+        setenv("TERMSIGHT_ROOT_PID", root, 1);
+        if (ledger)
+            setenv("TERMSIGHT_SHM_BUDGET", ledger_name, 1);
+        else
+            unsetenv("TERMSIGHT_SHM_BUDGET");
         setenv("TERMSIGHT_OUTPUT", out_abs, 1);
         setenv("TERMSIGHT_START", o->no_start ? "0" : "1", 1);
         if (have_boot)
@@ -440,9 +584,7 @@ static int run_exec(const run_opts *o)
     }
     child_pid = pid;
     int status;
-    pid_t got;
-    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-        ;
+    pid_t got = wait_reaping(pid, &status);
     child_pid = 0;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
@@ -466,12 +608,37 @@ static int run_exec(const run_opts *o)
     if (recovered[0])
         fprintf(stderr, "termsight: pid %d ended (%s) before it closed its session: %s\n", (int)pid,
                 how, recovered);
-    char folder[PATH_MAX + 256];
-    if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0)
-        fprintf(stderr, "termsight: run folder %s\n", folder);
-    else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
-        fprintf(stderr, "termsight: no run folder for pid %d under %s (nothing was collected)\n",
-                (int)pid, out_abs);
+    uint64_t late = reap_ended();
+    if (late)
+        fprintf(stderr,
+                "termsight: processes CMD started ended before they closed their sessions: %llu "
+                "events their lanes still held were added to their recordings\n",
+                (unsigned long long)late);
+    /* The run folder of CMD's process; else of the first process it started that recorded (a
+     * launcher, a shell, a shim records nothing of its own). */
+    char folder[PATH_MAX + 256], first[PATH_MAX + 256] = "";
+    size_t made = new_folders(out_abs, &before, first, sizeof first);
+    folders_free(&before);
+    if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0 || first[0]) {
+        fprintf(stderr, "termsight: run folder %s\n", folder[0] ? folder : first);
+        if (made > 1)
+            fprintf(stderr, "termsight: %zu processes recorded: their run folders are under %s\n",
+                    made, out_abs);
+    } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
+        fprintf(stderr, "termsight: no run folder under %s: no process recorded anything\n",
+                out_abs);
+    }
+    if (ledger) {
+        uint64_t refused = atomic_load(&ledger->refused);
+        fprintf(stderr, "termsight: shared memory: peak %.1f MiB of a %.1f MiB budget%s\n",
+                atomic_load(&ledger->peak) / 1048576.0, ledger->limit / 1048576.0,
+                refused ? " (it refused some: events were dropped and counted; "
+                          "TERMSIGHT_SHM_BUDGET_MB sets it)"
+                        : "");
+        shm_unlink(ledger_name);
+        budget_close(ledger);
+        ledger = NULL;
+    }
     return rc;
 }
 

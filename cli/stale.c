@@ -12,7 +12,7 @@ static int stale_segment(const segment_info *info, const char *why, uint64_t *ev
 {
     uint64_t n = 0;
     char *cause = NULL;
-    int rc = segment_reap(info, why, NULL, &n, &cause);
+    int rc = segment_reap(info, why, NULL, NULL, &n, &cause);
     if (rc != 0)
         cli_error("%s", cause ? cause : "cannot clean a stale session");
     free(cause);

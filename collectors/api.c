@@ -219,8 +219,8 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
 {
     if (UNLIKELY(!collecting()))
         return;
-    if (UNLIKELY(atomic_load_explicit(&ts_child_pending, memory_order_relaxed)))
-        session_current(); /* a forked child's session first: its window is the range's */
+    if (UNLIKELY(atomic_load_explicit(&ts_session_pending, memory_order_relaxed)))
+        session_current(); /* a due session first: its window is the range's */
     same_window(1);
     uint32_t d = hot.depth++;
     const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);

@@ -164,6 +164,8 @@ struct termsight_session {
     int autostarted;
     /* The windows the session opens by itself (window.c). */
     auto_window windows;
+    /* Ended sessions, kept (session.c: session_retire). */
+    struct termsight_session *retired_next;
 };
 
 /* An instant of the collector itself (a window marker, an option, a note) at this moment, on
@@ -194,31 +196,41 @@ int session_check_options(const termsight_options *o);
 /* The current session (NULL when none); set and cleared under the create lock. */
 extern termsight_session *_Atomic ts_session;
 
-/* A forked child of a collecting process (README: Child processes): 1 until its first event
- * makes it a session of its own (session_adopt_child), or that fails. */
-extern _Atomic int ts_child_pending;
+/* A session due on this process's first event (session_adopt_pending), or SESSION_PENDING_NONE:
+ * - SESSION_PENDING_CHILD: a forked child of a collecting process (README: Child processes), its
+ *   own session made from its parent's;
+ * - SESSION_PENDING_AUTO: a process `termsight run` started (autostart.c), its session made from
+ *   the environment; a process that records nothing of its own (a shell, env, a launcher's
+ *   shim) never makes one.
+ * While one is due, termsight_collecting_ is 1, so that the first event call gets this far. */
+enum { SESSION_PENDING_NONE, SESSION_PENDING_CHILD, SESSION_PENDING_AUTO };
+extern _Atomic int ts_session_pending;
 
 /* This process has forked since it loaded the library (its children may have sessions). */
 extern _Atomic int ts_forked;
 
-/* The forked child's own session, made on its first call that needs one: the parent's options,
- * job and rank, its names (same ids) and queues; NULL when it cannot be made (said once, and the
- * child runs unprofiled). */
-termsight_session *session_adopt_child(void);
+/* The session due (ts_session_pending), made on the first call that needs one: a forked child's
+ * from its parent's options, job and rank, names (same ids) and queues; an autostarted process's
+ * from the environment. NULL when it cannot be made (said once, and the process runs
+ * unprofiled). */
+termsight_session *session_adopt_pending(void);
 
-/* The current session; in a forked child whose parent was collecting, the child's own, made on
- * this first call. */
+/* The current session; where one is due (ts_session_pending), made on this first call. */
 static inline termsight_session *session_current(void)
 {
     termsight_session *s = atomic_load_explicit(&ts_session, memory_order_acquire);
-    if (__builtin_expect(!s && atomic_load_explicit(&ts_child_pending, memory_order_relaxed), 0))
-        s = session_adopt_child();
+    if (__builtin_expect(!s && atomic_load_explicit(&ts_session_pending, memory_order_relaxed), 0))
+        s = session_adopt_pending();
     return s;
 }
 
 /* Reaps what the dead forked children of this process left (their segments: the lanes'
  * events into their recordings, then removed). On the recorder thread, now and then. */
 void session_reap_children(termsight_session *s);
+
+/* Reaps what earlier programs of this process (before an exec) left: their segments, whose
+ * lanes' last events go into their recordings. */
+void session_reap_earlier_images(termsight_session *s);
 
 /* Sets the calling thread's termsight_last_error() message and returns code. */
 int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -257,10 +269,14 @@ void api_thread_name_tid(uint32_t tid, uint32_t name);
 
 /* ---- Auto-start (autostart.c) ----------------------------------------------------------- */
 
-/* Creates the session from the environment when TERMSIGHT_AUTOSTART=1 and none exists; also
- * installs the SIGINT/SIGTERM flush. Idempotent and thread-safe; prints one line on stderr only
- * when creation fails. */
+/* When TERMSIGHT_AUTOSTART=1: checks the environment's options and makes the session due
+ * (SESSION_PENDING_AUTO), made on the process's first event; the process `termsight run` started
+ * (TERMSIGHT_ROOT_PID) gets it at once, so that an unmodified program is sampled. Idempotent and thread-safe; prints one line on stderr only when the options are
+ * wrong. */
 void autostart_ensure(void);
+/* Makes the due autostart session now (the process records: its first event, CUDA). NULL when
+ * there is none or it cannot be made (said once). Under autostart's lock. */
+termsight_session *autostart_now(void);
 
 /* Fills the NVTX callback tables of the module whose export-table getter (an
  * NvtxGetExportTableFunc_t, passed as a plain function pointer: this header knows no NVTX type)

@@ -30,7 +30,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     if (atomic_flag_test_and_set(&once))
         return 1;
     autostart_ensure();
-    termsight_session *s = atomic_load(&ts_session);
+    termsight_session *s = session_current(); /* a program that uses CUDA records: made now */
     if (s)
         cupti_start(s);
     return 1;

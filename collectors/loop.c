@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <time.h>
 
-#define IDLE_SLEEP_NS    1000000L      /* 1 ms between drains when lanes are quiet */
-#define FILLING_SLEEP_NS 100000L       /* 0.1 ms when a drain found some events */
-#define REAP_GAP_NS      2000000000ull /* 2 s between looks for dead forked children */
+#define IDLE_SLEEP_NS    1000000L     /* 1 ms between drains when lanes are quiet */
+#define FILLING_SLEEP_NS 100000L      /* 0.1 ms when a drain found some events */
+#define REAP_GAP_NS      100000000ull /* 100 ms between looks for ended forked children */
 
 /* Runs a request handed over by session_request, if one waits. */
 static void serve_request(termsight_session *s)

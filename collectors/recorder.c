@@ -396,9 +396,12 @@ int recorder_init(termsight_session *s)
     r->lane_drops_seen = calloc(lanes, sizeof *r->lane_drops_seen);
     r->runs = calloc(lanes, sizeof *r->runs);
     r->watch = calloc(lanes, sizeof *r->watch);
-    if (!r->lane_drops_seen || !r->runs || !r->watch ||
-        lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
-        return -1;
+    if (!r->lane_drops_seen || !r->runs || !r->watch)
+        return session_fail(-1, "out of memory");
+    if (lane_claim(s->seg, (uint32_t)getpid(), &r->own) != 0)
+        return session_fail(-1, "cannot have shared memory for the collector's own lane: /dev/shm "
+                                "is full, or this process tree's shared-memory budget is spent "
+                                "(TERMSIGHT_SHM_BUDGET_MB sets it)");
     /* Without the boards the session still records; monitors then show no steps. */
     r->dg = digest_create(s->seg, recorder_name, s, s->fp_start_op, s->bp_end_op);
     return 0;

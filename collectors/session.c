@@ -16,8 +16,8 @@
 
 #define DEFAULT_LANE_EVENTS (1u << 24) /* the most a ring grows to */
 #define LANE_FIRST_EVENTS   65536u     /* a ring's size at first: 3 ms at 20 M events/s */
-#define LANE_FIRST_SMALL    16384u     /* ... where shared memory is scarce */
-#define SHM_ROOMY           (1ull << 30)
+#define LANE_FIRST_SMALL    4096u      /* ... where the tree's budget is small: 256 KiB */
+#define BUDGET_ROOMY        (256ull << 20)
 #define DEFAULT_LANE_BUDGET 256u /* MiB: a ring of 2^20 events and the one before it */
 #define LANE_BUDGET_MAX     65536u
 #define DEFAULT_MAX_THREADS 64
@@ -126,14 +126,52 @@ static int bad_option(const char *field, const char *env, uint32_t value, const 
     return session_fail(TERMSIGHT_E_INVALID, "option %s=%u is invalid: %s", field, value, want);
 }
 
-/* A lane's first ring: 65536 events (4 MiB), or 16384 (1 MiB) where shared memory has less than
- * 1 GiB free (a container's 64 MB /dev/shm, which the program's own data loaders use too: there
- * the larger rings would leave room for a third as many threads); never more than the largest
- * ring. Rings grow from there either way. */
-static uint32_t first_ring(uint32_t largest)
+/* A lane's first ring: 65536 events (4 MiB), or 4096 (256 KiB) where the tree's shared-memory
+ * budget is under 256 MiB (a container's 64 MB /dev/shm has a 16 MiB one: there a thread that
+ * records little costs little, and 48 of them fit); never more than the largest ring. Rings grow
+ * from there, within the budget, as their threads fill them. */
+static uint32_t first_ring(uint32_t largest, const ts_shm_budget *b)
 {
-    uint32_t first = segment_shm_available() < SHM_ROOMY ? LANE_FIRST_SMALL : LANE_FIRST_EVENTS;
+    uint32_t first = b && b->limit < BUDGET_ROOMY ? LANE_FIRST_SMALL : LANE_FIRST_EVENTS;
     return largest < first ? largest : first;
+}
+
+/* ---- The shared-memory budget -------------------------------------------------------------
+ *
+ * One ledger for the process tree (model/budget.c): the one `termsight run` names in
+ * TERMSIGHT_SHM_BUDGET, else one this process makes, which its forked children share (the
+ * pointer and the mapping survive the fork). Under the create lock; kept for the process's life:
+ * sessions come and go, the tree's budget stays. */
+static ts_shm_budget *tree_budget;
+
+static int tree_budget_get(ts_shm_budget **out)
+{
+    if (!tree_budget) {
+        const char *name = getenv("TERMSIGHT_SHM_BUDGET");
+        char *why = NULL;
+        if (name && *name && budget_attach(name, &tree_budget, &why) != 0) {
+            fprintf(stderr,
+                    "termsight: TERMSIGHT_SHM_BUDGET: %s; this process keeps a budget of "
+                    "its own\n",
+                    why ? why : name);
+            free(why);
+            why = NULL;
+        }
+        uint64_t limit;
+        if (!tree_budget) {
+            if (budget_limit_for(segment_shm_available(), getenv("TERMSIGHT_SHM_BUDGET_MB"), &limit,
+                                 &why) != 0) {
+                int rc = session_fail(TERMSIGHT_E_INVALID, "%s", why);
+                free(why);
+                return rc;
+            }
+            tree_budget = budget_create_private(limit);
+            if (!tree_budget)
+                return session_fail(TERMSIGHT_E_SYSTEM, "cannot map the shared-memory ledger");
+        }
+    }
+    *out = tree_budget;
+    return TERMSIGHT_OK;
 }
 
 int session_check_options(const termsight_options *o)
@@ -173,22 +211,18 @@ int session_check_options(const termsight_options *o)
 
 static void set_state(termsight_session *s, uint32_t state);
 
-/* Segments of ended sessions, kept mapped (see termsight_session_destroy) and reachable. */
-typedef struct retired_segment {
-    segment *seg;
-    struct retired_segment *next;
-} retired_segment;
+/* Sessions that ended (termsight_session_destroy), kept and reachable: a thread of the program
+ * that loaded the session just before the end may still be in an API call that reads its names,
+ * its lanes or its locks, whether the program destroyed it or the exit handler did while its
+ * threads ran on. What only the recorder and the sampler use is freed; the rest stays. */
+static termsight_session *retired;
 
-static retired_segment *retired;
-
-static void retire_segment(segment *seg)
+static void session_retire(termsight_session *s)
 {
-    retired_segment *r = malloc(sizeof *r);
-    if (!r)
-        return;
-    r->seg = seg;
-    r->next = retired;
-    retired = r;
+    recorder_free(s);
+    sampler_free(s);
+    s->retired_next = retired;
+    retired = s;
 }
 
 static void session_free(termsight_session *s)
@@ -226,7 +260,7 @@ static void exit_handler(void)
 static int session_create(const termsight_options *opts, const termsight_session *parent,
                           termsight_session **out);
 
-_Atomic int ts_child_pending;
+_Atomic int ts_session_pending;
 _Atomic int ts_forked;
 static const termsight_session *fork_parent; /* the parent's session as the fork copied it */
 static int32_t fork_parent_pid;
@@ -256,7 +290,7 @@ static void fork_child(void)
     atomic_fetch_add(&ts_generation, 1);
     fork_parent = follow ? p : NULL;
     fork_parent_pid = follow ? (int32_t)getppid() : 0;
-    atomic_store(&ts_child_pending, follow);
+    atomic_store(&ts_session_pending, follow ? SESSION_PENDING_CHILD : SESSION_PENDING_NONE);
     atomic_store(&ts_forked, 0); /* this process's own children, from now */
     /* CUDA does not survive a fork: the child never calls into the parent's CUPTI. */
     api_set_range_hooks(NULL);
@@ -286,11 +320,11 @@ static void inherit(termsight_session *s, const termsight_session *p)
     atomic_store(&s->step, atomic_load(&p->step));
 }
 
-termsight_session *session_adopt_child(void)
+static termsight_session *adopt_child(void)
 {
     pthread_mutex_lock(&adopt_lock);
     termsight_session *s = atomic_load(&ts_session);
-    if (!s && atomic_load(&ts_child_pending)) {
+    if (!s && atomic_load(&ts_session_pending) == SESSION_PENDING_CHILD) {
         const termsight_session *p = fork_parent;
         termsight_options o = p->opts; /* its strings are the parent's copies, here too */
         o.start_collecting = 0;        /* started once it has inherited */
@@ -311,31 +345,63 @@ termsight_session *session_adopt_child(void)
             s = NULL;
             collecting_set(0);
         }
-        atomic_store(&ts_child_pending, 0);
+        atomic_store(&ts_session_pending, SESSION_PENDING_NONE);
     }
     pthread_mutex_unlock(&adopt_lock);
     return s;
 }
 
+termsight_session *session_adopt_pending(void)
+{
+    switch (atomic_load(&ts_session_pending)) {
+    case SESSION_PENDING_CHILD:
+        return adopt_child();
+    case SESSION_PENDING_AUTO:
+        return autostart_now();
+    default:
+        return atomic_load(&ts_session);
+    }
+}
+
 void session_reap_children(termsight_session *s)
 {
     segment_info *list;
-    int n = segment_list(&list, NULL);
+    int n = segment_list_ended(0, getpid(), &list, NULL);
     if (n <= 0)
         return;
     for (int i = 0; i < n; i++) {
-        if (list[i].alive || !list[i].readable || list[i].parent_pid != (int32_t)getpid())
-            continue;
         uint64_t events = 0;
         char *cause = NULL;
         /* Only into run folders under this session's output folder, where its children's go. */
         if (segment_reap(&list[i], "it called _exit, as forked workers do; reaped by its parent",
-                         s->output_path, &events, &cause) != 0)
+                         s->output_path, tree_budget, &events, &cause) != 0)
             fprintf(stderr, "termsight: cannot reap a forked child's session: %s\n",
                     cause ? cause : "?");
         free(cause);
     }
     free(list);
+}
+
+void session_reap_earlier_images(termsight_session *s)
+{
+    segment_info *list;
+    int n = segment_list(&list, NULL);
+    for (int i = 0; i < n; i++) {
+        if (list[i].pid != getpid() || list[i].alive || !list[i].readable ||
+            !strcmp(list[i].shm_name, segment_shm_name(s->seg)))
+            continue;
+        uint64_t events = 0;
+        char *cause = NULL;
+        if (segment_reap(&list[i], "the process ran another program (exec)", NULL, tree_budget,
+                         &events, &cause) != 0)
+            fprintf(stderr,
+                    "termsight: cannot reap the session of this process's earlier "
+                    "program: %s\n",
+                    cause ? cause : "?");
+        free(cause);
+    }
+    if (n > 0)
+        free(list);
 }
 
 static pthread_once_t process_hooks = PTHREAD_ONCE_INIT;
@@ -353,6 +419,10 @@ static char *dup_or_null(const char *v)
 
 int termsight_session_create(const termsight_options *opts, termsight_session **out)
 {
+    /* Under `termsight run`, the session from the environment first: the program then gets it
+     * (session_create's handover). */
+    if (atomic_load(&ts_session_pending) == SESSION_PENDING_AUTO)
+        autostart_now();
     return session_create(opts, NULL, out);
 }
 
@@ -439,13 +509,19 @@ static int session_create(const termsight_options *opts, const termsight_session
     }
     snprintf(s->recording_dir, sizeof s->recording_dir, "%s/" TS_RECORDING_DIR, s->run_folder);
 
+    ts_shm_budget *budget = NULL;
+    if ((rc = tree_budget_get(&budget)) != TERMSIGHT_OK) {
+        session_free(s);
+        pthread_mutex_unlock(&create_lock);
+        return rc;
+    }
     segment_config cfg = {
         .process = s->process,
         .run_folder = s->run_folder,
         .clock = tsclock_name(&ts_clock),
         .start_ns = tsclock_now(&ts_clock),
         .lane_count = opts->max_threads + 1, /* and the collector's own */
-        .lane_events = first_ring(opts->lane_events),
+        .lane_events = first_ring(opts->lane_events, budget),
         .lane_max_events = opts->lane_events,
         .grow_budget = (uint64_t)opts->lane_budget_mb << 20,
         .string_max = STRING_IDS,
@@ -456,6 +532,7 @@ static int session_create(const termsight_options *opts, const termsight_session
         .local_rank = s->job.local_rank,
         .world_size = s->job.world_size,
         .parent_pid = s->job.parent_pid,
+        .budget = budget,
     };
     char *why = NULL;
     if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0) {
@@ -471,11 +548,16 @@ static int session_create(const termsight_options *opts, const termsight_session
     s->start_ns = segment_header(s->seg)->start_ns;
     s->start_realtime_ns = segment_header(s->seg)->start_realtime_ns;
     set_state(s, TS_STATE_IDLE);
+    last_error[0] = 0;
     if (sampler_init(s) != 0 || loop_start(s) != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s",
+                 *termsight_last_error() ? termsight_last_error()
+                                         : "cannot start the recorder thread");
         segment_close(s->seg, 1);
         session_free(s);
         pthread_mutex_unlock(&create_lock);
-        return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the recorder thread");
+        return session_fail(TERMSIGHT_E_SYSTEM, "%s", why);
     }
     if (sampler_start(s) != 0) {
         loop_stop(s);
@@ -535,15 +617,14 @@ int termsight_session_destroy(termsight_session *s)
      * before the stop may still be writing into its lane, and must not touch unmapped memory.
      * The pages go when the process ends. */
     segment_unlink(s->seg);
-    retire_segment(s->seg);
-    session_free(s);
+    session_retire(s);
     pthread_mutex_unlock(&create_lock);
     return rc ? rc : ok();
 }
 
 termsight_session *termsight_session_current(void)
 {
-    return atomic_load(&ts_session);
+    return session_current();
 }
 
 /* ---- Commands -------------------------------------------------------------------------- */

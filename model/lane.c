@@ -236,7 +236,7 @@ static void old_ring_passed(const segment *s, uint32_t i, const ts_lane *l, uint
     if (!g || lane_rings_read(s, l, &r) != 0 || !r.old_events || tail < r.from ||
         g->freed_seq == r.seq)
         return;
-    segment_grow_free(s, r.old_off, r.old_events);
+    segment_grow_free(s, r.old_off, r.old_events, UINT64_MAX);
     g->freed_seq = r.seq;
 }
 
@@ -289,7 +289,7 @@ int lane_grow(const segment *s, uint32_t i, uint32_t events, uint64_t bytes)
     uint64_t len = (uint64_t)g->events * sizeof(ts_event);
     uint64_t step = len - g->populated < bytes ? len - g->populated : bytes;
     if (step && segment_grow_populate(s, g->off + g->populated, step) != 0) {
-        segment_grow_free(s, g->off, g->events);
+        segment_grow_free(s, g->off, g->events, g->populated);
         g->events = 0;
         return -1;
     }
@@ -317,7 +317,7 @@ int lane_reclaim(const segment *s, uint32_t i)
     lane_rings r;
     if (g && lane_rings_read(s, l, &r) == 0 && (r.old_events || segment_ring_grown(s, r.off))) {
         old_ring_passed(s, i, l, head);
-        segment_grow_free(s, r.off, r.events);
+        segment_grow_free(s, r.off, r.events, UINT64_MAX);
         uint64_t first = (uint64_t)segment_geometry_of(s)->lane_events;
         uint64_t off = segment_geometry_of(s)->rings_off + (uint64_t)i * first * sizeof(ts_event);
         lane_ring_reset(l, off, (uint32_t)first);
@@ -327,7 +327,7 @@ int lane_reclaim(const segment *s, uint32_t i)
     }
     if (g && g->events) { /* a ring made ready or offered, never taken */
         atomic_store_explicit(&l->next_events, 0, memory_order_relaxed);
-        segment_grow_free(s, g->off, g->events);
+        segment_grow_free(s, g->off, g->events, g->populated);
         g->events = 0;
         g->offered = 0;
     }

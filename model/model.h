@@ -503,8 +503,8 @@ void steptrace_load(steptrace *t, const step_totals *tot, const step_row *rows, 
 /* ------------------------------------------------------------------------------------------ */
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  5 /* 4: the step and operator boards; 5: the step split */
-#define TS_SEGMENT_MINOR  0
+#define TS_SEGMENT_MAJOR  5            /* 4: the step and operator boards; 5: the step split */
+#define TS_SEGMENT_MINOR  1            /* 1: the ledger's id and charge */
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
@@ -583,6 +583,10 @@ typedef struct ts_segment_header {
     int32_t parent_pid; /* a forked child's session: the process it was forked from; else 0 */
     _Atomic uint64_t grow_used; /* bytes of the grow region's rings in use (mirror) */
     uint64_t board_off;         /* the boards (ts_board) */
+    /* Minor 1: the ledger (budget.c) this segment's pages were taken from, and how many bytes it
+     * holds of it now (a mirror), for whoever reaps the segment to give back. */
+    uint64_t budget_id;
+    _Atomic uint64_t budget_charged;
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -657,6 +661,46 @@ typedef struct segment_geometry {
     uint64_t board_off;
 } segment_geometry;
 
+/* ---- The shared-memory ledger of a process tree (budget.c) ---------------------------- */
+
+#define TS_BUDGET_MAGIC   0x5447445542535354ull /* "TSSBUDGT" little-endian */
+#define TS_BUDGET_PREFIX  "termsight-budget-"   /* a named ledger: /dev/shm/<this><pid>-<hex> */
+#define TS_BUDGET_SHARE   4                     /* a tree has a quarter of what /dev/shm has free */
+#define TS_BUDGET_CEILING (2ull << 30)          /* ... and 2 GiB at most */
+#define TS_BUDGET_MB_MAX  1048576u              /* TERMSIGHT_SHM_BUDGET_MB: up to 1 TiB */
+
+/* One page, shared by the processes of a tree. Any process of the user may write a named one:
+ * readers bound what they read, and a damaged ledger misleads its own tree only. */
+typedef struct ts_shm_budget {
+    uint64_t magic; /* TS_BUDGET_MAGIC, written last */
+    uint64_t id;    /* random, never 0: segments charged to it say it (budget_id) */
+    uint64_t limit; /* bytes the tree's segments may have */
+    uint32_t uid;   /* its creator */
+    uint32_t pad;
+    _Atomic uint64_t used;    /* bytes had now */
+    _Atomic uint64_t peak;    /* the most had at once */
+    _Atomic uint64_t refused; /* requests refused */
+} ts_shm_budget;
+
+/* An anonymous ledger of limit bytes (a tree's first process; its forked children share it).
+ * NULL when it cannot be mapped. */
+ts_shm_budget *budget_create_private(uint64_t limit);
+/* A named ledger ("/termsight-budget-<pid>-<hex>" into name) for processes that exec. 0, or -1
+ * with *cause. The creator unlinks the name when the tree ends (shm_unlink). */
+int budget_create_named(uint64_t limit, char *name, size_t cap, ts_shm_budget **out, char **cause);
+/* Maps the named ledger of this user: 0, or -1 with *cause (not one, not ours, damaged). */
+int budget_attach(const char *name, ts_shm_budget **out, char **cause);
+void budget_close(ts_shm_budget *b);
+/* Takes bytes from the ledger: 0, or -1 (refused and counted) when that would pass its limit.
+ * A NULL ledger has no limit. */
+int budget_take(ts_shm_budget *b, uint64_t bytes);
+/* Gives bytes back (never below 0). */
+void budget_give(ts_shm_budget *b, uint64_t bytes);
+/* The limit of a new tree's ledger: TERMSIGHT_SHM_BUDGET_MB (mb) when set, else a
+ * TS_BUDGET_SHARE-th of what /dev/shm has free (available), at most TS_BUDGET_CEILING. 0, or -1
+ * with *cause when mb does not parse. */
+int budget_limit_for(uint64_t available, const char *mb, uint64_t *limit, char **cause);
+
 typedef struct segment_config {
     pid_t pid;                            /* name and header pid; 0 means getpid() */
     const char *process;                  /* process name for the header */
@@ -673,6 +717,8 @@ typedef struct segment_config {
     const char *host;                     /* this machine's name; NULL: none */
     int32_t rank, local_rank, world_size; /* in the job; -1: unknown; read only with a job */
     int32_t parent_pid;                   /* a forked child's session: its parent; else 0 */
+    ts_shm_budget *budget;                /* the tree's ledger the pages are taken from; NULL:
+                                           * none (no limit) */
 } segment_config;
 
 /* Creates "/termsight-<pid>-<random>" mode 0600, exclusively: the random part (getrandom) keeps
@@ -738,10 +784,12 @@ int segment_ring_grown(const segment *s, uint64_t off);
  * budget (half the region), its pages not yet had; 0 and *off, or -1 (over the budget, no
  * room, or shared memory found full). Freed, its pages go back. */
 int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off);
-void segment_grow_free(const segment *s, uint64_t off, uint32_t events);
+/* had: the bytes of it made present (segment_grow_populate), given back to the ledger; UINT64_MAX
+ * for the whole ring. */
+void segment_grow_free(const segment *s, uint64_t off, uint32_t events, uint64_t had);
 
-/* Has the pages of [off, off + len): 0, or -1 when shared memory is full (no ring is tried after
- * that). */
+/* Has the pages of [off, off + len), taken from the ledger: 0, or -1 when the ledger refuses
+ * them or shared memory is full (no ring is tried after that). */
 int segment_grow_populate(const segment *s, uint64_t off, uint64_t len);
 
 /* A lane's larger ring being made ready by the consumer (lane_grow). */
@@ -799,22 +847,39 @@ typedef struct segment_info {
     /* The threads that lost events in the window under way, most first (lane mirrors). */
     uint32_t lost_threads; /* how many did; the first SEGMENT_INFO_LOST are here */
     lane_loss lost[SEGMENT_INFO_LOST];
+    uint64_t budget_id, budget_charged; /* the ledger it was charged to, and how much */
 } segment_info;
 
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */
 int segment_list(segment_info **out, char **cause);
 
+/* Lists, as segment_list does, this user's segments whose process has ended (no such process, or
+ * a zombie not yet waited for) and whose header names budget_id as its ledger (when not 0) or
+ * parent as its parent (when > 0). Cheap enough to call every 100 ms: a segment of a process
+ * that is still there is never opened. */
+int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause);
+
 /* Removes the segment named name (of pid) when its process no longer maps it. Returns 0, or -1
  * when it is in use, not ours or gone. */
 int segment_remove_stale_name(const char *name, pid_t pid, char **cause);
+
+/* Takes the segment named name (of pid, whose process no longer maps it) for one reaper: renames
+ * it to "<name>-reap", its path into claimed. 1 when taken; 0 when there is nothing to take (gone,
+ * another reaper took it first, or junk that was not a file, removed); -1 with *cause (not ours,
+ * in use). */
+int segment_claim(const char *name, pid_t pid, char *claimed, size_t cap, char **cause);
+#define TS_SEGMENT_CTL_SIZE 4096u /* the control object beside a segment */
+
+/* Removes what segment_claim took, and the control object beside name. */
+void segment_remove_claimed(const char *name, const char *claimed);
 
 /* Removes every segment of pid that its process no longer maps: the count removed, or -1 when
  * none could be (in use, not ours, or none there). */
 int segment_remove_stale(pid_t pid, char **cause);
 
 /* Removes this user's control objects ("/termsight-<pid>-<hex>-ctl") whose segment is gone and
- * whose process is gone (left by a segment removed by hand, or by an older termsight): the count
- * removed. */
+ * whose process is gone (left by a segment removed by hand, or by an older termsight), and the
+ * segments a reaper took and never removed ("-reap": it died): the count removed. */
 int segment_remove_orphan_ctls(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1286,10 +1351,13 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
 
 /* A segment whose process is gone (info from segment_list): what its lanes still held goes
  * into its recording (recording_salvage, why as the "ended" note; only when its run folder lies
- * under within, unless within is NULL), then the segment is removed. *events: the events
- * recovered. 0, or -1 with *cause (the first thing that failed; the rest is still done). */
-int segment_reap(const segment_info *info, const char *why, const char *within, uint64_t *events,
-                 char **cause);
+ * under within, unless within is NULL), then the segment is removed, and what it held of ledger
+ * given back (when the segment was charged to that ledger; NULL: none). One reaper at a time: the
+ * segment is first renamed out of the way ("<name>-reap"), and a segment another reaper took
+ * meanwhile is left to it (0, nothing done). *events: the events recovered. 0, or -1 with *cause
+ * (the first thing that failed; the rest is still done). */
+int segment_reap(const segment_info *info, const char *why, const char *within,
+                 ts_shm_budget *ledger, uint64_t *events, char **cause);
 
 typedef struct recording_reader recording_reader;
 

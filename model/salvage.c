@@ -142,30 +142,42 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
     return rc;
 }
 
-int segment_reap(const segment_info *info, const char *why, const char *within, uint64_t *events,
-                 char **cause)
+int segment_reap(const segment_info *info, const char *why, const char *within,
+                 ts_shm_budget *ledger, uint64_t *events, char **cause)
 {
     *events = 0;
-    segment *seg;
+    char claimed[128];
     char *first = NULL;
-    if (segment_attach_name(info->shm_name, 0, &seg, NULL) == 0) {
-        const char *run = segment_header(seg)->run_folder;
-        size_t rl = strnlen(run, sizeof segment_header(seg)->run_folder);
+    int c = segment_claim(info->shm_name, info->pid, claimed, sizeof claimed, &first);
+    if (c <= 0) {
+        int r = c ? cause_set(cause, "pid %d (%s): %s", (int)info->pid, info->shm_name,
+                              first ? first : "cannot be reaped")
+                  : 0;
+        free(first);
+        return r; /* 0: gone, or another reaper has it */
+    }
+    segment *seg;
+    if (segment_attach_name(claimed, 0, &seg, NULL) == 0) {
+        const ts_segment_header *h = segment_header(seg);
+        const char *run = h->run_folder;
+        size_t rl = strnlen(run, sizeof h->run_folder);
         size_t wl = within ? strlen(within) : 0;
-        char dir[sizeof segment_header(seg)->run_folder + 16];
+        char dir[sizeof h->run_folder + 16];
         snprintf(dir, sizeof dir, "%.*s/" TS_RECORDING_DIR, (int)rl, run);
         if (within && (rl <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/'))
             cause_set(&first, "its run folder %.*s is not under %s: not written to", (int)rl, run,
                       within);
         else
             recording_salvage(seg, dir, why, events, &first); /* first says why it failed */
+        /* What it held of the tree's ledger goes back: never more than the segment's size. */
+        uint64_t held = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
+        uint64_t most = segment_size(seg) + TS_SEGMENT_CTL_SIZE;
+        if (ledger && h->budget_id == ledger->id)
+            budget_give(ledger, held < most ? held : most);
         segment_close(seg, 0);
     }
     /* A damaged or foreign object at the name has nothing to recover: it goes all the same. */
-    char *rm = NULL;
-    if (segment_remove_stale_name(info->shm_name, info->pid, &rm) != 0 && !first)
-        first = rm, rm = NULL;
-    free(rm);
+    segment_remove_claimed(info->shm_name, claimed);
     if (first) {
         int r = cause_set(cause, "pid %d (%s): %s", (int)info->pid, info->shm_name, first);
         free(first);

@@ -63,12 +63,53 @@ struct segment {
     grow_list grow_free[GROW_ORDERS];
     lane_grow_state *grow;
     ts_mailbox *mailbox; /* the control object's mapping (writable); NULL when read-only */
+    /* The creator's: the tree's ledger its pages are taken from (NULL: no limit), and the bytes
+     * taken, given back as pages go and all at once when the name goes (segment_unlink). */
+    ts_shm_budget *budget;
+    _Atomic uint64_t charged;
 };
 
 static int populate(void *p, uint64_t len);
 
-#define CTL_SUFFIX "-ctl" /* the control object beside a segment: its name + this */
-#define CTL_SIZE   4096u
+/* Takes len bytes from the tree's ledger for pages about to be had: 0, or -1 when it refuses. */
+static int charge(segment *s, uint64_t len)
+{
+    if (budget_take(s->budget, len) != 0)
+        return -1;
+    uint64_t c = atomic_fetch_add_explicit(&s->charged, len, memory_order_relaxed) + len;
+    atomic_store_explicit(&segment_header(s)->budget_charged, c, memory_order_relaxed);
+    return 0;
+}
+
+/* Gives back len bytes of what this segment took (at most all of it). */
+static void discharge(segment *s, uint64_t len)
+{
+    uint64_t c = atomic_load_explicit(&s->charged, memory_order_relaxed), left;
+    do
+        left = c > len ? c - len : 0;
+    while (!atomic_compare_exchange_weak_explicit(&s->charged, &c, left, memory_order_relaxed,
+                                                  memory_order_relaxed));
+    budget_give(s->budget, c - left);
+    atomic_store_explicit(&segment_header(s)->budget_charged, left, memory_order_relaxed);
+}
+
+/* Has the pages of [p, p + len), taken from the ledger first. 0; -1 when the ledger refuses
+ * (*refused 1) or shared memory is full (*refused 0; what was taken is given back). */
+static int have(segment *s, void *p, uint64_t len, int *refused)
+{
+    *refused = charge(s, len) != 0;
+    if (*refused)
+        return -1;
+    if (populate(p, len) != 0) {
+        discharge(s, len);
+        return -1;
+    }
+    return 0;
+}
+
+#define CTL_SUFFIX  "-ctl" /* the control object beside a segment: its name + this */
+#define CTL_SIZE    TS_SEGMENT_CTL_SIZE
+#define REAP_SUFFIX "-reap" /* a segment a reaper took (segment_claim) */
 
 /* a then b into buf of cap bytes: 0, or -1 with errno ENAMETOOLONG when they do not fit (a
  * name cut short would name some other object). */
@@ -324,9 +365,22 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     pid_t pid = cfg->pid ? cfg->pid : getpid();
     layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
                          cfg->string_arena);
+    /* What a segment has from the start: the header and lane records, the boards' head, the
+     * control object. The names' pages come as names do (strtab.c), the rings' as lanes do. */
+    uint64_t fixed = l.rings_off + round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
+    if (budget_take(cfg->budget, fixed) != 0) {
+        const ts_shm_budget *b = cfg->budget;
+        return cause_set(cause,
+                         "the shared-memory budget of this process tree is spent (%llu of %llu "
+                         "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
+                         (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
+                         (unsigned long long)(b->limit >> 10));
+    }
     segment *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        budget_give(cfg->budget, fixed);
         return cause_set(cause, "out of memory");
+    }
     /* Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
      * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
     int fd = -1;
@@ -341,6 +395,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         char name[64];
         copy_str(name, sizeof name, s->name);
         free(s);
+        budget_give(cfg->budget, fixed);
         return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
     }
     void *base = MAP_FAILED;
@@ -357,7 +412,6 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
      * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
     what = "cannot have the shared memory the segment starts with";
     if (populate(base, l.rings_off) != 0 ||
-        populate((uint8_t *)base + l.string_index_off, l.board_off - l.string_index_off) != 0 ||
         populate((uint8_t *)base + l.board_off, offsetof(ts_board, ops)) != 0)
         goto fail;
     /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
@@ -374,6 +428,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     s->base = base;
     s->size = l.size;
     s->writable = 1;
+    s->budget = cfg->budget;
+    atomic_store(&s->charged, fixed);
     s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
     s->ready = calloc(cfg->lane_count, 1);
     s->grow = calloc(cfg->lane_count, sizeof *s->grow);
@@ -423,6 +479,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->string_arena_off = l.string_arena_off;
     h->mailbox_off = l.mailbox_off;
     h->board_off = l.board_off;
+    h->budget_id = cfg->budget ? cfg->budget->id : 0;
+    atomic_store_explicit(&h->budget_charged, fixed, memory_order_relaxed);
     geometry_from(s, h);
     /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
     for (uint32_t i = 0; i < cfg->lane_count; i++) {
@@ -444,6 +502,7 @@ fail:
     ctl_remove(s->name, s->mailbox);
     shm_unlink(s->name);
     free(s);
+    budget_give(cfg->budget, fixed);
     return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what, (unsigned long long)l.size,
                      strerror(e));
 }
@@ -642,6 +701,8 @@ void segment_close(segment *s, int remove)
 
 void segment_unlink(const segment *s)
 {
+    if (s->writable)
+        discharge((segment *)s, UINT64_MAX); /* its pages go with the name */
     if (s->name[0] == '/' && !strchr(s->name + 1, '/')) {
         shm_unlink(s->name);
         ctl_remove(s->name, NULL);
@@ -659,7 +720,8 @@ void segment_unlink(const segment *s)
 int segment_populate(const segment *s, uint64_t off, uint64_t len)
 {
     void *p = s->writable ? segment_at(s, off, len) : NULL;
-    return p ? populate(p, len) : -1;
+    int refused;
+    return p ? have((segment *)s, p, len, &refused) : -1;
 }
 
 void *segment_at(const segment *s, uint64_t off, uint64_t len)
@@ -724,10 +786,14 @@ int segment_lane_ready(const segment *s, uint32_t i)
     int rc = 0;
     if (!atomic_load_explicit(&m->ready[i], memory_order_relaxed)) {
         uint64_t len = (uint64_t)s->g.lane_events * sizeof(ts_event);
-        if (m->full || populate(ring, len) != 0) {
-            if (!m->full)
+        int refused = 0;
+        if (m->full || have(m, ring, len, &refused) != 0) {
+            /* The ledger's no is for now (rings go back as threads end); a full file system's
+             * is for good. */
+            if (!m->full && !refused) {
                 madvise(ring, len, MADV_REMOVE);
-            m->full = 1;
+                m->full = 1;
+            }
             rc = -1;
         } else {
             atomic_store_explicit(&m->ready[i], 1, memory_order_release);
@@ -786,7 +852,7 @@ int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off)
     return 0;
 }
 
-void segment_grow_free(const segment *s, uint64_t off, uint32_t events)
+void segment_grow_free(const segment *s, uint64_t off, uint32_t events, uint64_t had)
 {
     segment *m = (segment *)s;
     uint64_t len = (uint64_t)events * sizeof(ts_event);
@@ -794,6 +860,7 @@ void segment_grow_free(const segment *s, uint64_t off, uint32_t events)
         return;
     /* Its pages go back: the budget is memory, not address space. */
     madvise(m->base + off, len, MADV_REMOVE);
+    discharge(m, had < len ? had : len);
     m->grow_used -= len < m->grow_used ? len : m->grow_used;
     atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
     grow_list *fl = &m->grow_free[order_of(events)];
@@ -813,8 +880,10 @@ int segment_grow_populate(const segment *s, uint64_t off, uint64_t len)
     segment *m = (segment *)s;
     if (m->grow_full || !segment_at(s, off, len))
         return -1;
-    if (populate(m->base + off, len) != 0) {
-        m->grow_full = 1; /* shared memory is full: no more growing */
+    int refused;
+    if (have(m, m->base + off, len, &refused) != 0) {
+        if (!refused)
+            m->grow_full = 1; /* shared memory is full: no more growing */
         return -1;
     }
     return 0;
@@ -915,6 +984,25 @@ static int by_pid(const void *a, const void *b)
     return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+static void info_fill(segment_info *info, const char *entry, pid_t pid);
+
+/* A new last entry of *list (n of cap), or NULL (the list freed) when memory is out. */
+static segment_info *list_push(segment_info **list, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        segment_info *nl = realloc(*list, c * sizeof *nl);
+        if (!nl) {
+            free(*list);
+            *list = NULL;
+            return NULL;
+        }
+        *list = nl;
+        *cap = c;
+    }
+    return &(*list)[(*n)++];
+}
+
 int segment_list(segment_info **out, char **cause)
 {
     *out = NULL;
@@ -931,48 +1019,100 @@ int segment_list(segment_info **out, char **cause)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid())
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            segment_info *nl = realloc(list, cap * sizeof *nl);
-            if (!nl) {
-                free(list);
-                closedir(d);
-                return cause_set(cause, "out of memory");
-            }
-            list = nl;
+        segment_info *info = list_push(&list, &n, &cap);
+        if (!info) {
+            closedir(d);
+            return cause_set(cause, "out of memory");
         }
-        segment_info *info = &list[n++];
-        memset(info, 0, sizeof *info);
-        info->pid = pid;
-        snprintf(info->shm_name, sizeof info->shm_name, "/%.62s", e->d_name);
+        info_fill(info, e->d_name, pid);
         info->alive = segment_alive(pid, info->shm_name);
-        segment *s = NULL;
-        char *why = NULL;
-        if (segment_attach_name(info->shm_name, 0, &s, &why) == 0) {
-            ts_segment_header *h = segment_header(s);
-            info->readable = 1;
-            copy_str(info->process, sizeof info->process, h->process);
-            copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
-            copy_str(info->job, sizeof info->job, h->job);
-            info->rank = h->rank;
-            info->world_size = h->world_size;
-            info->parent_pid = h->parent_pid;
-            info->state = atomic_load_explicit(&h->state, memory_order_acquire);
-            info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
-            info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
-            info->window = atomic_load_explicit(&h->window, memory_order_relaxed);
-            info->start_ns = h->start_ns;
-            info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
-            info->start_realtime_ns = h->start_realtime_ns;
-            segment_close(s, 0);
-        } else {
-            copy_str(info->error, sizeof info->error, why ? why : "unreadable");
-            free(why);
-        }
     }
     closedir(d);
     if (n)
         qsort(list, n, sizeof *list, by_pid);
+    *out = list;
+    return (int)n;
+}
+
+/* What segment_list says of the segment at entry (of pid), but whether it is alive. */
+static void info_fill(segment_info *info, const char *entry, pid_t pid)
+{
+    memset(info, 0, sizeof *info);
+    info->pid = pid;
+    snprintf(info->shm_name, sizeof info->shm_name, "/%.62s", entry);
+    segment *s = NULL;
+    char *why = NULL;
+    if (segment_attach_name(info->shm_name, 0, &s, &why) == 0) {
+        ts_segment_header *h = segment_header(s);
+        info->readable = 1;
+        copy_str(info->process, sizeof info->process, h->process);
+        copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
+        copy_str(info->job, sizeof info->job, h->job);
+        info->rank = h->rank;
+        info->world_size = h->world_size;
+        info->parent_pid = h->parent_pid;
+        info->state = atomic_load_explicit(&h->state, memory_order_acquire);
+        info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
+        info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
+        info->window = atomic_load_explicit(&h->window, memory_order_relaxed);
+        info->start_ns = h->start_ns;
+        info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
+        info->start_realtime_ns = h->start_realtime_ns;
+        info->budget_id = h->budget_id;
+        info->budget_charged = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
+        segment_close(s, 0);
+    } else {
+        copy_str(info->error, sizeof info->error, why ? why : "unreadable");
+        free(why);
+    }
+}
+
+/* Whether pid has ended: no such process, or a zombie its parent has not waited for yet. */
+static int process_ended(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause)
+{
+    *out = NULL;
+    DIR *d = opendir(SHM_DIR);
+    if (!d)
+        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
+    segment_info *list = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t pid;
+        struct stat st;
+        if (!parse_pid(e->d_name, &pid) || !process_ended(pid) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
+            !S_ISREG(st.st_mode))
+            continue;
+        segment_info info;
+        info_fill(&info, e->d_name, pid);
+        if (!info.readable || (budget_id && info.budget_id != budget_id) ||
+            (parent > 0 && info.parent_pid != parent))
+            continue;
+        segment_info *slot = list_push(&list, &n, &cap);
+        if (!slot) {
+            closedir(d);
+            return cause_set(cause, "out of memory");
+        }
+        *slot = info;
+    }
+    closedir(d);
     *out = list;
     return (int)n;
 }
@@ -1002,6 +1142,42 @@ int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
     return 0;
 }
 
+int segment_claim(const char *name, pid_t pid, char *claimed, size_t cap, char **cause)
+{
+    char from[96];
+    if (join2(from, sizeof from, SHM_DIR, name) != 0 || join2(claimed, cap, from, REAP_SUFFIX) != 0)
+        return cause_set(cause, "%s: name too long", name);
+    struct stat st;
+    if (lstat(from, &st) != 0)
+        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
+    if (st.st_uid != geteuid())
+        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
+    if (!S_ISREG(st.st_mode)) {
+        /* A link or a FIFO of ours under such a name: junk, removed, never followed. */
+        segment_remove_claimed(name, from);
+        return 0;
+    }
+    if (segment_alive(pid, name))
+        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
+    /* /dev/shm is sticky: only we can rename an entry of ours, and of two reapers one wins. */
+    if (rename(from, claimed) != 0)
+        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
+    return 1;
+}
+
+void segment_remove_claimed(const char *name, const char *claimed)
+{
+    unlink(claimed);
+    char ctl[128];
+    struct stat st;
+    if (join2(ctl, sizeof ctl, SHM_DIR, name) == 0 &&
+        strlen(ctl) + strlen(CTL_SUFFIX) < sizeof ctl) {
+        strcat(ctl, CTL_SUFFIX);
+        if (lstat(ctl, &st) == 0 && st.st_uid == geteuid())
+            unlink(ctl);
+    }
+}
+
 int segment_remove_orphan_ctls(void)
 {
     DIR *d = opendir(SHM_DIR);
@@ -1010,10 +1186,16 @@ int segment_remove_orphan_ctls(void)
     int removed = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
+        /* A control object, or a segment a reaper took and did not remove (it died). */
         size_t len = strlen(e->d_name), sl = strlen(CTL_SUFFIX);
+        if (len > strlen(REAP_SUFFIX) &&
+            !strcmp(e->d_name + len - strlen(REAP_SUFFIX), REAP_SUFFIX))
+            sl = strlen(REAP_SUFFIX);
+        else if (len <= sl || strcmp(e->d_name + len - sl, CTL_SUFFIX))
+            continue;
         char seg[256];
         pid_t pid;
-        if (len <= sl || len - sl >= sizeof seg || strcmp(e->d_name + len - sl, CTL_SUFFIX))
+        if (len - sl >= sizeof seg)
             continue;
         memcpy(seg, e->d_name, len - sl);
         seg[len - sl] = 0;

@@ -5,7 +5,8 @@
  * store after their entry is written. Process-local part: the writer's own copy of the index and
  * the arena (what it reads, since any process of the user can write into the segment) and an
  * open-addressing hash of (hash, id) words, read lock-free; inserts (a name's first use) take a
- * mutex. */
+ * mutex. The segment's index and arena pages are had as names reach them (segment_populate, from
+ * the tree's ledger): a process with few names costs a page of each. */
 #include "hash.h"
 #include "model.h"
 
@@ -27,11 +28,26 @@ struct strtab {
     char *own_arena;
     _Atomic uint32_t count;
     uint32_t used;
+    uint64_t index_had, arena_had; /* bytes of the segment's index and arena had, whole pages */
     _Atomic uint64_t drops;
     _Atomic uint64_t *slots; /* 0 empty, else hash32 << 32 | id, hash32 never 0 */
     uint64_t mask;
     pthread_mutex_t lock;
 };
+
+#define PAGE 4096u
+
+/* Has the pages of the region at off up to byte need (from had, which grows to it). */
+static int have_up_to(const strtab *t, uint64_t off, uint64_t *had, uint64_t need)
+{
+    if (need <= *had)
+        return 0;
+    uint64_t to = (need + PAGE - 1) / PAGE * PAGE;
+    if (segment_populate(t->seg, off + *had, to - *had) != 0)
+        return -1;
+    *had = to;
+    return 0;
+}
 
 static uint32_t hash32(uint64_t h)
 {
@@ -94,6 +110,10 @@ static uint32_t insert(strtab *t, uint64_t h, const char *bytes, size_t len, uin
     uint64_t need = (sizeof(uint32_t) + len + 1 + 3) & ~(uint64_t)3;
     if (id >= t->max || slot == UINT64_MAX || need > (uint64_t)t->arena_size - used)
         return UINT32_MAX;
+    const segment_geometry *g = segment_geometry_of(t->seg);
+    if (have_up_to(t, g->string_index_off, &t->index_had, ((uint64_t)id + 1) * sizeof(uint32_t)) ||
+        have_up_to(t, g->string_arena_off, &t->arena_had, used + need))
+        return UINT32_MAX; /* no memory for it: dropped as a full table's */
     uint32_t l32 = (uint32_t)len;
     char *own = t->own_arena + used;
     memcpy(own, &l32, sizeof l32);
