@@ -362,7 +362,8 @@ int sampler_init(termsight_session *s);
  * its memory every sample_interval_ms while s->sample_window is nonzero. Returns 0, or -1 when
  * the thread cannot start. */
 int sampler_start(termsight_session *s);
-/* Ends the sampler thread and joins it. Fine when it never started. */
+/* Ends the sampler thread and joins it, after a last sample when a window is open. Fine when it
+ * never started. */
 void sampler_stop(termsight_session *s);
 /* Frees what sampler_start made, after sampler_stop (with the session). */
 void sampler_free(termsight_session *s);
