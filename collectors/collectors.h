@@ -434,6 +434,12 @@ void util_process_name(char *out, size_t cap);
 /* name made safe as one path component: '/', control bytes and leading dots become '_'. */
 void util_path_component(const char *name, char *out, size_t cap);
 
+/* path made absolute against the working directory now ("./rel" and "rel" both become
+ * "<cwd>/rel"), malloc'd: the run folder it leads to is then the same from every process that
+ * reads it from the segment. A working directory that cannot be told (getcwd fails) leaves path
+ * as given. NULL when out of memory. */
+char *util_absolute_path(const char *path);
+
 /* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>"; for a rank of a job
  * "<output>/<job>/rank<R>-<host>-<pid>-<stamp>-<hex>" (a forked child of rank R:
  * "<output>/<job>/rank<R>-worker-<host>-<pid>-..."; a process of a job without a rank:

@@ -149,16 +149,18 @@ int segment_reap(const segment_info *info, const char *why, const char *within, 
     segment *seg;
     char *first = NULL;
     if (segment_attach_name(info->shm_name, 0, &seg, NULL) == 0) {
-        const char *run = segment_header(seg)->run_folder;
-        size_t rl = strnlen(run, sizeof segment_header(seg)->run_folder);
+        char run[sizeof segment_header(seg)->run_folder];
         size_t wl = within ? strlen(within) : 0;
-        char dir[sizeof segment_header(seg)->run_folder + 16];
-        snprintf(dir, sizeof dir, "%.*s/" TS_RECORDING_DIR, (int)rl, run);
-        if (within && (rl <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/'))
-            cause_set(&first, "its run folder %.*s is not under %s: not written to", (int)rl, run,
-                      within);
-        else
+        /* Where the collector meant, or nowhere: never its text read from here. */
+        int known = segment_run_folder(seg, run, sizeof run, &first) == 0; /* first: why not */
+        if (known && within &&
+            (strlen(run) <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/')) {
+            cause_set(&first, "its run folder %s is not under %s: not written to", run, within);
+        } else if (known) {
+            char dir[sizeof run + 16];
+            snprintf(dir, sizeof dir, "%s/" TS_RECORDING_DIR, run);
             recording_salvage(seg, dir, why, events, &first); /* first says why it failed */
+        }
         segment_close(seg, 0);
     }
     /* A damaged or foreign object at the name has nothing to recover: it goes all the same. */
