@@ -378,7 +378,8 @@ int sampler_init(termsight_session *s);
  * its memory every sample_interval_ms while s->sample_window is nonzero. Returns 0, or -1 when
  * the thread cannot start. */
 int sampler_start(termsight_session *s);
-/* Ends the sampler thread and joins it. Fine when it never started. */
+/* Ends the sampler thread and joins it, after a last sample when a window is open. Fine when it
+ * never started. */
 void sampler_stop(termsight_session *s);
 /* Frees what sampler_start made, after sampler_stop (with the session). */
 void sampler_free(termsight_session *s);
@@ -448,6 +449,12 @@ void util_process_name(char *out, size_t cap);
 
 /* name made safe as one path component: '/', control bytes and leading dots become '_'. */
 void util_path_component(const char *name, char *out, size_t cap);
+
+/* path made absolute against the working directory now ("./rel" and "rel" both become
+ * "<cwd>/rel"), malloc'd: the run folder it leads to is then the same from every process that
+ * reads it from the segment. A working directory that cannot be told (getcwd fails) leaves path
+ * as given. NULL when out of memory. */
+char *util_absolute_path(const char *path);
 
 /* "<output>/<process>-<pid>-<YYYYmmdd-HHMMSS>-<8 random hex digits>"; for a rank of a job
  * "<output>/<job>/rank<R>-<host>-<pid>-<stamp>-<hex>" (a forked child of rank R:

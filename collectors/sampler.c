@@ -799,6 +799,10 @@ void sampler_stop(termsight_session *s)
     sampler_ctl *c = s->smp;
     if (!c || !atomic_load(&c->running))
         return;
+    /* A window still open gets its last figures first: a program that ends its session
+     * without a stop (at exit) sooner than an interval would have only its baseline. */
+    if (atomic_load(&s->sample_window))
+        sampler_sample_now(s, 1);
     pthread_mutex_lock(&c->lock);
     atomic_store(&c->quit, 1);
     pthread_cond_signal(&c->wake);

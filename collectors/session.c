@@ -481,7 +481,7 @@ static int session_create(const termsight_options *opts, const termsight_session
     util_cond_init_monotonic(&s->wake);
     pthread_cond_init(&s->done, NULL);
     s->opts = *opts;
-    s->output_path = strdup(opts->output_path);
+    s->output_path = util_absolute_path(opts->output_path); /* the header's run folder too */
     s->fp_start_op = dup_or_null(opts->fp_start_op);
     s->bp_end_op = dup_or_null(opts->bp_end_op);
     s->opts.output_path = s->output_path;

@@ -108,6 +108,22 @@ void util_path_component(const char *name, char *out, size_t cap)
     out[n] = 0;
 }
 
+char *util_absolute_path(const char *path)
+{
+    char cwd[4096];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return strdup(path);
+    while (path[0] == '.' && (path[1] == '/' || !path[1]))
+        path += path[1] ? 2 : 1;
+    while (path[0] == '/')
+        path++;
+    size_t cl = strlen(cwd), pl = strlen(path);
+    char *out = malloc(cl + 1 + pl + 1);
+    if (out)
+        snprintf(out, cl + 1 + pl + 1, "%s%s%s", cwd, pl && cwd[cl - 1] != '/' ? "/" : "", path);
+    return out;
+}
+
 int util_run_folder(const char *output, const char *process, const ts_job *job, int pid, char *out,
                     size_t cap)
 {

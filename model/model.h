@@ -730,13 +730,24 @@ int segment_create(const segment_config *cfg, segment **out, char **cause);
 uint64_t segment_shm_available(void);
 
 /* Opens and validates the segment of pid (found by name in /dev/shm; of several, the one the
- * process maps, else the newest). writable 0 maps it read-only (observers), 1 read-write
- * (frontends sending commands). A foreign, damaged, truncated or incompatible segment, or one of
- * another user, is an error with a message; none is "pid N: no such segment". */
+ * process maps, else the newest; names of other users' are passed over, see segment_note).
+ * writable 0 maps it read-only (observers), 1 read-write (frontends sending commands). A foreign,
+ * damaged, truncated or incompatible segment, or only another user's, is an error with a
+ * message; none is "pid N: no such segment". */
 int segment_attach(pid_t pid, int writable, segment **out, char **cause);
 
 /* Same for a segment given by shm name ("/termsight-123-...") or a path to a file holding one. */
 int segment_attach_name(const char *name, int writable, segment **out, char **cause);
+
+/* What segment_attach passed over to find s (another user's objects at names of its pid, which
+ * anyone can plant): a sentence, or "" when nothing. */
+const char *segment_note(const segment *s);
+
+/* The absolute path of s's run folder: the header's, or, for a relative one (older collectors
+ * wrote the output option as given), joined to the working directory of the process when it
+ * still maps s and is this user's. 0, or -1 with *cause when it cannot be told (never resolved
+ * against the caller's own directory) or does not fit in cap. */
+int segment_run_folder(const segment *s, char *out, size_t cap, char **cause);
 
 /* Validates a header and its layout against the real size of the mapping. */
 int segment_validate(const void *base, uint64_t size, char **cause);
@@ -1351,7 +1362,8 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
 
 /* A segment whose process is gone (info from segment_list): what its lanes still held goes
  * into its recording (recording_salvage, why as the "ended" note; only when its run folder lies
- * under within, unless within is NULL), then the segment is removed, and what it held of ledger
+ * under within, unless within is NULL; a relative one, which older collectors wrote, only when
+ * segment_run_folder can resolve it), then the segment is removed, and what it held of ledger
  * given back (when the segment was charged to that ledger; NULL: none). One reaper at a time: the
  * segment is first renamed out of the way ("<name>-reap"), and a segment another reaper took
  * meanwhile is left to it (0, nothing done). *events: the events recovered. 0, or -1 with *cause

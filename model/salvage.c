@@ -159,16 +159,18 @@ int segment_reap(const segment_info *info, const char *why, const char *within,
     segment *seg;
     if (segment_attach_name(claimed, 0, &seg, NULL) == 0) {
         const ts_segment_header *h = segment_header(seg);
-        const char *run = h->run_folder;
-        size_t rl = strnlen(run, sizeof h->run_folder);
+        char run[sizeof h->run_folder];
         size_t wl = within ? strlen(within) : 0;
-        char dir[sizeof h->run_folder + 16];
-        snprintf(dir, sizeof dir, "%.*s/" TS_RECORDING_DIR, (int)rl, run);
-        if (within && (rl <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/'))
-            cause_set(&first, "its run folder %.*s is not under %s: not written to", (int)rl, run,
-                      within);
-        else
+        /* Where the collector meant, or nowhere: never its text read from here. */
+        int known = segment_run_folder(seg, run, sizeof run, &first) == 0; /* first: why not */
+        if (known && within &&
+            (strlen(run) <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/')) {
+            cause_set(&first, "its run folder %s is not under %s: not written to", run, within);
+        } else if (known) {
+            char dir[sizeof run + 16];
+            snprintf(dir, sizeof dir, "%s/" TS_RECORDING_DIR, run);
             recording_salvage(seg, dir, why, events, &first); /* first says why it failed */
+        }
         /* What it held of the tree's ledger goes back: never more than the segment's size. */
         uint64_t held = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
         uint64_t most = segment_size(seg) + TS_SEGMENT_CTL_SIZE;

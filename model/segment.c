@@ -44,6 +44,7 @@ struct segment {
     uint64_t size;
     int writable;
     char name[64];
+    char note[256];     /* what segment_attach passed over to find it; "" when nothing */
     segment_geometry g; /* the validated layout, never re-read from the header */
     /* The creator's: the lanes' control blocks and the count of lanes claimed, in its own
      * memory (the segment holds their mirrors). NULL and unused in an attacher. */
@@ -318,25 +319,64 @@ static int parse_pid(const char *entry, pid_t *pid)
     return 1;
 }
 
-/* The shm names ("/termsight-...") in SHM_DIR that name pid, up to max of them: their count (at
- * least 1), or -1 with *cause when there is none or SHM_DIR cannot be read. */
-static int names_of_pid(pid_t pid, char (*names)[64], int max, char **cause)
+/* The names in SHM_DIR that name one pid, all of them: anyone can create "termsight-<pid>-<hex>"
+ * for any pid, so no count of planted names may hide the real one. */
+typedef struct pid_names {
+    char (*own)[64]; /* shm names ("/termsight-...") of this user's objects */
+    int n;
+    int foreign;   /* passed over: another user's */
+    char why[160]; /* the first one passed over, and why */
+} pid_names;
+
+/* Fills pn with pid's names: 0, or -1 with *cause when SHM_DIR cannot be read (pn->own is then
+ * NULL). Free pn->own. */
+static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
 {
+    memset(pn, 0, sizeof *pn);
     DIR *d = opendir(SHM_DIR);
     if (!d)
         return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    int n = 0;
+    int cap = 0;
     struct dirent *e;
-    while (n < max && (e = readdir(d))) {
+    while ((e = readdir(d))) {
         pid_t p;
-        if (parse_pid(e->d_name, &p) && p == pid)
-            snprintf(names[n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
+        struct stat st;
+        if (!parse_pid(e->d_name, &p) || p != pid ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (st.st_uid != geteuid()) {
+            if (!pn->foreign++)
+                snprintf(pn->why, sizeof pn->why, "/%.62s belongs to uid %u, not to you (uid %u)",
+                         e->d_name, (unsigned)st.st_uid, (unsigned)geteuid());
+            continue;
+        }
+        if (pn->n == cap) {
+            cap = cap ? cap * 2 : 4;
+            char(*grown)[64] = realloc(pn->own, (size_t)cap * sizeof *grown);
+            if (!grown) {
+                closedir(d);
+                free(pn->own);
+                pn->own = NULL;
+                return cause_set(cause, "out of memory");
+            }
+            pn->own = grown;
+        }
+        snprintf(pn->own[pn->n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
     }
     closedir(d);
-    return n ? n : cause_set(cause, "pid %d: no such segment", (int)pid);
+    return 0;
 }
 
-#define PID_NAMES_MAX 16 /* segments one pid may have left (each exec makes one) */
+/* The message when pid has no name of this user's: the first one passed over, or none. */
+static int no_own_name(pid_t pid, const pid_names *pn, char **cause)
+{
+    if (!pn->foreign)
+        return cause_set(cause, "pid %d: no such segment", (int)pid);
+    if (pn->foreign == 1)
+        return cause_set(cause, "%s", pn->why);
+    return cause_set(cause, "%s (and %d more names of pid %d that are not yours)", pn->why,
+                     pn->foreign - 1, (int)pid);
+}
 
 int segment_create(const segment_config *cfg, segment **out, char **cause)
 {
@@ -635,31 +675,27 @@ static int attach_of_pid(const char *name, pid_t pid, int writable, segment **ou
     return r;
 }
 
-int segment_attach(pid_t pid, int writable, segment **out, char **cause)
+/* Of pid's own names, the segment the process maps, else the newest that validates: 0, or -1
+ * with the first one's error. */
+static int attach_best(pid_t pid, const pid_names *pn, int writable, segment **out, char **cause)
 {
-    *out = NULL;
-    char names[PID_NAMES_MAX][64];
-    int n = names_of_pid(pid, names, PID_NAMES_MAX, cause);
-    if (n < 0)
-        return -1;
-    if (n == 1)
-        return attach_of_pid(names[0], pid, writable, out, cause);
-    /* Several (an exec'd program's earlier image left one, or another user planted some): the
-     * one the process maps, else the newest that validates; else the first one's error. */
+    if (pn->n == 1)
+        return attach_of_pid(pn->own[0], pid, writable, out, cause);
+    /* Several: an exec'd program's earlier images each left one. */
     segment *best = NULL;
     int best_alive = 0;
     char *first_cause = NULL;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < pn->n; i++) {
         segment *s;
         char *why = NULL;
-        if (attach_of_pid(names[i], pid, writable, &s, &why) != 0) {
+        if (attach_of_pid(pn->own[i], pid, writable, &s, &why) != 0) {
             if (!first_cause)
                 first_cause = why;
             else
                 free(why);
             continue;
         }
-        int alive = segment_alive(pid, names[i]);
+        int alive = segment_alive(pid, pn->own[i]);
         if (!best || (alive && !best_alive) ||
             (alive == best_alive &&
              segment_header(s)->start_realtime_ns > segment_header(best)->start_realtime_ns)) {
@@ -678,6 +714,59 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
     free(first_cause);
     *out = best;
     return 0;
+}
+
+int segment_attach(pid_t pid, int writable, segment **out, char **cause)
+{
+    *out = NULL;
+    pid_names pn;
+    if (names_of_pid(pid, &pn, cause) != 0)
+        return -1;
+    /* Another user's objects at pid's names are passed over: they never hide ours. */
+    int r = pn.n ? attach_best(pid, &pn, writable, out, cause) : no_own_name(pid, &pn, cause);
+    if (r == 0 && pn.foreign)
+        snprintf((*out)->note, sizeof(*out)->note,
+                 "passed over %d name%s of pid %d in " SHM_DIR " that %s not yours (%s)",
+                 pn.foreign, pn.foreign == 1 ? "" : "s", (int)pid, pn.foreign == 1 ? "is" : "are",
+                 pn.why);
+    free(pn.own);
+    return r;
+}
+
+const char *segment_note(const segment *s)
+{
+    return s->note;
+}
+
+int segment_run_folder(const segment *s, char *out, size_t cap, char **cause)
+{
+    const ts_segment_header *h = segment_header(s);
+    int len = (int)strnlen(h->run_folder, sizeof h->run_folder);
+    int n;
+    if (h->run_folder[0] == '/') {
+        n = snprintf(out, cap, "%.*s", len, h->run_folder);
+        return n < 0 || (size_t)n >= cap ? cause_set(cause, "run folder too long") : 0;
+    }
+    /* Older collectors wrote the output folder as given, relative to the process's working
+     * directory: only the process that still maps the segment can say which (a pid since
+     * reused may be anywhere), and only to its own user. It may have changed directory since;
+     * then the folder is not found there and nothing is written. */
+    char link[64], cwd[4096];
+    struct stat st;
+    snprintf(link, sizeof link, "/proc/%d", (int)h->pid);
+    if (!len || stat(link, &st) != 0 || st.st_uid != geteuid() || !segment_alive(h->pid, s->name))
+        return cause_set(cause,
+                         "its run folder '%.*s' is relative and its process (pid %d) is gone or "
+                         "not yours: where it lies cannot be told",
+                         len, h->run_folder, (int)h->pid);
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)h->pid);
+    ssize_t cl = readlink(link, cwd, sizeof cwd - 1);
+    if (cl <= 0)
+        return cause_set(cause, "its run folder '%.*s' is relative and %s cannot be read: %s", len,
+                         h->run_folder, link, cl < 0 ? strerror(errno) : "empty");
+    cwd[cl] = 0;
+    n = snprintf(out, cap, "%s/%.*s", cwd, len, h->run_folder);
+    return n < 0 || (size_t)n >= cap ? cause_set(cause, "run folder too long") : 0;
 }
 
 void segment_close(segment *s, int remove)
@@ -1046,7 +1135,8 @@ static void info_fill(segment_info *info, const char *entry, pid_t pid)
         ts_segment_header *h = segment_header(s);
         info->readable = 1;
         copy_str(info->process, sizeof info->process, h->process);
-        copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
+        if (segment_run_folder(s, info->run_folder, sizeof info->run_folder, NULL) != 0)
+            copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
         copy_str(info->job, sizeof info->job, h->job);
         info->rank = h->rank;
         info->world_size = h->world_size;
@@ -1212,21 +1302,23 @@ int segment_remove_orphan_ctls(void)
 
 int segment_remove_stale(pid_t pid, char **cause)
 {
-    char names[PID_NAMES_MAX][64];
-    int n = names_of_pid(pid, names, PID_NAMES_MAX, cause);
-    if (n < 0)
+    pid_names pn;
+    if (names_of_pid(pid, &pn, cause) != 0)
         return -1;
+    if (!pn.n)
+        return no_own_name(pid, &pn, cause);
     int removed = 0;
     char *first_cause = NULL;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < pn.n; i++) {
         char *why = NULL;
-        if (segment_remove_stale_name(names[i], pid, &why) == 0)
+        if (segment_remove_stale_name(pn.own[i], pid, &why) == 0)
             removed++;
         else if (!first_cause)
             first_cause = why;
         else
             free(why);
     }
+    free(pn.own);
     if (removed) {
         free(first_cause);
         return removed;

@@ -92,7 +92,6 @@ static void read_header(source *s)
     source_status *st = &s->st;
     st->pid = h->pid;
     copy_field(st->process, sizeof st->process, h->process, sizeof h->process);
-    copy_field(st->run_folder, sizeof st->run_folder, h->run_folder, sizeof h->run_folder);
     copy_field(st->job, sizeof st->job, h->job, sizeof h->job);
     copy_field(st->host, sizeof st->host, h->host, sizeof h->host);
     st->rank = st->job[0] && h->rank >= 0 ? h->rank : -1;
@@ -127,6 +126,15 @@ int source_open(pid_t pid, source **out, char **cause)
         return -1;
     }
     ts_segment_header *h = segment_header(s->seg);
+    /* Once: the header's run folder never changes, and a relative one (older collectors) can
+     * only be resolved while its process lives. */
+    char *why = NULL;
+    if (segment_run_folder(s->seg, s->st.run_folder, sizeof s->st.run_folder, &why) != 0) {
+        copy_field(s->st.run_folder, sizeof s->st.run_folder, h->run_folder, sizeof h->run_folder);
+        snprintf(s->st.folder_why, sizeof s->st.folder_why, "%s", why ? why : "unknown");
+    }
+    free(why);
+    snprintf(s->st.note, sizeof s->st.note, "%s", segment_note(s->seg));
     s->lanes = h->lane_count;
     s->cursor = calloc(s->lanes ? s->lanes : 1, sizeof *s->cursor);
     s->buf = malloc(OBSERVE_BATCH * sizeof *s->buf);
@@ -338,7 +346,8 @@ int source_send(source *s, uint32_t cmd, uint64_t *seq, char **cause)
 {
     if (s->st.gone)
         return cause_set(cause, "the process has ended");
-    if (!s->cmd && segment_attach(s->pid, 1, &s->cmd, cause) != 0)
+    /* The segment shown, by its name: the pid's other names may be anyone's. */
+    if (!s->cmd && segment_attach_name(segment_shm_name(s->seg), 1, &s->cmd, cause) != 0)
         return -1;
     return mailbox_send(s->cmd, cmd, NULL, seq, cause);
 }

@@ -372,10 +372,15 @@ static void clear_folders(app *a)
     a->job_folder = NULL;
 }
 
+/* The run folder of st to analyse: 0, 1 when it is not known (said), -1 when out of memory. */
 static int add_folder(app *a, const source_status *st)
 {
     if (a->nfolders >= RANKS_MAX)
         return 0;
+    if (st->folder_why[0]) {
+        say(a, ROLE_ERROR, "analyse pid %d: %s", (int)st->pid, st->folder_why);
+        return 1;
+    }
     char *path = strdup(st->run_folder);
     if (!path)
         return -1;
@@ -524,7 +529,7 @@ static void conclude(app *a)
         int flushed = 0;
         for (size_t j = 0; j < a->nsent; j++)
             flushed |= a->sent[j].src == s && a->sent[j].answered && a->sent[j].status == 0;
-        if ((flushed || (st->gone && st->window)) && add_folder(a, st) != 0)
+        if ((flushed || (st->gone && st->window)) && add_folder(a, st) < 0)
             break;
     }
     if (!a->nfolders)
@@ -941,7 +946,9 @@ static int run_interactive(const tui_options *o, const glyphs *g, const target *
                         .st = source_status_of(a->src),
                         .rk = ranks_table_of(a->rk)};
     a->v.ranks_sel = a->pc.rk->selected; /* the Ranks screen opens on the rank shown */
-    if (is_job(a))                       /* the job's ranks are a key away */
+    if (a->pc.st->note[0])
+        say(a, ROLE_WARN, "%s", a->pc.st->note);
+    else if (is_job(a)) /* the job's ranks are a key away */
         say(a, ROLE_NORMAL, "rank %d of job %s, %zu rank%s on this machine: 7 shows them",
             (int)a->pc.st->rank, a->pc.rk->job, a->pc.rk->n, a->pc.rk->n == 1 ? "" : "s");
     a->all = 1;
@@ -1013,6 +1020,8 @@ static int run_once(const tui_options *o, const glyphs *g, const target *t, char
     nanosleep(&ts, NULL);
     ranks_poll(rk, tsclock_monotonic_ns());
     source *src = ranks_selected(rk);
+    if (source_status_of(src)->note[0])
+        fprintf(stderr, "termsight: top: %s\n", source_status_of(src)->note);
     panel_ctx pc = {.a = source_analysis(src),
                     .tl = source_timeline(src),
                     .st = source_status_of(src),

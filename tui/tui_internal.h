@@ -247,9 +247,11 @@ typedef struct source source;
 typedef struct source_status {
     pid_t pid;
     char process[64];
-    char run_folder[1024];
-    uint32_t state; /* enum ts_state as the header says */
-    int gone;       /* the process has ended (state ENDED, or the pid no longer exists) */
+    char run_folder[1024]; /* absolute (segment_run_folder); as the header says when unknown */
+    char folder_why[256];  /* why the run folder is not known; "" when it is */
+    char note[256];        /* what finding the segment passed over (segment_note); "" none */
+    uint32_t state;        /* enum ts_state as the header says */
+    int gone;              /* the process has ended (state ENDED, or the pid no longer exists) */
     double elapsed_s;
     double events_per_s;   /* events the process wrote into its lanes, per second */
     uint64_t drops;        /* events the collector dropped */

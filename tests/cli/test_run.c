@@ -10,6 +10,7 @@
 #include "testutil.h"
 #include "shmnames.h"
 #include "eventlist.h"
+#include "cliutil.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -101,6 +102,207 @@ static const char *need_env(const char *name)
     return v;
 }
 
+/* run, which must succeed and print its run folder; its recording read into l. */
+static void run_read(const char *tmp, const char *const *argv, run_result *r, event_list *l)
+{
+    run(tmp, argv, r);
+    ck_assert_int_eq(r->status, 0);
+    ck_assert_msg(r->folder[0], "no run folder printed");
+    read_all(r->folder, l);
+}
+
+/* dir holds nothing (ls --clean must not write relative to its own folder). */
+static void folder_expect_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        ck_assert_msg(e->d_name[0] == '.', "ls --clean made %s in its own folder", e->d_name);
+    closedir(d);
+}
+
+/* Lines of the file at path (0 when it cannot be read). */
+static size_t lines_of(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* A program that lives 15 ms, far shorter than the sampling interval (100 ms), and ends its
+ * session at exit without a stop: its CPU and memory have a sample all the same, with figures. */
+START_TEST(short_program_sampled)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    const char *argv[] = {"--", "sleep", "0.015", NULL};
+    run_result r;
+    event_list l;
+    run_read(tmp, argv, &r, &l);
+    ck_assert_uint_ge(count(&l, TS_KIND_CPU_PROCESS, NULL), 1);
+    uint64_t rss = 0; /* the resident bytes of its memory samples */
+    for (size_t i = 0; i < l.n; i++)
+        if (l.ev[i].kind == TS_KIND_HOST_MEMORY && l.ev[i].v0 > rss)
+            rss = l.ev[i].v0;
+    ck_assert_uint_gt(rss, 0);
+    list_free(&l);
+
+    cli_result a;
+    cli_run(tmp, (const char *const[]){"analyse", r.folder, NULL}, &a);
+    ck_assert_msg(a.status == 0, "analyse: %s", a.err);
+    cli_result_free(&a);
+    char *report = path_join(r.folder, "report");
+    char *cpu = path_join(report, "cpu_utilization.csv");
+    char *memory = path_join(report, "memory.csv");
+    ck_assert_uint_ge(lines_of(cpu), 2); /* the header and a row */
+    ck_assert_uint_ge(lines_of(memory), 2);
+    free(cpu);
+    free(memory);
+    free(report);
+    tmp_remove(tmp);
+}
+END_TEST
+
+static void chdir_to(void *dir)
+{
+    if (chdir(dir) != 0)
+        _exit(126);
+}
+
+/* A program whose output folder is relative (TERMSIGHT_OUTPUT=./rel, started in folder A) and
+ * that is SIGKILLed: its segment holds the run folder as an absolute path, and `termsight ls
+ * --clean` started in folder B adds what was left to A's recording and creates nothing in B. */
+START_TEST(relative_output_cleaned_from_elsewhere)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    char *a_dir = path_join(tmp, "A"), *b_dir = path_join(tmp, "B");
+    ck_assert_int_eq(mkdir(a_dir, 0700), 0);
+    ck_assert_int_eq(mkdir(b_dir, 0700), 0);
+    const char *lib = need_env("TERMSIGHT_LIB");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* As termsight run starts its command: the root process, sampled from its start. */
+        char root[16];
+        snprintf(root, sizeof root, "%d", (int)getpid());
+        if (chdir(a_dir) != 0 || setenv("LD_PRELOAD", lib, 1) != 0 ||
+            setenv("TERMSIGHT_AUTOSTART", "1", 1) != 0 ||
+            setenv("TERMSIGHT_ROOT_PID", root, 1) != 0 ||
+            setenv("TERMSIGHT_OUTPUT", "./rel", 1) != 0)
+            _exit(126);
+        execlp("sleep", "sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    /* Its segment, collecting (bounded: 5 s). */
+    segment *seg = NULL;
+    char *cause = NULL;
+    for (int i = 0; i < 500; i++) {
+        if (segment_attach(pid, 0, &seg, &cause) == 0 &&
+            atomic_load(&segment_header(seg)->state) == TS_STATE_COLLECTING)
+            break;
+        segment_close(seg, 0);
+        seg = NULL;
+        free(cause);
+        cause = NULL;
+        usleep(10 * 1000);
+    }
+    if (!seg)
+        kill(pid, SIGKILL);
+    ck_assert_msg(seg, "pid %d: no collecting segment: %s", (int)pid, cause ? cause : "?");
+    char run_folder[1024];
+    snprintf(run_folder, sizeof run_folder, "%s", segment_header(seg)->run_folder);
+    segment_close(seg, 0);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFSIGNALED(st));
+    char *rel = path_join(a_dir, "rel");
+    size_t rl = strlen(rel);
+    ck_assert_msg(!strncmp(run_folder, rel, rl) && run_folder[rl] == '/',
+                  "run folder %s is not under %s", run_folder, rel);
+    ck_assert(segment_exists(pid));
+
+    /* Its status also counts other stale sessions of this user: what matters is this one. */
+    cli_result r;
+    cli_run_with(tmp, (const char *const[]){"ls", "--clean", NULL}, &r, chdir_to, b_dir);
+    ck_assert_msg(!segment_exists(pid), "ls --clean left it: %s", r.err);
+    cli_result_free(&r);
+    folder_expect_empty(b_dir);
+
+    event_list l;
+    read_all(run_folder, &l);
+    const ts_event *ended = find(&l, TS_KIND_CONFIG, "ended");
+    ck_assert_msg(ended, "the recording in %s was not finished", run_folder);
+    ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_STOP, NULL), 1);
+    list_free(&l);
+    free(rel);
+    free(a_dir);
+    free(b_dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* A segment as older collectors made them, its run folder relative ("rel/run"): resolved against
+ * the working directory of its process while that lives (here, this one), and, its process gone,
+ * refused by `ls --clean` with a message, never written relative to the cleaner's folder. */
+START_TEST(old_relative_segment_resolved_or_refused)
+{
+    char *tmp = tmp_make();
+    char *b_dir = path_join(tmp, "B");
+    ck_assert_int_eq(mkdir(b_dir, 0700), 0);
+    segment_config cfg = {.process = "old",
+                          .run_folder = "rel/run",
+                          .clock = "monotonic",
+                          .lane_count = 1,
+                          .lane_events = 64,
+                          .string_max = 16,
+                          .string_arena = 4096};
+    segment *mine = NULL;
+    char *cause = NULL;
+    ck_assert_msg(segment_create(&cfg, &mine, &cause) == 0, "%s", cause);
+    char cwd[4096], want[4200], got[1024];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    snprintf(want, sizeof want, "%s/rel/run", cwd);
+    ck_assert_msg(segment_run_folder(mine, got, sizeof got, &cause) == 0, "%s", cause);
+    ck_assert_str_eq(got, want);
+    segment_close(mine, 1);
+
+    pid_t dead = fork(); /* a pid whose process is gone */
+    ck_assert_int_ge(dead, 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    cfg.pid = dead;
+    segment *old = NULL;
+    ck_assert_msg(segment_create(&cfg, &old, &cause) == 0, "%s", cause);
+    ck_assert_int_eq(segment_run_folder(old, got, sizeof got, &cause), -1);
+    ck_assert_msg(strstr(cause, "is relative"), "%s", cause);
+    free(cause);
+    segment_close(old, 0);
+    ck_assert(segment_exists(dead));
+
+    cli_result r;
+    cli_run_with(tmp, (const char *const[]){"ls", "--clean", NULL}, &r, chdir_to, b_dir);
+    ck_assert_msg(strstr(r.err, "its run folder 'rel/run' is relative"), "%s", r.err);
+    cli_result_free(&r);
+    ck_assert(!segment_exists(dead));
+    folder_expect_empty(b_dir);
+    free(b_dir);
+    tmp_remove(tmp);
+}
+END_TEST
+
 START_TEST(nvtx_example_recorded)
 {
     if (skip_sanitized())
@@ -186,10 +388,8 @@ START_TEST(step_pattern_option)
     /* "matmul" as the step pattern: five steps from it, "step" an operator again. */
     const char *argv[] = {"--step-pattern", "^matmul$", "--", need_env("NVTX_EXAMPLE"), NULL};
     run_result r;
-    run(tmp, argv, &r);
-    ck_assert_int_eq(r.status, 0);
     event_list l;
-    read_all(r.folder, &l);
+    run_read(tmp, argv, &r, &l);
     ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 5);
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "step"), 5);
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "matmul"), 0);
@@ -205,10 +405,8 @@ START_TEST(steps_window)
     char *tmp = tmp_make();
     const char *argv[] = {"--steps", "2-3", "--", need_env("NVTX_EXAMPLE"), NULL};
     run_result r;
-    run(tmp, argv, &r);
-    ck_assert_int_eq(r.status, 0);
     event_list l;
-    read_all(r.folder, &l);
+    run_read(tmp, argv, &r, &l);
     ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 2);
     ck_assert_uint_eq(count(&l, TS_KIND_STEP_END, NULL), 2);
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "matmul"), 2);
@@ -228,11 +426,8 @@ START_TEST(api_program_adopts_session)
     char *tmp = tmp_make();
     const char *argv[] = {"--", need_env("MLP_TRAIN"), "--steps", "20", NULL};
     run_result r;
-    run(tmp, argv, &r);
-    ck_assert_int_eq(r.status, 0);
-    ck_assert_msg(r.folder[0], "no run folder printed");
     event_list l;
-    read_all(r.folder, &l);
+    run_read(tmp, argv, &r, &l);
     ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 20);
     ck_assert_uint_gt(count(&l, TS_KIND_OP_RANGE, NULL), 20);
     ck_assert(!segment_exists(r.pid));
@@ -324,10 +519,8 @@ START_TEST(fork_child_recorded_apart)
     char *tmp = tmp_make();
     const char *argv[] = {"--", need_env("FORK_NVTX"), NULL};
     run_result r;
-    run(tmp, argv, &r);
-    ck_assert_int_eq(r.status, 0);
     event_list l;
-    read_all(r.folder, &l);
+    run_read(tmp, argv, &r, &l);
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "parent"), 1);
     ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "child"), 0);
     ck_assert_uint_eq(count(&l, TS_KIND_NVTX_MARK, "child mark"), 0);
@@ -454,11 +647,8 @@ START_TEST(delay_and_duration)
     const char *argv[] = {"--delay", "1",  "--duration",    "1", "--",
                           "sh",      "-c", "sleep 3; true", NULL};
     run_result r;
-    run(tmp, argv, &r);
-    ck_assert_int_eq(r.status, 0);
-    ck_assert_msg(r.folder[0], "no run folder printed");
     event_list l;
-    read_all(r.folder, &l);
+    run_read(tmp, argv, &r, &l);
     ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_START, NULL), 1);
     ck_assert_uint_eq(count(&l, TS_KIND_COLLECT_STOP, NULL), 1);
     /* The session starts with the process (the library's constructor): the window opens a
@@ -620,6 +810,9 @@ int main(void)
     tcase_add_test(tc, delay_and_duration);
     tcase_add_test(tc, no_start_collects_nothing);
     tcase_add_test(tc, no_start_then_start_command);
+    tcase_add_test(tc, short_program_sampled);
+    tcase_add_test(tc, relative_output_cleaned_from_elsewhere);
+    tcase_add_test(tc, old_relative_segment_resolved_or_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -484,6 +484,91 @@ START_TEST(test_top_foreign_owner)
 }
 END_TEST
 
+/* Another user's files at names of this pid ("termsight-<pid>-<16 hex>"), count of them made
+ * from first; 0 when they are all there. */
+static int plant_names(int first, int count)
+{
+    for (int i = first; i < first + count; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/dev/shm/termsight-%d-%016llx", (int)getpid(),
+                 0xf0e1d2c3b4a50000ull + (unsigned long long)i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        if (fd < 0 || fchown(fd, OTHER_UID, OTHER_UID) != 0 || close(fd) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int planted_left(int count)
+{
+    int left = 0;
+    for (int i = 0; i < count; i++) {
+        char path[96];
+        struct stat st;
+        snprintf(path, sizeof path, "/dev/shm/termsight-%d-%016llx", (int)getpid(),
+                 0xf0e1d2c3b4a50000ull + (unsigned long long)i);
+        if (lstat(path, &st) == 0 && st.st_uid == OTHER_UID)
+            left++;
+        unlink(path);
+    }
+    return left;
+}
+
+#define PLANTED 40 /* more than the 16 names a lookup used to look at, half on each side */
+
+/* Another user creates files at this pid's segment names, before and after the real one: every
+ * lookup still finds the real one (top PID, top NAME, a writable attach as F5/F6 make, ls),
+ * says what it passed over, and leaves the planted files as they were. */
+START_TEST(test_top_planted_names)
+{
+    if (need_root("names planted by another uid"))
+        return;
+    char *tmp = tmp_make();
+    ck_assert_int_eq(plant_names(0, PLANTED / 2), 0);
+    termsight_options o = options_for(tmp);
+    char pid[16], name[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    snprintf(name, sizeof name, "planted-%d", (int)getpid()); /* no other session's */
+    o.process_name = name;
+    termsight_session *s = NULL;
+    ck_assert_msg(termsight_session_create(&o, &s) == TERMSIGHT_OK, "create: %s",
+                  termsight_last_error());
+    ck_assert_int_eq(plant_names(PLANTED / 2, PLANTED / 2), 0);
+
+    const char *targets[] = {pid, name};
+    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+        const char *args[] = {"top", "--once", "--json", "--refresh-ms", "50", targets[i], NULL};
+        cli_result r;
+        cli_run(tmp, args, &r);
+        ck_assert_msg(r.status == 0, "top %s: %s", targets[i], r.err);
+        ck_assert_msg(strstr(r.out, name), "top %s: %s", targets[i], r.out);
+        err_expect(&r, "passed over 40 names of pid");
+        err_expect(&r, "belongs to uid 65534, not to you");
+        cli_result_free(&r);
+    }
+
+    segment *w = NULL;
+    char *cause = NULL;
+    ck_assert_msg(segment_attach(getpid(), 1, &w, &cause) == 0, "writable attach: %s", cause);
+    ck_assert_ptr_nonnull(segment_mailbox(w));
+    ck_assert_msg(strstr(segment_note(w), "passed over 40 names"), "%s", segment_note(w));
+    segment_close(w, 0);
+    ck_assert_int_eq(segment_remove_stale(getpid(), &cause), -1); /* ours is in use */
+    ck_assert_msg(strstr(cause, "is alive"), "%s", cause);
+    free(cause);
+
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"ls", NULL}, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, pid) && strstr(r.out, name), "ls: %s", r.out);
+    cli_result_free(&r);
+
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    ck_assert_int_eq(planted_left(PLANTED), PLANTED);
+    tmp_remove(tmp);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* Report paths                                                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -664,6 +749,7 @@ int main(void)
     tcase_add_test(tc, test_run_reports_its_folder);
     tcase_add_loop_test(tc, test_shm_squatted, 0, S__COUNT);
     tcase_add_test(tc, test_top_foreign_owner);
+    tcase_add_test(tc, test_top_planted_names);
     tcase_add_test(tc, test_report_links);
     tcase_add_test(tc, test_report_tmp_names);
     suite_add_tcase(s, tc);
