@@ -125,10 +125,11 @@ static int ls_exec(int clean)
             }
         }
         printf("%d stale session%s removed\n", removed, removed == 1 ? "" : "s");
-        int orphans = segment_remove_orphan_ctls();
+        int orphans = segment_remove_orphan_ctls() + budget_remove_orphans();
         if (orphans)
-            printf("%d control object%s of sessions already gone removed\n", orphans,
-                   orphans == 1 ? "" : "s");
+            printf("%d leftover%s of sessions and runs already gone removed (control objects, "
+                   "shared-memory ledgers)\n",
+                   orphans, orphans == 1 ? "" : "s");
         free(list);
         return status;
     }

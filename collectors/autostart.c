@@ -85,11 +85,17 @@ static int read_environment(void)
     return 0;
 }
 
+/* Whether this is the process `termsight run` started, in the first program it runs: the
+ * variable goes from the environment then (before main reads it), so that what it execs (the
+ * program a shim stands for) is profiled as any other process, on its first event. */
 static int is_root_process(void)
 {
     const char *v = getenv("TERMSIGHT_ROOT_PID");
     uint32_t pid;
-    return v && options_parse_u32(v, 1, INT32_MAX, &pid) == 0 && (pid_t)pid == getpid();
+    int root = v && options_parse_u32(v, 1, INT32_MAX, &pid) == 0 && (pid_t)pid == getpid();
+    if (root)
+        unsetenv("TERMSIGHT_ROOT_PID");
+    return root;
 }
 
 /* At exit, a session still due is not made any more (by the started process's timer). */

@@ -271,8 +271,8 @@ void api_thread_name_tid(uint32_t tid, uint32_t name);
 
 /* When TERMSIGHT_AUTOSTART=1: checks the environment's options and makes the session due
  * (SESSION_PENDING_AUTO), made on the process's first event; the process `termsight run` started
- * (TERMSIGHT_ROOT_PID) gets it at once, so that an unmodified program is sampled. Idempotent and thread-safe; prints one line on stderr only when the options are
- * wrong. */
+ * (TERMSIGHT_ROOT_PID) gets it at once, so that an unmodified program is sampled. Idempotent and
+ * thread-safe; prints one line on stderr only when the options are wrong. */
 void autostart_ensure(void);
 /* Makes the due autostart session now (the process records: its first event, CUDA). NULL when
  * there is none or it cannot be made (said once). Under autostart's lock. */
@@ -364,6 +364,10 @@ size_t recorder_drain(termsight_session *s);
  * metadata, samples, device records) to its own lane, where monitors see them too; what does not
  * fit waits in order for the recorder's next drain. Never waits and never writes. */
 void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n);
+
+/* Counts n events of the program's own that came another way than its threads' lanes (the CUDA
+ * collector's device records), in the header's program_events. Under the drain lock. */
+void recorder_count_program_locked(termsight_session *s, uint64_t n);
 
 /* Under the drain lock, on the recorder thread: drains every lane now, so what was appended is
  * written. */

@@ -543,6 +543,7 @@ static uint32_t sink_intern(void *ctx, const char *bytes, size_t len, int *trunc
 static void sink_emit(void *ctx, const ts_event *ev)
 {
     recorder_append_locked(ctx, ev, 1);
+    recorder_count_program_locked(ctx, 1);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer,

@@ -54,7 +54,8 @@ struct recorder {
     uint64_t no_lane_drops_seen;
     uint64_t last_drain_ns;
     uint64_t write_drops;
-    lane_writer own; /* the collector's own lane: markers, options, names, notices */
+    uint64_t program_events; /* taken from the program's threads' lanes (a header mirror) */
+    lane_writer own;         /* the collector's own lane: markers, options, names, notices */
     /* What did not fit the collector's own lane, in order, until the next drain writes it
      * (only the recorder thread writes, so other threads never wait for it). */
     ts_event *overflow;
@@ -196,6 +197,13 @@ static int append(termsight_session *s, const ts_event *ev)
     if (!s->rec->overflow_n && lane_push(&s->rec->own, ev))
         return 1;
     return overflow_push(s, ev);
+}
+
+void recorder_count_program_locked(termsight_session *s, uint64_t n)
+{
+    s->rec->program_events += n;
+    atomic_store_explicit(&segment_header(s->seg)->program_events, s->rec->program_events,
+                          memory_order_relaxed);
 }
 
 void recorder_append_locked(termsight_session *s, const ts_event *ev, size_t n)
@@ -343,6 +351,8 @@ static size_t drain_locked(termsight_session *s)
             }
             continue;
         }
+        if (runs[i].na + runs[i].nb) /* the program's own threads recorded: said for reapers */
+            recorder_count_program_locked(s, runs[i].na + runs[i].nb);
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
         grow(s, i, d != s->rec->lane_drops_seen[i], runs[i].na + runs[i].nb);
         uint64_t rate = watch_lane(s, i, d, runs[i].na + runs[i].nb, now);

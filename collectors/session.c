@@ -7,6 +7,7 @@
 #include "collectors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,14 @@ static void fork_child(void)
 {
     termsight_session *p = atomic_load(&ts_session);
     int follow = p && p->children && atomic_load(&p->state) == TS_STATE_COLLECTING;
+    if (!p && atomic_load(&ts_session_pending) == SESSION_PENDING_CHILD) {
+        /* A child forked before this process made its own session (a daemon's double fork):
+         * it is a child of the same collecting session, made on its first event too. */
+        pthread_mutex_init(&create_lock, NULL);
+        pthread_mutex_init(&adopt_lock, NULL);
+        atomic_store(&ts_forked, 0);
+        return;
+    }
     /* Locks another thread of the parent may have held at the fork are held forever in the
      * child: made anew. */
     pthread_mutex_init(&create_lock, NULL);
@@ -382,6 +391,24 @@ void session_reap_children(termsight_session *s)
     free(list);
 }
 
+/* Removes the run folder a session of this process left that holds its recording only (what a
+ * session makes): by name, never following a link; a folder with anything else stays. */
+static void remove_bare_run_folder(const char *run)
+{
+    int fd = open(run, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    int rec = openat(fd, TS_RECORDING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rec >= 0) {
+        unlinkat(rec, TS_RECORDING_FILE, 0);
+        unlinkat(rec, TS_RECORDING_RESERVE, 0);
+        close(rec);
+        unlinkat(fd, TS_RECORDING_DIR, AT_REMOVEDIR);
+    }
+    close(fd);
+    rmdir(run);
+}
+
 void session_reap_earlier_images(termsight_session *s)
 {
     segment_info *list;
@@ -398,6 +425,11 @@ void session_reap_earlier_images(termsight_session *s)
                     "termsight: cannot reap the session of this process's earlier "
                     "program: %s\n",
                     cause ? cause : "?");
+        else if (!list[i].program_events && !events && list[i].run_folder[0] == '/' &&
+                 strcmp(list[i].run_folder, s->run_folder))
+            /* A shim (a shell script that execs the real program) recorded nothing of its own:
+             * this program's session covers the process from here, its samples included. */
+            remove_bare_run_folder(list[i].run_folder);
         free(cause);
     }
     if (n > 0)

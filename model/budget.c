@@ -14,8 +14,10 @@
  * one misleads its tree only, and every value read from it is bounded before use. */
 #include "model.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,33 @@ void budget_give(ts_shm_budget *b, uint64_t bytes)
     while (!atomic_compare_exchange_weak_explicit(&b->used, &used, used > bytes ? used - bytes : 0,
                                                   memory_order_relaxed, memory_order_relaxed))
         ;
+}
+
+int budget_remove_orphans(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return 0;
+    int removed = 0;
+    size_t pl = strlen(TS_BUDGET_PREFIX);
+    for (struct dirent *e; (e = readdir(d));) {
+        uint32_t pid;
+        char digits[16];
+        const char *p = e->d_name + pl, *dash;
+        struct stat st;
+        if (strncmp(e->d_name, TS_BUDGET_PREFIX, pl) || !(dash = strchr(p, '-')) ||
+            (size_t)(dash - p) >= sizeof digits)
+            continue;
+        memcpy(digits, p, (size_t)(dash - p));
+        digits[dash - p] = 0;
+        if (options_parse_u32(digits, 1, INT32_MAX, &pid) != 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
+            kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue; /* not ours, or its maker lives */
+        removed += unlinkat(dirfd(d), e->d_name, 0) == 0;
+    }
+    closedir(d);
+    return removed;
 }
 
 int budget_limit_for(uint64_t available, const char *mb, uint64_t *limit, char **cause)

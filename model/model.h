@@ -587,6 +587,9 @@ typedef struct ts_segment_header {
      * holds of it now (a mirror), for whoever reaps the segment to give back. */
     uint64_t budget_id;
     _Atomic uint64_t budget_charged;
+    /* Minor 1: events the program's own threads pushed (every lane but the collector's), taken
+     * so far: 0 for a process that recorded nothing of its own (its samples aside). */
+    _Atomic uint64_t program_events;
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -696,6 +699,9 @@ void budget_close(ts_shm_budget *b);
 int budget_take(ts_shm_budget *b, uint64_t bytes);
 /* Gives bytes back (never below 0). */
 void budget_give(ts_shm_budget *b, uint64_t bytes);
+/* Removes this user's named ledgers whose maker (termsight run) is gone without removing them
+ * (it was killed): the count removed. */
+int budget_remove_orphans(void);
 /* The limit of a new tree's ledger: TERMSIGHT_SHM_BUDGET_MB (mb) when set, else a
  * TS_BUDGET_SHARE-th of what /dev/shm has free (available), at most TS_BUDGET_CEILING. 0, or -1
  * with *cause when mb does not parse. */
@@ -859,6 +865,7 @@ typedef struct segment_info {
     uint32_t lost_threads; /* how many did; the first SEGMENT_INFO_LOST are here */
     lane_loss lost[SEGMENT_INFO_LOST];
     uint64_t budget_id, budget_charged; /* the ledger it was charged to, and how much */
+    uint64_t program_events;            /* the program's own events taken (header mirror) */
 } segment_info;
 
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */

@@ -1149,6 +1149,7 @@ static void info_fill(segment_info *info, const char *entry, pid_t pid)
         info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
         info->start_realtime_ns = h->start_realtime_ns;
         info->budget_id = h->budget_id;
+        info->program_events = atomic_load_explicit(&h->program_events, memory_order_relaxed);
         info->budget_charged = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
         segment_close(s, 0);
     } else {

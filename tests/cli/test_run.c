@@ -171,6 +171,59 @@ START_TEST(short_program_sampled)
 }
 END_TEST
 
+/* The run folders under dir (depth 1), counted. */
+static int folders_under(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A launcher's shim, as pyenv's: a shell script that runs readlink, basename and env, then execs
+ * the real program (an NVTX program). The shell and its helpers record nothing of their own: one
+ * run folder, the program's, is left and printed, and no segment. And a shell loop of env and nice
+ * leaves the shell's own folder only. */
+START_TEST(shim_leaves_the_program_only)
+{
+    if (skip_sanitized())
+        return;
+    char *tmp = tmp_make();
+    char *shim = path_join(tmp, "shim.sh");
+    char text[4200];
+    snprintf(text, sizeof text,
+             "readlink -f /proc/self/exe >/dev/null\nbasename /a/b >/dev/null\nenv true\n"
+             "exec '%s'\n",
+             need_env("NVTX_EXAMPLE"));
+    file_write(shim, text, strlen(text));
+    const char *argv[] = {"--", "sh", shim, NULL};
+    run_result r;
+    event_list l;
+    run_read(tmp, argv, &r, &l);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(find(&l, TS_KIND_THREAD_NAME, "nvtx-main"), "%s is not the program's", r.folder);
+    list_free(&l);
+    char *out = path_join(tmp, "out");
+    ck_assert_int_eq(folders_under(out), 1);
+    ck_assert(!segment_exists(r.pid));
+    tmp_remove(out);
+
+    const char *loop[] = {"--", "sh", "-c",
+                          "for i in 1 2 3 4 5 6 7 8 9 10; do env true; nice true; done", NULL};
+    run(tmp, loop, &r);
+    ck_assert_int_eq(r.status, 0);
+    out = path_join(tmp, "out");
+    ck_assert_int_eq(folders_under(out), 1); /* the shell's: run profiles what it started */
+    ck_assert(!segment_exists(r.pid));
+    free(out);
+    free(shim);
+    tmp_remove(tmp);
+}
+END_TEST
+
 static void chdir_to(void *dir)
 {
     if (chdir(dir) != 0)
@@ -811,6 +864,7 @@ int main(void)
     tcase_add_test(tc, no_start_collects_nothing);
     tcase_add_test(tc, no_start_then_start_command);
     tcase_add_test(tc, short_program_sampled);
+    tcase_add_test(tc, shim_leaves_the_program_only);
     tcase_add_test(tc, relative_output_cleaned_from_elsewhere);
     tcase_add_test(tc, old_relative_segment_resolved_or_refused);
     suite_add_tcase(s, tc);

@@ -687,7 +687,8 @@ static int check_child(const recording_reader *r, const ts_event *ev, void *arg)
 /* A forked child never writes into its parent's session; when the parent was collecting, its
  * first event makes it a session of its own, with the parent's names under the same ids. how:
  * 0 the child exits (its exit handler ends its session), 1 it _exits (the parent reaps what it
- * left when it ends), 2 TERMSIGHT_CHILDREN=0 (the child records nothing). */
+ * left when it ends), 2 TERMSIGHT_CHILDREN=0 (the child records nothing), 3 a daemon's double
+ * fork: the child records nothing and forks the one that records (once silently not recorded). */
 /* A forked child ends through exit (its session's exit handler runs) and then here, before
  * LeakSanitizer would report the buffers of the parent's threads, which the child never had:
  * registered before any session's handler, so it runs after it. */
@@ -710,7 +711,21 @@ static void fork_case(int how)
     uint32_t cached = termsight_name("named in the parent");
     termsight_range_begin("parent-before", "Op");
     termsight_range_end();
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
     pid_t child = fork();
+    if (child == 0 && how == 3) {
+        in_forked_child = 1;
+        pid_t grandchild = fork();
+        if (grandchild > 0) {
+            int st;
+            waitpid(grandchild, &st, 0);
+            _exit(write(pipefd[1], &grandchild, sizeof grandchild) == sizeof grandchild &&
+                          WIFEXITED(st) && WEXITSTATUS(st) == 0
+                      ? 0
+                      : 1);
+        }
+    }
     if (child == 0) {
         in_forked_child = 1;
         for (int i = 0; i < 100; i++) {
@@ -724,6 +739,10 @@ static void fork_case(int how)
     int status;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (how == 3) /* the one that recorded */
+        ck_assert_int_eq(read(pipefd[0], &child, sizeof child), (ssize_t)sizeof child);
+    close(pipefd[0]);
+    close(pipefd[1]);
     char run[1024];
     snprintf(run, sizeof run, "%s", termsight_run_folder(s));
     ck_assert_int_eq(termsight_session_destroy(s), 0); /* reaps a child that _exited */
@@ -786,6 +805,13 @@ END_TEST
 START_TEST(fork_children_off)
 {
     fork_case(2);
+}
+END_TEST
+
+START_TEST(fork_grandchild_records_its_own)
+{
+    if (!skip_tsan())
+        fork_case(3);
 }
 END_TEST
 
@@ -974,6 +1000,7 @@ static Suite *session_suite(void)
     tcase_add_test(tc, fork_child_records_its_own);
     tcase_add_test(tc, fork_child_exits_without_closing);
     tcase_add_test(tc, fork_children_off);
+    tcase_add_test(tc, fork_grandchild_records_its_own);
     tcase_add_test(tc, fork_while_idle);
     tcase_add_test(tc, fork_child_leaves_range_hooks);
     tcase_add_test(tc, exit_flushes_and_removes);
