@@ -49,6 +49,9 @@ typedef struct report_info {
     char *dir;       /* the report folder written (NULL when nothing was written) */
     uint64_t events; /* events read */
     uint64_t skipped_bytes, bad_chunks; /* damage the reader skipped */
+    /* The recording's size when it was opened, all that was read, and how much longer it was at
+     * the end: a recording still being written is read up to its size at the start. */
+    uint64_t read_bytes, grown_bytes;
     uint32_t timeline_files;
     uint64_t timeline_events;   /* trace events written (metadata included) */
     uint64_t timeline_left_out; /* events left out by the size limit */

@@ -224,6 +224,9 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     }
     report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
     report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+    /* A recording still being written is read up to its size at the start. */
+    report_json_u64(rec, "bytes_read", r->info.read_bytes);
+    report_json_u64(rec, "bytes_grown", r->info.grown_bytes);
 
     /* The job this process was a rank of, as its session recorded it; null when none. */
     report_job job;

@@ -611,6 +611,10 @@ static int analyse_exec(const analyse_opts *a)
         cli_error("warning: %s: %" PRIu64 " bytes skipped in %" PRIu64
                   " damaged chunks; the rest was analysed (%" PRIu64 " events recovered)",
                   path, info->skipped_bytes, info->bad_chunks, info->events);
+    if (info->grown_bytes)
+        cli_error("warning: %s: the recording was still being written: read its first %" PRIu64
+                  " bytes, its size when the analysis began (%" PRIu64 " more by its end)",
+                  path, info->read_bytes, info->grown_bytes);
     report_free(r);
     return rc;
 }
