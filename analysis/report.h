@@ -100,6 +100,15 @@ void report_csv_field(FILE *f, const char *s);
  * out of memory. */
 int report_json_u64(void *object, const char *key, uint64_t v);
 
+/* A malloc'd copy of text made one clean line (text_clean: valid UTF-8, control characters,
+ * tab, CR and LF escaped as \xHH), for a terminal or a file; NULL for NULL (or no memory). */
+char *report_clean_dup(const char *text);
+
+/* Adds key: len bytes of text (any bytes; NULL for none) to a cJSON object, cleaned (text_clean)
+ * into valid UTF-8 without control characters, the rest escaped as \xHH: what every name and path
+ * that comes from outside becomes in the JSON the project writes. 0, or -1 out of memory. */
+int report_json_text(void *object, const char *key, const char *bytes, size_t len);
+
 /* Each result as the one JSON shape it has wherever it leaves the program (report_json.c): the
  * objects are cJSON *, returned new (NULL out of memory) for the caller to add or delete. */
 /* key: the name id's text, cleaned (valid UTF-8), added to object. */

@@ -324,8 +324,13 @@ static void analyse_ranks(char **folders, int n, const report_options *opt, int 
     for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
     for (int i = 0; i < n; i++) {
-        if (w.causes[i])
-            cli_error("analyse: %s: %s", folders[i], w.causes[i]);
+        if (w.causes[i]) {
+            /* A folder's name is any bytes: said as clean text, as the reports say it. */
+            char *folder = report_clean_dup(folders[i]), *cause = report_clean_dup(w.causes[i]);
+            cli_error("analyse: %s: %s", folder ? folder : "?", cause ? cause : "?");
+            free(folder);
+            free(cause);
+        }
         free(w.causes[i]);
     }
     free(w.causes);
