@@ -17,8 +17,10 @@
  * most busy time, and the others' waiting is where the job loses time. */
 #include "job.h"
 
+#include "index_map.h"
 #include "model.h"
 #include "report.h"
+#include "timeline.h"
 
 #include <cJSON.h>
 #include <dirent.h>
@@ -32,10 +34,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SUMMARY_BYTES (64u << 20) /* a rank's summary.json is kilobytes */
-#define MAX_STEP_NUMBER   (1u << 24)  /* steps aligned by number up to here */
-#define MAX_WARNINGS      64          /* kept one by one; the rest counted */
-#define PID_STRIDE        1000        /* rank R's trace pid p becomes (R + 1) * PID_STRIDE + p */
+/* What a rank's report files may hold (README "The job report"): a file past its size is
+ * refused, a line past MAX_LINE_BYTES skipped; summary.json is kilobytes, a step row about 200
+ * bytes, and report_run writes at most --timeline-limit MiB of timeline (500 by default). */
+#define MAX_SUMMARY_BYTES    (64ull << 20)
+#define MAX_STEP_TRACE_BYTES (1ull << 30)
+#define MAX_TIMELINE_BYTES   (4ull << 30)
+#define MAX_LINE_BYTES       (4u << 20)
+#define MAX_ALIGNED_STEPS    (1u << 22) /* step numbers aligned; rows past them are counted */
+#define MAX_WARNINGS         64         /* kept one by one; the rest counted */
+#define PID_STRIDE           1000       /* rank R's trace pid p becomes (R + 1) * PID_STRIDE + p */
 
 void job_options_init(job_options *o)
 {
@@ -163,7 +171,8 @@ struct job_report {
     int no_wait; /* ranks of a job of several whose communication wait was not measured */
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
-    uint32_t workers; /* the ranks' forked children with sessions */
+    uint32_t workers;    /* the ranks' forked children with sessions */
+    uint64_t long_lines; /* lines of the ranks' files past MAX_LINE_BYTES, passed over */
 };
 
 static void warn(job_report *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -180,29 +189,101 @@ static void warn(job_report *j, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     char *line = NULL;
-    if (vasprintf(&line, fmt, ap) >= 0)
-        j->warn[j->nwarn++] = line;
+    int len = vasprintf(&line, fmt, ap);
     va_end(ap);
+    if (len < 0)
+        return;
+    /* Warnings name folders and say what ranks recorded: one clean line wherever they go. */
+    char *clean = report_clean_dup(line);
+    if (clean)
+        j->warn[j->nwarn++] = clean;
+    free(line);
 }
 
-/* The whole of a small file, NUL-terminated, or NULL. */
-static char *slurp(const char *path, size_t max)
+/* The kind of a file that is not a regular one, for a message. */
+static const char *kind_of(mode_t mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return NULL;
+    return S_ISFIFO(mode)   ? "a FIFO"
+           : S_ISDIR(mode)  ? "a folder"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a regular file";
+}
+
+/* The rank's report file name (report/NAME), opened for reading when it is a regular file of at
+ * most max bytes: opened without blocking and without following a link, so that a FIFO, a
+ * device or a link there is refused rather than waited on or read through. NULL with why
+ * ("report/NAME: ...", naming the file) and errno (ENOENT when there is none); *size its
+ * size. */
+static FILE *open_rank_file(const char *folder, const char *name, uint64_t max, uint64_t *size,
+                            char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" REPORT_DIR "/%s", folder, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
-    char *buf = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= max &&
-        (buf = malloc((size_t)st.st_size + 1))) {
-        size_t got = 0;
-        ssize_t k;
-        while (got < (size_t)st.st_size && (k = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
-            got += (size_t)k;
-        buf[got] = 0;
+    int err = errno;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        err = errno;
+        snprintf(why, cap, REPORT_DIR "/%s: %s", name,
+                 err == ELOOP ? "a symbolic link, not followed" : strerror(err));
+    } else if (!S_ISREG(st.st_mode)) {
+        err = EINVAL;
+        snprintf(why, cap, REPORT_DIR "/%s is %s, not a report file", name, kind_of(st.st_mode));
+    } else if ((uint64_t)st.st_size > max) {
+        err = EFBIG;
+        snprintf(why, cap, REPORT_DIR "/%s holds %jd bytes, more than the %" PRIu64 " it may", name,
+                 (intmax_t)st.st_size, max);
+    } else {
+        FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "r") : NULL;
+        if (f) {
+            *size = (uint64_t)st.st_size;
+            return f;
+        }
+        err = errno;
+        snprintf(why, cap, REPORT_DIR "/%s: %s", name, strerror(err));
     }
-    close(fd);
-    return buf;
+    if (fd >= 0)
+        close(fd);
+    errno = err;
+    return NULL;
+}
+
+/* The next line of f into *line (NUL-terminated, the newline kept): its length, or -1 at the
+ * end. A line longer than MAX_LINE_BYTES is passed over and counted in *long_lines: a file
+ * without newlines costs no more memory than one line may. */
+static ssize_t read_line(FILE *f, char **line, size_t *cap, uint64_t *long_lines)
+{
+    for (;;) {
+        size_t len = 0;
+        int c = 0;
+        int skipping = 0;
+        while ((c = getc_unlocked(f)) != EOF) {
+            if (!skipping && len + 2 > *cap) {
+                size_t want = *cap ? 2 * *cap : 256;
+                char *l = want <= MAX_LINE_BYTES + 2 ? realloc(*line, want) : NULL;
+                if (!l)
+                    skipping = 1;
+                else
+                    *line = l, *cap = want;
+            }
+            if (!skipping)
+                (*line)[len++] = (char)c;
+            if (c == '\n')
+                break;
+        }
+        if (skipping) {
+            (*long_lines)++;
+            if (c == EOF)
+                return -1;
+            continue;
+        }
+        if (!len)
+            return -1;
+        (*line)[len] = 0;
+        return (ssize_t)len;
+    }
 }
 
 static double num(const cJSON *o, const char *key, double dflt)
@@ -223,18 +304,37 @@ static long index_of(const cJSON *o, const char *key)
     return v >= 0 && v <= INT32_MAX && v == floor(v) ? (long)v : -1;
 }
 
+/* The whole of the rank's summary.json, NUL-terminated (malloc'd), or NULL with why. */
+static char *read_summary(const char *folder, char *why, size_t cap)
+{
+    char opened[480];
+    uint64_t size = 0;
+    FILE *f =
+        open_rank_file(folder, "summary.json", MAX_SUMMARY_BYTES, &size, opened, sizeof opened);
+    if (!f) {
+        if (errno == ENOENT)
+            snprintf(why, cap, "no report (%s)", opened);
+        else
+            snprintf(why, cap, "%s", opened);
+        return NULL;
+    }
+    char *buf = malloc((size_t)size + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
+    if (buf)
+        buf[got] = 0;
+    else
+        snprintf(why, cap, "%s/summary.json: out of memory", REPORT_DIR);
+    fclose(f);
+    return buf;
+}
+
 /* Reads the rank's summary.json: 0, or -1 with why. */
 static int load_summary(rank_in *r, char *why, size_t cap)
 {
     r->state = "unknown";
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" REPORT_DIR "/summary.json", r->folder);
-    char *s = slurp(path, MAX_SUMMARY_BYTES);
-    if (!s) {
-        snprintf(why, cap, "no report (%s/summary.json: %s)", REPORT_DIR,
-                 errno ? strerror(errno) : "unreadable");
+    char *s = read_summary(r->folder, why, cap);
+    if (!s)
         return -1;
-    }
     cJSON *root = cJSON_Parse(s);
     free(s);
     if (!cJSON_IsObject(root)) {
@@ -355,57 +455,69 @@ static const char *const col_names[N_COLS] = {"step",    "total_us",   "interval
 
 /* Per step number: the slowest and fastest rank by busy time. */
 typedef struct step_agg {
+    uint64_t step;
     uint32_t ranks;
     uint32_t slowest, fastest; /* rank numbers */
     double max_busy, min_busy, max_total;
 } step_agg;
 
+/* The per-step aggregates in the order their step numbers first came, found through a map: the
+ * memory grows with the rows read, whatever numbers they carry. */
 typedef struct merge {
     job_report *j;
-    FILE *trace; /* job_step_trace.csv */
+    FILE *trace;     /* job_step_trace.csv */
+    index_map steps; /* step number -> index in agg */
     step_agg *agg;
-    size_t nagg;
-    uint64_t unaligned;
+    size_t nagg, cap;
+    uint64_t unaligned; /* rows past MAX_ALIGNED_STEPS step numbers */
 } merge;
 
 static step_agg *agg_at(merge *m, uint64_t step)
 {
-    if (step >= MAX_STEP_NUMBER) {
+    uint32_t i = index_map_find(&m->steps, step);
+    if (i != UINT32_MAX)
+        return &m->agg[i];
+    if (m->nagg >= MAX_ALIGNED_STEPS) {
         m->unaligned++;
         return NULL;
     }
-    if (step >= m->nagg) {
-        size_t want = m->nagg ? m->nagg : 1024;
-        while (want <= step)
-            want *= 2;
+    if (m->nagg == m->cap) {
+        size_t want = m->cap ? 2 * m->cap : 1024;
         step_agg *a = realloc(m->agg, want * sizeof *a);
         if (!a)
             return NULL;
-        memset(a + m->nagg, 0, (want - m->nagg) * sizeof *a);
         m->agg = a;
-        m->nagg = want;
+        m->cap = want;
     }
-    return &m->agg[step];
+    if (index_map_get(&m->steps, step, (uint32_t)m->nagg, NULL) == UINT32_MAX)
+        return NULL;
+    step_agg *a = &m->agg[m->nagg++];
+    memset(a, 0, sizeof *a);
+    a->step = step;
+    return a;
+}
+
+static void merge_free(merge *m)
+{
+    index_map_free(&m->steps);
+    free(m->agg);
 }
 
 /* Streams the rank's step_trace.csv: its rows into job_step_trace.csv, its sums, the per-step
  * aggregates. 0, or -1 with why. */
 static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" REPORT_DIR "/step_trace.csv", r->folder);
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        snprintf(why, cap, "no %s/step_trace.csv: %s", REPORT_DIR, strerror(errno));
+    uint64_t size;
+    FILE *f = open_rank_file(r->folder, "step_trace.csv", MAX_STEP_TRACE_BYTES, &size, why, cap);
+    if (!f)
         return -1;
-    }
     char *line = NULL;
     size_t lcap = 0;
     int col[N_COLS];
     for (int k = 0; k < N_COLS; k++)
         col[k] = -1;
     char *field[64];
-    if (getline(&line, &lcap, f) > 0) {
+    if (read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
         size_t nf = csv_split(line, field, 64);
         for (size_t i = 0; i < nf; i++)
             for (int k = 0; k < N_COLS; k++)
@@ -419,7 +531,7 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         return -1;
     }
     r->have_wait = col[C_WAIT] >= 0 && r->avg_comm_us > 0;
-    while (getline(&line, &lcap, f) > 0) {
+    while (read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
         size_t nf = csv_split(line, field, 64);
         /* A value that does not parse is 0; a row whose step or total does not parse is
          * skipped. */
@@ -726,18 +838,17 @@ static char *move_event(const char *line, size_t len, const rank_in *r, double s
     return out;
 }
 
-/* The rank's timeline files in order: timeline.json, timeline-1.json, ... */
-static FILE *open_timeline(const rank_in *r, unsigned k)
+/* The rank's timeline files in order: timeline.json, timeline-1.json, ... NULL after the last
+ * one, and for one that cannot be read (a warning says why). */
+static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k)
 {
-    char path[4200];
-    if (k == 0)
-        snprintf(path, sizeof path, "%s/" REPORT_DIR "/timeline.json", r->folder);
-    else
-        snprintf(path, sizeof path, "%s/" REPORT_DIR "/timeline-%u.json", r->folder, k);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
+    char name[64], why[512];
+    timeline_file_name(k, name, sizeof name);
+    uint64_t size;
+    FILE *f = open_rank_file(r->folder, name, MAX_TIMELINE_BYTES, &size, why, sizeof why);
+    if (!f && errno != ENOENT)
+        warn(j, "rank %ld (%s): %s: its timeline is merged up to there", r->rank,
+             base_name(r->folder), why);
     return f;
 }
 
@@ -760,12 +871,12 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
         rank_in *r = &j->r[i];
         int any = 0;
         for (unsigned k = 0;; k++) {
-            FILE *f = open_timeline(r, k);
+            FILE *f = open_timeline(j, r, k);
             if (!f)
                 break;
             any = 1;
             ssize_t len;
-            while ((len = getline(&line, &lcap, f)) > 0) {
+            while ((len = read_line(f, &line, &lcap, &j->long_lines)) > 0) {
                 char *ev = move_event(line, (size_t)len, r, r->origin_wall_us - origin);
                 if (!ev)
                     continue;
@@ -824,7 +935,14 @@ static void write_ranks_csv(job_report *j, report_dir *d, size_t used)
     report_dir_close_file(d, f, "ranks.csv");
 }
 
-static void write_steps_csv(job_report *j, report_dir *d, const merge *m)
+static int by_step(const void *a, const void *b)
+{
+    const step_agg *x = a, *y = b;
+    return (x->step > y->step) - (x->step < y->step);
+}
+
+/* job_steps.csv, by step number (the aggregates are sorted: the map is of no use after). */
+static void write_steps_csv(job_report *j, report_dir *d, merge *m)
 {
     FILE *f = report_dir_file(d, "job_steps.csv");
     if (!f)
@@ -832,19 +950,19 @@ static void write_steps_csv(job_report *j, report_dir *d, const merge *m)
     fputs("step,ranks,slowest_rank,slowest_busy_us,fastest_rank,fastest_busy_us,skew_us,"
           "max_step_us\n",
           f);
+    if (m->nagg)
+        qsort(m->agg, m->nagg, sizeof *m->agg, by_step);
     for (size_t s = 0; s < m->nagg; s++) {
         const step_agg *a = &m->agg[s];
-        if (!a->ranks)
-            continue;
         double skew = a->max_busy - a->min_busy;
-        fprintf(f, "%zu,%u,%u,%.3f,%u,%.3f,%.3f,%.3f\n", s, a->ranks, a->slowest, a->max_busy,
-                a->fastest, a->min_busy, skew, a->max_total);
+        fprintf(f, "%" PRIu64 ",%u,%u,%.3f,%u,%.3f,%.3f,%.3f\n", a->step, a->ranks, a->slowest,
+                a->max_busy, a->fastest, a->min_busy, skew, a->max_total);
         if (a->ranks < 2)
             continue;
         j->aligned_steps++;
         j->sum_skew += skew;
         if (skew > j->max_skew)
-            j->max_skew = skew, j->max_skew_step = s;
+            j->max_skew = skew, j->max_skew_step = a->step;
     }
     report_dir_close_file(d, f, "job_steps.csv");
 }
@@ -941,6 +1059,13 @@ static size_t job_advise(const job_report *j, size_t used, job_advice *adv)
     return n;
 }
 
+/* key: text from outside (a folder's name, what a rank recorded) in valid UTF-8 (report_json_text),
+ * as the run's summary.json has it. */
+static void json_text(cJSON *o, const char *key, const char *text)
+{
+    report_json_text(o, key, text, strlen(text));
+}
+
 static cJSON *summary_json(const job_report *j, size_t used)
 {
     cJSON *root = cJSON_CreateObject();
@@ -948,8 +1073,8 @@ static cJSON *summary_json(const job_report *j, size_t used)
     cJSON_AddStringToObject(ver, "version", TERMSIGHT_VERSION);
     cJSON_AddNumberToObject(ver, "report_format", REPORT_FORMAT);
     cJSON *job = cJSON_AddObjectToObject(root, "job");
-    cJSON_AddStringToObject(job, "id", used ? j->r[0].job : "");
-    cJSON_AddStringToObject(job, "folder", j->folder);
+    json_text(job, "id", used ? j->r[0].job : "");
+    json_text(job, "folder", j->folder);
     if (j->world_size > 0)
         cJSON_AddNumberToObject(job, "world_size", (double)j->world_size);
     else
@@ -965,9 +1090,9 @@ static cJSON *summary_json(const job_report *j, size_t used)
             cJSON_AddNumberToObject(o, "local_rank", (double)r->local_rank);
         else
             cJSON_AddNullToObject(o, "local_rank");
-        cJSON_AddStringToObject(o, "host", r->host);
+        json_text(o, "host", r->host);
         cJSON_AddNumberToObject(o, "pid", (double)r->pid);
-        cJSON_AddStringToObject(o, "run_folder", r->folder);
+        json_text(o, "run_folder", r->folder);
         report_json_u64(o, "steps", r->steps);
         cJSON_AddNumberToObject(o, "avg_step_us", avg(r->sum_total, r->steps));
         cJSON_AddNumberToObject(o, "avg_interval_us", avg(r->sum_interval, r->steps));
@@ -1002,7 +1127,7 @@ static cJSON *summary_json(const job_report *j, size_t used)
         const rank_in *r = &j->r[j->strag[k].idx];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "rank", (double)r->rank);
-        cJSON_AddStringToObject(o, "host", r->host);
+        json_text(o, "host", r->host);
         cJSON_AddStringToObject(o, "cause", j->strag[k].cause);
         cJSON_AddNumberToObject(o, "excess_us", j->strag[k].excess_us);
         cJSON_AddNumberToObject(o, "others_comm_wait_us", j->strag[k].others_wait_us);
@@ -1016,8 +1141,8 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "kind", adv[k].kind);
         cJSON_AddNumberToObject(o, "weight", adv[k].weight);
-        cJSON_AddStringToObject(o, "title", adv[k].title);
-        cJSON_AddStringToObject(o, "text", adv[k].text);
+        json_text(o, "title", adv[k].title);
+        json_text(o, "text", adv[k].text);
         cJSON_AddItemToArray(ad, o);
     }
     cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
@@ -1260,8 +1385,10 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
              "): steps are aligned by their numbers",
              min_steps, max_steps);
     if (m.unaligned)
-        warn(j, "%" PRIu64 " step rows numbered %u or more are not aligned", m.unaligned,
-             MAX_STEP_NUMBER);
+        warn(j,
+             "%" PRIu64 " step rows past the first %u step numbers are not aligned (their steps "
+             "are in job_step_trace.csv)",
+             m.unaligned, MAX_ALIGNED_STEPS);
     j->no_wait = used > 1 ? no_wait : 0;
     if (j->no_wait)
         warn(j,
@@ -1270,13 +1397,16 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
              "straggler verdict is unreliable",
              no_wait, no_wait == 1 ? "" : "s", no_wait == 1 ? "its" : "their");
     write_steps_csv(j, d, &m);
-    free(m.agg);
+    merge_free(&m);
     find_stragglers(j, used);
     write_ranks_csv(j, d, used);
 
     double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
     if (mb > 0)
         write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024));
+    if (j->long_lines)
+        warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",
+             j->long_lines, MAX_LINE_BYTES);
 
     cJSON *root = summary_json(j, used);
     char *js = root ? (o->pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;

@@ -388,6 +388,7 @@ int report_run(const char *path, const report_options *opt, report **out, char *
     analysis_finish(r->a);
     r->info.skipped_bytes = recording_reader_skipped_bytes(r->rd);
     r->info.bad_chunks = recording_reader_bad_chunks(r->rd);
+    r->info.read_bytes = recording_reader_extent(r->rd, &r->info.grown_bytes);
     /* Damage and not one whole chunk (no description, no event): an empty report would pass
      * for a run that recorded nothing. */
     if (r->info.bad_chunks && !r->info.events && !recording_reader_meta(r->rd)) {

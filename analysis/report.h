@@ -49,6 +49,9 @@ typedef struct report_info {
     char *dir;       /* the report folder written (NULL when nothing was written) */
     uint64_t events; /* events read */
     uint64_t skipped_bytes, bad_chunks; /* damage the reader skipped */
+    /* The recording's size when it was opened, all that was read, and how much longer it was at
+     * the end: a recording still being written is read up to its size at the start. */
+    uint64_t read_bytes, grown_bytes;
     uint32_t timeline_files;
     uint64_t timeline_events;   /* trace events written (metadata included) */
     uint64_t timeline_left_out; /* events left out by the size limit */
@@ -96,6 +99,15 @@ void report_csv_field(FILE *f, const char *s);
  * nanoseconds is about 1.8e18; doubles hold integers exactly only up to 2^53). Returns 0, or -1
  * out of memory. */
 int report_json_u64(void *object, const char *key, uint64_t v);
+
+/* A malloc'd copy of text made one clean line (text_clean: valid UTF-8, control characters,
+ * tab, CR and LF escaped as \xHH), for a terminal or a file; NULL for NULL (or no memory). */
+char *report_clean_dup(const char *text);
+
+/* Adds key: len bytes of text (any bytes; NULL for none) to a cJSON object, cleaned (text_clean)
+ * into valid UTF-8 without control characters, the rest escaped as \xHH: what every name and path
+ * that comes from outside becomes in the JSON the project writes. 0, or -1 out of memory. */
+int report_json_text(void *object, const char *key, const char *bytes, size_t len);
 
 /* Each result as the one JSON shape it has wherever it leaves the program (report_json.c): the
  * objects are cJSON *, returned new (NULL out of memory) for the caller to add or delete. */

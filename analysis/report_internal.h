@@ -58,8 +58,6 @@ struct report {
 
 /* An id's bytes cleaned (text_clean; tab, CR and LF escaped too unless keep_lines) into sc. */
 const char *report_clean_id(scratch *sc, const analysis *a, uint32_t id, int keep_lines);
-/* A malloc'd one-line clean copy of text; NULL for NULL (or no memory). */
-char *report_clean_dup(const char *text);
 const char *report_lost_reason_name(uint32_t reason);
 /* The analysis's loss rows, most lost first: malloc'd (NULL when none), *n of them. */
 analysis_loss *report_losses_by_size(const analysis *a, size_t *n);

@@ -27,16 +27,22 @@ static double us_of(double ns)
     return ns / 1000.0;
 }
 
+int report_json_text(void *object, const char *key, const char *bytes, size_t len)
+{
+    char *buf = malloc(4 * len + 1);
+    if (!buf)
+        return -1;
+    text_clean(bytes ? bytes : "", bytes ? len : 0, buf, 1);
+    int rc = cJSON_AddStringToObject(object, key, buf) ? 0 : -1;
+    free(buf);
+    return rc;
+}
+
 void report_json_name(void *object, const char *key, const analysis *a, uint32_t id)
 {
     uint32_t len = 0;
     const char *s = analysis_name(a, id, &len);
-    char *buf = malloc(4 * (size_t)len + 1);
-    if (!buf)
-        return;
-    text_clean(s ? s : "", s ? len : 0, buf, 1);
-    cJSON_AddStringToObject(object, key, buf);
-    free(buf);
+    report_json_text(object, key, s, s ? len : 0);
 }
 
 void *report_json_op(const analysis *a, const op_stat *row, int by_type)
@@ -175,16 +181,6 @@ int report_job_of(const analysis *a, report_job *job)
     return 1;
 }
 
-static void j_text(cJSON *o, const char *key, const char *bytes, size_t len)
-{
-    char *buf = malloc(4 * len + 1);
-    if (!buf)
-        return;
-    text_clean(bytes, len, buf, 1);
-    cJSON_AddStringToObject(o, key, buf);
-    free(buf);
-}
-
 static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
                            size_t nadv)
 {
@@ -200,16 +196,17 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddNumberToObject(ver, "report_format", REPORT_FORMAT);
 
     cJSON *rec = cJSON_AddObjectToObject(root, "recording");
-    j_text(rec, "path", r->info.recording, strlen(r->info.recording));
-    j_text(rec, "run_folder", r->run_folder, strlen(r->run_folder));
+    report_json_text(rec, "path", r->info.recording, strlen(r->info.recording));
+    report_json_text(rec, "run_folder", r->run_folder, strlen(r->run_folder));
     if (r->have_meta) {
         char v[32];
         snprintf(v, sizeof v, "%" PRIu32 ".%" PRIu32, r->meta.major, r->meta.minor);
         cJSON_AddStringToObject(rec, "format", v);
-        j_text(rec, "process", r->meta.process, strnlen(r->meta.process, sizeof r->meta.process));
+        report_json_text(rec, "process", r->meta.process,
+                         strnlen(r->meta.process, sizeof r->meta.process));
         cJSON_AddNumberToObject(rec, "pid", r->meta.pid);
-        j_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
-        j_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
+        report_json_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
+        report_json_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
         report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
         report_json_u64(rec, "start_ns", r->meta.start_ns);
         /* A forked child's session: the process it was forked from. */
@@ -224,14 +221,17 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     }
     report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
     report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+    /* A recording still being written is read up to its size at the start. */
+    report_json_u64(rec, "bytes_read", r->info.read_bytes);
+    report_json_u64(rec, "bytes_grown", r->info.grown_bytes);
 
     /* The job this process was a rank of, as its session recorded it; null when none. */
     report_job job;
     if (report_job_of(a, &job)) {
         cJSON *jo = cJSON_AddObjectToObject(root, "job");
-        j_text(jo, "id", job.id, strlen(job.id));
-        j_text(jo, "source", job.source, strlen(job.source));
-        j_text(jo, "host", job.host, strlen(job.host));
+        report_json_text(jo, "id", job.id, strlen(job.id));
+        report_json_text(jo, "source", job.source, strlen(job.source));
+        report_json_text(jo, "host", job.host, strlen(job.host));
         const struct {
             const char *key;
             long value;
@@ -322,9 +322,9 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddStringToObject(o, "verdict", queues_verdict_name(qf[i].verdict));
         cJSON_AddNumberToObject(o, "queue", qf[i].queue);
         j_name(o, "bottleneck_op", &sc, a, qf[i].op);
-        j_text(o, "text", qf[i].text, strnlen(qf[i].text, sizeof qf[i].text));
-        j_text(o, "suggestion", qf[i].suggestion,
-               strnlen(qf[i].suggestion, sizeof qf[i].suggestion));
+        report_json_text(o, "text", qf[i].text, strnlen(qf[i].text, sizeof qf[i].text));
+        report_json_text(o, "suggestion", qf[i].suggestion,
+                         strnlen(qf[i].suggestion, sizeof qf[i].suggestion));
         cJSON_AddItemToArray(fa, o);
     }
 
@@ -414,8 +414,8 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "kind", advisor_kind_name(adv[i].kind));
         cJSON_AddNumberToObject(o, "weight", adv[i].weight);
-        j_text(o, "title", adv[i].title, strnlen(adv[i].title, sizeof adv[i].title));
-        j_text(o, "text", adv[i].text, strnlen(adv[i].text, sizeof adv[i].text));
+        report_json_text(o, "title", adv[i].title, strnlen(adv[i].title, sizeof adv[i].title));
+        report_json_text(o, "text", adv[i].text, strnlen(adv[i].text, sizeof adv[i].text));
         cJSON_AddItemToArray(ad, o);
     }
 

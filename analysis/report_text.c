@@ -140,6 +140,11 @@ void report_print(const report *r, FILE *out, int brief)
                 "damaged:    %" PRIu64 " bytes skipped in %" PRIu64
                 " damaged chunks; everything else was analysed\n",
                 r->info.skipped_bytes, r->info.bad_chunks);
+    if (r->info.grown_bytes)
+        fprintf(out,
+                "live:       the recording was still being written: read its first %" PRIu64
+                " bytes, its size when the analysis began (%" PRIu64 " more by its end)\n",
+                r->info.read_bytes, r->info.grown_bytes);
 
     step_summary ss = analysis_steps(a);
     fputs(brief ? "steps:      " : "\nSteps\n-----\n", out);

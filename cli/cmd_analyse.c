@@ -324,8 +324,13 @@ static void analyse_ranks(char **folders, int n, const report_options *opt, int 
     for (int i = 0; i < started; i++)
         pthread_join(t[i], NULL);
     for (int i = 0; i < n; i++) {
-        if (w.causes[i])
-            cli_error("analyse: %s: %s", folders[i], w.causes[i]);
+        if (w.causes[i]) {
+            /* A folder's name is any bytes: said as clean text, as the reports say it. */
+            char *folder = report_clean_dup(folders[i]), *cause = report_clean_dup(w.causes[i]);
+            cli_error("analyse: %s: %s", folder ? folder : "?", cause ? cause : "?");
+            free(folder);
+            free(cause);
+        }
         free(w.causes[i]);
     }
     free(w.causes);
@@ -611,6 +616,10 @@ static int analyse_exec(const analyse_opts *a)
         cli_error("warning: %s: %" PRIu64 " bytes skipped in %" PRIu64
                   " damaged chunks; the rest was analysed (%" PRIu64 " events recovered)",
                   path, info->skipped_bytes, info->bad_chunks, info->events);
+    if (info->grown_bytes)
+        cli_error("warning: %s: the recording was still being written: read its first %" PRIu64
+                  " bytes, its size when the analysis began (%" PRIu64 " more by its end)",
+                  path, info->read_bytes, info->grown_bytes);
     report_free(r);
     return rc;
 }

@@ -1397,6 +1397,12 @@ const recording_meta *recording_reader_meta(const recording_reader *r);
 uint64_t recording_reader_skipped_bytes(const recording_reader *r);
 uint64_t recording_reader_bad_chunks(const recording_reader *r);
 
+/* The bytes the reader reads: the file's size when it was opened. A recording still being
+ * written is read up to there and no further (the chunk its writer was writing then is the end,
+ * not damage), so reading ends whatever the writer does; *grown (may be NULL): how many bytes
+ * the file has now past that size, 0 when none. */
+uint64_t recording_reader_extent(const recording_reader *r, uint64_t *grown);
+
 /* What reading cost so far: bytes read from the file, bytes checksummed (valid chunks and
  * candidates that failed), bytes held for names. Reading is linear in the bytes the file holds
  * (holes of a sparse file are jumped over, failed checksums are bounded by a multiple of the

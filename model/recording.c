@@ -457,7 +457,7 @@ typedef struct name_block {
 struct recording_reader {
     int fd;
     char *path;
-    uint64_t size; /* the file's size when last looked at */
+    uint64_t size; /* the file's size when opened: nothing past it is read (a live recording) */
 
     /* A window on the file: buf[0 .. len) holds the bytes at file offset base (8-aligned, so
      * that every chunk in it is 8-aligned in memory). */
@@ -482,6 +482,14 @@ struct recording_reader {
 };
 
 enum chunk_status { CHUNK_OK, CHUNK_BAD, CHUNK_END, CHUNK_IOERR };
+
+/* Whether the file, past the size it had when opened, now holds bytes up to end: it was still
+ * being written then. */
+static int reader_written_since(const recording_reader *r, uint64_t end)
+{
+    struct stat st;
+    return end > r->size && fstat(r->fd, &st) == 0 && (uint64_t)st.st_size >= end;
+}
 
 /* Makes bytes [off, off + want) available in the window (off never goes backwards). Returns how
  * many of them the file has (fewer at its end), or -1 on a read error with errno set. */
@@ -511,8 +519,10 @@ static ssize_t reader_fill(recording_reader *r, uint64_t off, size_t want)
         r->buf = nb;
         r->cap = cap;
     }
-    while (r->len < need) {
-        ssize_t n = read(r->fd, r->buf + r->len, r->cap - r->len);
+    while (r->len < need && r->base + r->len < r->size) {
+        uint64_t left = r->size - (r->base + r->len);
+        size_t room = r->cap - r->len < left ? r->cap - r->len : (size_t)left;
+        ssize_t n = read(r->fd, r->buf + r->len, room);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -537,7 +547,7 @@ static int reader_check(recording_reader *r, uint64_t off, chunk_header *h)
     if (got == 0)
         return CHUNK_END;
     if (got < (ssize_t)CHUNK_HEADER)
-        return CHUNK_BAD;
+        return reader_written_since(r, off + CHUNK_HEADER) ? CHUNK_END : CHUNK_BAD;
     memcpy(h, r->buf + (off - r->base), CHUNK_HEADER);
     /* A checksum this reader does not know cannot vouch for the header: damage. */
     unsigned sum = h->flags & CHUNK_SUM_MASK;
@@ -545,15 +555,11 @@ static int reader_check(recording_reader *r, uint64_t off, chunk_header *h)
         (sum != CHUNK_SUM_CRC32 && sum != CHUNK_SUM_CRC32C))
         return CHUNK_BAD;
     size_t body = (size_t)h->length + pad8(h->length);
-    /* A length that runs past the end of the file is refused unread (the file may have grown
-     * since it was last measured: a live recording). */
-    if (off + CHUNK_HEADER + body > r->size) {
-        struct stat st;
-        if (fstat(r->fd, &st) == 0)
-            r->size = (uint64_t)st.st_size;
-        if (off + CHUNK_HEADER + body > r->size)
-            return CHUNK_BAD;
-    }
+    /* A length that runs past the end of the file is refused unread; past the size the file
+     * had when opened, into bytes written since, it is the chunk a live recording's writer was
+     * writing: the end of what is read. */
+    if (off + CHUNK_HEADER + body > r->size)
+        return reader_written_since(r, off + CHUNK_HEADER + body) ? CHUNK_END : CHUNK_BAD;
     /* Checksums that fail may cost at most CHECK_FACTOR times the bytes passed so far (plus
      * CHECK_ALLOWANCE): headers planted every 8 bytes, each claiming 16 MiB, would otherwise
      * checksum 16 MiB apiece. A real chunk after damage costs its own size, well inside. */
@@ -582,6 +588,8 @@ static uint64_t reader_skip_hole(recording_reader *r, uint64_t off)
     off_t data = lseek(r->fd, (off_t)off, SEEK_DATA);
     if (data < 0 && errno == ENXIO)
         data = (off_t)(r->size > off ? r->size : off); /* only a hole up to the end */
+    if (data >= 0 && (uint64_t)data > r->size)
+        data = (off_t)(r->size > off ? r->size : off); /* data written since the reader opened */
     if (data < 0 || (uint64_t)data < off + HOLE_MIN) {
         lseek(r->fd, (off_t)(r->base + r->len), SEEK_SET); /* where read() goes on */
         return off;
@@ -619,7 +627,7 @@ static int reader_resync(recording_reader *r)
         int st = reader_check(r, off, &h);
         if (st == CHUNK_IOERR)
             return -1;
-        if (st == CHUNK_OK) {
+        if (st == CHUNK_OK || st == CHUNK_END) {
             r->skipped += off - from;
             r->pos = off;
             return 0;
@@ -947,6 +955,16 @@ uint64_t recording_reader_skipped_bytes(const recording_reader *r)
 uint64_t recording_reader_bad_chunks(const recording_reader *r)
 {
     return r->bad;
+}
+
+uint64_t recording_reader_extent(const recording_reader *r, uint64_t *grown)
+{
+    struct stat st;
+    if (grown)
+        *grown = fstat(r->fd, &st) == 0 && (uint64_t)st.st_size > r->size
+                     ? (uint64_t)st.st_size - r->size
+                     : 0;
+    return r->size;
 }
 
 recording_reader_work recording_reader_work_done(const recording_reader *r)

@@ -5,9 +5,14 @@
 #define TERMSIGHT_CLIUTIL_H
 
 #include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The whole of fd from its start, NUL-terminated; *len without the NUL. */
@@ -39,6 +44,8 @@ typedef struct cli_result {
     int status; /* exit status */
     char *out, *err;
     size_t out_len, err_len;
+    struct rusage usage; /* its resource usage: ru_maxrss its peak resident memory, KiB */
+    uint64_t read_chars; /* bytes it read (rchar of /proc/<pid>/io), UINT64_MAX unknown */
 } cli_result;
 
 static inline void cli_result_free(cli_result *r)
@@ -47,11 +54,65 @@ static inline void cli_result_free(cli_result *r)
     free(r->err);
 }
 
+/* rchar of /proc/<pid>/io: the bytes process pid read, UINT64_MAX when it cannot be read. */
+static inline uint64_t cli_read_chars(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    int ok = f && fscanf(f, "rchar: %llu", &v) == 1;
+    if (f)
+        fclose(f);
+    return ok ? (uint64_t)v : UINT64_MAX;
+}
+
+/* Waits for child pid to end, for at most timeout_s seconds (0: no limit): past it the child is
+ * killed and the test fails, saying that `what` did not end. Its status, resource usage and bytes
+ * read (read while it is a zombie, before it is reaped) go to res. SIGCHLD must be blocked. */
+static inline int cli_wait_bounded(pid_t pid, double timeout_s, const char *what, cli_result *res)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += (time_t)timeout_s;
+    end.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (end.tv_nsec >= 1000000000L)
+        end.tv_sec++, end.tv_nsec -= 1000000000L;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    siginfo_t si;
+    for (;;) {
+        memset(&si, 0, sizeof si);
+        ck_assert_int_eq(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT), 0);
+        if (si.si_pid == pid)
+            break;
+        struct timespec now, left;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = end.tv_sec - now.tv_sec;
+        left.tv_nsec = end.tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0)
+            left.tv_sec--, left.tv_nsec += 1000000000L;
+        if (timeout_s > 0 && left.tv_sec < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            ck_abort_msg("%s did not end within %.0f s: killed", what, timeout_s);
+        }
+        /* Woken by the child's end (SIGCHLD stays pending while blocked) or the deadline. */
+        sigtimedwait(&chld, NULL, timeout_s > 0 ? &left : NULL);
+    }
+    res->read_chars = cli_read_chars(pid);
+    int st;
+    ck_assert_int_eq(wait4(pid, &st, 0, &res->usage), pid);
+    return st;
+}
+
 /* Runs "$TERMSIGHT_BIN args..." (args NULL-terminated) with stdout and stderr captured in files
  * under tmp. before_exec, when not NULL, runs in the child first (which keeps its pid through
- * the exec). A death by a signal fails the test, naming the command. */
-static inline void cli_run_with(const char *tmp, const char *const *args, cli_result *res,
-                                void (*before_exec)(void *), void *ctx)
+ * the exec). timeout_s > 0: a command still running after that many seconds is killed and fails
+ * the test. A death by a signal fails the test, naming the command. */
+static inline void cli_run_bounded(const char *tmp, const char *const *args, cli_result *res,
+                                   void (*before_exec)(void *), void *ctx, double timeout_s)
 {
     const char *bin = getenv("TERMSIGHT_BIN");
     ck_assert_msg(bin && *bin, "TERMSIGHT_BIN is not set");
@@ -68,10 +129,15 @@ static inline void cli_run_with(const char *tmp, const char *const *args, cli_re
     argv[0] = bin;
     memcpy(argv + 1, args, n * sizeof(*argv));
 
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ck_assert_int_eq(sigprocmask(SIG_BLOCK, &chld, &old), 0);
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
             _exit(126);
         if (before_exec)
@@ -79,10 +145,12 @@ static inline void cli_run_with(const char *tmp, const char *const *args, cli_re
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "termsight %s %s did not exit normally (signal %d)",
-                  n ? args[0] : "", n > 1 ? args[1] : "", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    char what[256];
+    snprintf(what, sizeof what, "termsight %s %s", n ? args[0] : "", n > 1 ? args[1] : "");
+    int st = cli_wait_bounded(pid, timeout_s, what, res);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    ck_assert_msg(WIFEXITED(st), "%s did not exit normally (signal %d)", what,
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     ck_assert_msg(WEXITSTATUS(st) != 127, "cannot run %s", bin);
     res->status = WEXITSTATUS(st);
     res->out = file_slurp(out, &res->out_len);
@@ -94,6 +162,12 @@ static inline void cli_run_with(const char *tmp, const char *const *args, cli_re
     free(out_path);
     free(err_path);
     free(argv);
+}
+
+static inline void cli_run_with(const char *tmp, const char *const *args, cli_result *res,
+                                void (*before_exec)(void *), void *ctx)
+{
+    cli_run_bounded(tmp, args, res, before_exec, ctx, 0);
 }
 
 static inline void cli_run(const char *tmp, const char *const *args, cli_result *res)

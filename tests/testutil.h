@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <ftw.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,14 @@ static inline char *path_join(const char *a, const char *b)
     char *p;
     ck_assert_int_ge(asprintf(&p, "%s/%s", a, b), 0);
     return p;
+}
+
+/* The size of the file at path (links followed). */
+static inline uint64_t path_size(const char *path)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
+    return (uint64_t)st.st_size;
 }
 
 static inline void file_write(const char *path, const void *bytes, size_t len)

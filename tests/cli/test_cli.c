@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "shmnames.h"
 #include "cliutil.h"
+#include "recutil.h"
 
 #include <cJSON.h>
 #include <check.h>
@@ -628,101 +629,10 @@ Suite *ls_suite(void)
 /* analyse                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* tmp/<name>/recording/events.tsr: one thread, two steps, three MatMul ops and a BiasAdd,
- * written in two event chunks; returns the run folder.
- *
- *   step 1 [0, 1000] us:   Default/fc/MatMul-op1 [100, 200], Default/fc/MatMul-op2 [300, 600]
- *   step 2 [1000, 2000]:   Default/fc/MatMul-op1 [1100, 1300], Default/fc/BiasAdd-op3 [1400, 1450]
- *
- * Type MatMul: 3 ops, total 100 + 300 + 200 = 600 us, average 200 us, min 100, max 300; its
- * share of all self time 600 / 650 = 92.3 %. */
-static char *analyse_make(const char *tmp, const char *name)
-{
-    static const char *const strs[] = {"", "<names table full>", "Default/fc/MatMul-op1",
-                                       "Default/fc/MatMul-op2", "Default/fc/BiasAdd-op3"};
-    char *run = path_join(tmp, name);
-    char *dir = path_join(run, TS_RECORDING_DIR);
-    recording_meta m;
-    memset(&m, 0, sizeof(m));
-    m.major = TS_RECORDING_MAJOR;
-    m.pid = 5151;
-    snprintf(m.process, sizeof(m.process), "trainer");
-    recording_writer *w = NULL;
-    char *cause = NULL;
-    ck_assert_msg(recording_writer_open(dir, &m, &w, &cause) == 0, "writer: %s", cause);
-    uint32_t lens[5];
-    for (size_t i = 0; i < 5; i++)
-        lens[i] = (uint32_t)strlen(strs[i]);
-    ck_assert_int_eq(recording_append_strings(w, 0, 5, (const char **)strs, lens, &cause), 0);
-#define OP(n, b, e)                                                                                \
-    {                                                                                              \
-        .kind = TS_KIND_OP_RANGE, .tid = 10, .device = TS_DEVICE_HOST, .name = n,                  \
-        .begin_ns = (b)*1000ull, .end_ns = (e)*1000ull                                             \
-    }
-#define MARK(k, s, t)                                                                              \
-    {                                                                                              \
-        .kind = k, .tid = 10, .device = TS_DEVICE_HOST, .begin_ns = (t)*1000ull,                   \
-        .end_ns = (t)*1000ull, .v0 = s                                                             \
-    }
-    const ts_event first[] = {
-        MARK(TS_KIND_STEP_BEGIN, 1, 0),
-        OP(2, 100, 200),
-        OP(3, 300, 600),
-        MARK(TS_KIND_STEP_END, 1, 1000),
-    };
-    const ts_event second[] = {
-        MARK(TS_KIND_STEP_BEGIN, 2, 1000),
-        OP(2, 1100, 1300),
-        OP(4, 1400, 1450),
-        MARK(TS_KIND_STEP_END, 2, 2000),
-    };
-#undef OP
-#undef MARK
-    ck_assert_int_eq(recording_append_events(w, first, 4, NULL, 0, &cause), 0);
-    ck_assert_int_eq(recording_append_events(w, second, 4, NULL, 0, &cause), 0);
-    ck_assert_int_eq(recording_writer_close(w, &cause), 0);
-    free(dir);
-    return run;
-}
-
-/* A rank's run folder "rank<R>-h-<pid>-..." in job folder job_dir: analyse_make's recording, and
- * the session's job options (job "j", the rank, world size 2). */
-static char *analyse_make_rank(const char *job_dir, int rank)
-{
-    char name[64];
-    snprintf(name, sizeof name, "rank%d-h-%d-20261124-000000-0000000%d", rank, 5151 + rank, rank);
-    char *run = analyse_make(job_dir, name);
-    char *dir = path_join(run, TS_RECORDING_DIR);
-    recording_writer *w = NULL;
-    char *cause = NULL;
-    recording_meta m = {.major = TS_RECORDING_MAJOR, .pid = 5151 + rank};
-    /* A second writer session appends to the recording: another window's options. */
-    ck_assert_msg(recording_writer_open(dir, &m, &w, &cause) == 0, "writer: %s", cause);
-    char rank_text[8];
-    snprintf(rank_text, sizeof rank_text, "%d", rank);
-    const char *strs[] = {"job", "j", "rank", rank_text, "world_size", "2"};
-    uint32_t lens[6];
-    for (size_t i = 0; i < 6; i++)
-        lens[i] = (uint32_t)strlen(strs[i]);
-    ck_assert_int_eq(recording_append_strings(w, 5, 6, strs, lens, &cause), 0);
-    ts_event cfg[3];
-    for (uint32_t i = 0; i < 3; i++)
-        cfg[i] = (ts_event){.kind = TS_KIND_CONFIG,
-                            .device = TS_DEVICE_HOST,
-                            .name = 5 + 2 * i,
-                            .type = 6 + 2 * i,
-                            .begin_ns = 2000000,
-                            .end_ns = 2000000};
-    ck_assert_int_eq(recording_append_events(w, cfg, 3, NULL, 0, &cause), 0);
-    ck_assert_int_eq(recording_writer_close(w, &cause), 0);
-    free(dir);
-    return run;
-}
-
 START_TEST(test_analyse_report)
 {
     char *tmp = tmp_make();
-    char *run = analyse_make(tmp, "run");
+    char *run = rec_make_run(tmp, "run");
     cli_result r;
     cli_run(tmp, (const char *const[]){"analyse", run, NULL}, &r);
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
@@ -781,7 +691,7 @@ START_TEST(test_analyse_job)
     char *tmp = tmp_make();
     char *job = path_join(tmp, "j");
     ck_assert_int_eq(mkdir(job, 0700), 0);
-    char *r0 = analyse_make_rank(job, 0), *r1 = analyse_make_rank(job, 1);
+    char *r0 = rec_make_rank(job, 0, NULL), *r1 = rec_make_rank(job, 1, NULL);
     cli_result r;
     /* Nothing analysed yet: a merge alone has nothing to merge. */
     cli_run(tmp, (const char *const[]){"analyse", "--merge-only", job, NULL}, &r);
@@ -841,7 +751,7 @@ END_TEST
 START_TEST(test_analyse_op)
 {
     char *tmp = tmp_make();
-    char *run = analyse_make(tmp, "run");
+    char *run = rec_make_run(tmp, "run");
     cli_result r;
     cli_run(tmp, (const char *const[]){"analyse", "--op", "MatMul", run, NULL}, &r);
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
@@ -992,7 +902,7 @@ END_TEST
 START_TEST(test_analyse_truncated)
 {
     char *tmp = tmp_make();
-    char *run = analyse_make(tmp, "run");
+    char *run = rec_make_run(tmp, "run");
     char *file = path_join(run, TS_RECORDING_DIR "/" TS_RECORDING_FILE);
     struct stat st;
     ck_assert_int_eq(stat(file, &st), 0);

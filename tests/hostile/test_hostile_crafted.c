@@ -85,13 +85,6 @@ static void read_all(const char *path, uint64_t *values, size_t cap, size_t *n,
     recording_reader_close(r);
 }
 
-static uint64_t size_of(const char *path)
-{
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    return (uint64_t)st.st_size;
-}
-
 /* Headers every 24 bytes, each claiming 16 MiB and with 16 MiB of bytes after it, then a real
  * chunk: checksums that fail cost at most 4 times the bytes passed plus 32 MiB, and the real
  * chunk after them is found. */
@@ -126,7 +119,7 @@ START_TEST(headers_claiming_16_mib)
     ck_assert_uint_eq(values[10], 100);
     ck_assert_uint_eq(values[14], 104);
     ck_assert_uint_ge(bad, 1);
-    uint64_t size = size_of(path);
+    uint64_t size = path_size(path);
     ck_assert_msg(w.bytes_checked <= 4 * size + 2ull * MAX_CLAIM + 4096,
                   "%llu bytes checksummed for a file of %llu", (unsigned long long)w.bytes_checked,
                   (unsigned long long)size);
@@ -144,7 +137,7 @@ START_TEST(sparse_50_gb)
 {
     char *dir = tmp_make();
     char *path = recording_start(dir, 0, 10);
-    uint64_t start = size_of(path);
+    uint64_t start = path_size(path);
     int fd = open(path, O_WRONLY);
     ck_assert_int_ge(fd, 0);
     ts_event tail[3];
