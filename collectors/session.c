@@ -274,15 +274,27 @@ static int children_enabled(void)
     return !(v && (v[0] == '0' || !strcmp(v, "no") || !strcmp(v, "false")));
 }
 
+/* A fork waits while the recorder reaps (it allocates, opens files and directories): a child
+ * forked meanwhile would inherit an allocator's locks held (a sanitizer's allocator does not take
+ * them around a fork as glibc's does) and hang at its first allocation. */
+static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reap_lock);
+}
+
 static void fork_parent_side(void)
 {
     atomic_store(&ts_forked, 1);
+    pthread_mutex_unlock(&reap_lock);
 }
 
 static void fork_child(void)
 {
     termsight_session *p = atomic_load(&ts_session);
     int follow = p && p->children && atomic_load(&p->state) == TS_STATE_COLLECTING;
+    pthread_mutex_init(&reap_lock, NULL); /* held across the fork: made anew here */
     if (!p && atomic_load(&ts_session_pending) == SESSION_PENDING_CHILD) {
         /* A child forked before this process made its own session (a daemon's double fork):
          * it is a child of the same collecting session, made on its first event too. */
@@ -372,7 +384,16 @@ termsight_session *session_adopt_pending(void)
     }
 }
 
+static void reap_children_locked(termsight_session *s);
+
 void session_reap_children(termsight_session *s)
+{
+    pthread_mutex_lock(&reap_lock);
+    reap_children_locked(s);
+    pthread_mutex_unlock(&reap_lock);
+}
+
+static void reap_children_locked(termsight_session *s)
 {
     segment_info *list;
     int n = segment_list_ended(0, getpid(), &list, NULL);
@@ -441,7 +462,7 @@ static pthread_once_t process_hooks = PTHREAD_ONCE_INIT;
 static void install_process_hooks(void)
 {
     atexit(exit_handler);
-    pthread_atfork(NULL, fork_parent_side, fork_child);
+    pthread_atfork(fork_prepare, fork_parent_side, fork_child);
 }
 
 static char *dup_or_null(const char *v)

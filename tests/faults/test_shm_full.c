@@ -108,24 +108,24 @@ END_TEST
 
 /* 7 MiB: the process tree's budget is a quarter of it, 1.75 MiB. The segment is made (its names'
  * pages come as names do), the collector's lane and a few threads' are had (first rings of 256
- * KiB, as a budget this small gets); the others find no room for theirs. No signal: every event
- * recorded or counted as lost. */
+ * KiB, as a budget this small gets); the others of 12 find no room for theirs. No signal: every
+ * event recorded or counted as lost. */
 START_TEST(no_room_for_every_lane)
 {
     char *dir = tmp_make();
     shm_mount("7m");
     emitter e;
     const char *extra[] = {"--events", "20000", NULL};
-    emitter_start(&e, dir, 6, extra);
+    emitter_start(&e, dir, 12, extra);
     emitter_result r;
     emitter_finish_ok(&e, &r);
-    ck_assert_uint_eq(r.emitted, 6 * 20000);
+    ck_assert_uint_eq(r.emitted, 12 * 20000);
     counter_tally t;
     tally_counters(e.run, &t);
     ck_assert_uint_gt(t.total, 0);
     ck_assert_uint_gt(t.lost_by_reason[TS_LOST_NO_LANE], 0);
     ck_assert_uint_eq(t.total + t.lost, r.emitted);
-    printf("shm full: 7 MiB /dev/shm, 6 threads: %" PRIu64 " recorded, %" PRIu64
+    printf("shm full: 7 MiB /dev/shm, 12 threads: %" PRIu64 " recorded, %" PRIu64
            " lost for want of a lane\n",
            t.total, t.lost_by_reason[TS_LOST_NO_LANE]);
     ck_assert_int_eq(umount("/dev/shm"), 0);
