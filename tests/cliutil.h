@@ -146,7 +146,7 @@ static inline void cli_run_bounded(const char *tmp, const char *const *args, cli
         _exit(127);
     }
     char what[256];
-    snprintf(what, sizeof what, "termsight %s %s", n ? args[0] : "", n > 1 ? args[1] : "");
+    snprintf(what, sizeof what, "termsight %.100s %.100s", n ? args[0] : "", n > 1 ? args[1] : "");
     int st = cli_wait_bounded(pid, timeout_s, what, res);
     sigprocmask(SIG_SETMASK, &old, NULL);
     ck_assert_msg(WIFEXITED(st), "%s did not exit normally (signal %d)", what,
