@@ -205,8 +205,9 @@ static char ledger_name[96];
 
 /* The segments of processes of the tree that ended without closing their sessions (a signal,
  * _exit): what their lanes held into their recordings, the segments removed and given back to the
- * ledger. The events recovered. */
-static uint64_t reap_ended(void)
+ * ledger; but CMD's own (cmd > 0), which run reaps once it has waited for it, saying how it
+ * ended. The events recovered. */
+static uint64_t reap_ended(pid_t cmd)
 {
     segment_info *list;
     int n = ledger ? segment_list_ended(ledger->id, 0, &list, NULL) : 0;
@@ -216,6 +217,8 @@ static uint64_t reap_ended(void)
     for (int i = 0; i < n; i++) {
         uint64_t events = 0;
         char *cause = NULL;
+        if (list[i].pid == cmd)
+            continue;
         if (segment_reap(&list[i], "it ended before it closed its session; reaped by termsight run",
                          NULL, ledger, &events, &cause) != 0)
             cli_error("run: %s", cause ? cause : "cannot reap a session");
@@ -235,7 +238,7 @@ static pid_t wait_reaping(pid_t pid, int *status)
         pid_t got = waitpid(pid, status, WNOHANG);
         if (got != 0 && !(got < 0 && errno == EINTR))
             return got;
-        reap_ended();
+        reap_ended(pid);
         struct timespec ts = {0, REAP_EVERY_NS};
         nanosleep(&ts, NULL); /* a signal (SIGTERM passed on, SIGCHLD) ends it early */
     }
@@ -611,7 +614,7 @@ static int run_exec(const run_opts *o)
     if (recovered[0])
         fprintf(stderr, "termsight: pid %d ended (%s) before it closed its session: %s\n", (int)pid,
                 how, recovered);
-    uint64_t late = reap_ended();
+    uint64_t late = reap_ended(0);
     if (late)
         fprintf(stderr,
                 "termsight: processes CMD started ended before they closed their sessions: %llu "

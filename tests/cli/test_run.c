@@ -249,7 +249,12 @@ START_TEST(relative_output_cleaned_from_elsewhere)
         /* As termsight run starts its command: the root process, sampled from its start. */
         char root[16];
         snprintf(root, sizeof root, "%d", (int)getpid());
-        if (chdir(a_dir) != 0 || setenv("LD_PRELOAD", lib, 1) != 0 ||
+        /* After a preload already set (a sanitizer's runtime stays first), as run does. */
+        const char *pre = getenv("LD_PRELOAD");
+        char preload[8192];
+        snprintf(preload, sizeof preload, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "",
+                 lib);
+        if (chdir(a_dir) != 0 || setenv("LD_PRELOAD", preload, 1) != 0 ||
             setenv("TERMSIGHT_AUTOSTART", "1", 1) != 0 ||
             setenv("TERMSIGHT_ROOT_PID", root, 1) != 0 ||
             setenv("TERMSIGHT_OUTPUT", "./rel", 1) != 0)
