@@ -267,39 +267,6 @@ static int own_folder(int dirfd, const char *name)
            st.st_uid == geteuid();
 }
 
-/* The newest run folder of pid in the folder at fd (closed here) into best ("<prefix><name>"),
- * when newer than what best holds; with depth 1, also in the job folders under it. */
-static void scan_run_folders(int fd, const char *prefix, const char *key, int depth, char *best,
-                             size_t cap)
-{
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    size_t klen = strlen(key);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *n = e->d_name;
-        if (n[0] == '.' || !own_folder(dirfd(d), n))
-            continue;
-        if (run_folder_of(n, key, klen)) {
-            size_t len = strlen(n), bl = strlen(best);
-            /* Newest by its time stamp (the random part after it is no order). */
-            if (!bl || strncmp(n + len - SUFFIX, best + bl - SUFFIX, STAMP) > 0)
-                snprintf(best, cap, "%s%s", prefix, n);
-        } else if (depth > 0) {
-            /* A job folder: "<job>/rank<R>-<host>-<pid>-<stamp>-<hex>". */
-            int sub = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            char p[512];
-            snprintf(p, sizeof p, "%s/", n);
-            if (sub >= 0)
-                scan_run_folders(sub, p, key, depth - 1, best, cap);
-        }
-    }
-    closedir(d);
-}
-
 /* Every run folder under the folder at fd (closed here), "<prefix><name>" for each, with the job
  * folders under it at depth 1: added to *names (n of them). */
 static void list_run_folders(int fd, const char *prefix, int depth, char ***names, size_t *n)
@@ -383,17 +350,24 @@ static size_t new_folders(const char *dir, const folder_set *before, char *out, 
  * reported). */
 static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
     char key[32];
     snprintf(key, sizeof key, "-%d-", (int)pid);
-    char best[1024] = "";
-    scan_run_folders(fd, "", key, 1, best, sizeof best);
-    if (!best[0])
-        return -1;
-    snprintf(out, cap, "%s/%s", dir, best);
-    return 0;
+    size_t klen = strlen(key);
+    folder_set all;
+    folders_of(dir, &all);
+    const char *best = NULL;
+    for (size_t i = 0; i < all.n; i++) {
+        const char *n = all.names[i];
+        size_t len = strlen(n), bl = best ? strlen(best) : 0;
+        /* Newest by its time stamp (the random part after it is no order). */
+        if (run_folder_of(n, key, klen) &&
+            (!best || strncmp(n + len - SUFFIX, best + bl - SUFFIX, STAMP) > 0))
+            best = n;
+    }
+    if (best)
+        snprintf(out, cap, "%s/%s", dir, best);
+    folders_free(&all);
+    return best ? 0 : -1;
 }
 
 /* What the command line asks for. */

@@ -1092,37 +1092,6 @@ static segment_info *list_push(segment_info **list, size_t *n, size_t *cap)
     return &(*list)[(*n)++];
 }
 
-int segment_list(segment_info **out, char **cause)
-{
-    *out = NULL;
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    segment_info *list = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        pid_t pid;
-        if (!parse_pid(e->d_name, &pid))
-            continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid())
-            continue;
-        segment_info *info = list_push(&list, &n, &cap);
-        if (!info) {
-            closedir(d);
-            return cause_set(cause, "out of memory");
-        }
-        info_fill(info, e->d_name, pid);
-        info->alive = segment_alive(pid, info->shm_name);
-    }
-    closedir(d);
-    if (n)
-        qsort(list, n, sizeof *list, by_pid);
-    *out = list;
-    return (int)n;
-}
-
 /* What segment_list says of the segment at entry (of pid), but whether it is alive. */
 static void info_fill(segment_info *info, const char *entry, pid_t pid)
 {
@@ -1175,7 +1144,15 @@ static int process_ended(pid_t pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause)
+/* Which segments a listing keeps: NULL, every one of this user's; else only those whose process
+ * has ended, that are regular files and readable, and whose header names budget_id as its ledger
+ * (when not 0) or parent as its parent (when > 0). */
+typedef struct list_filter {
+    uint64_t budget_id;
+    pid_t parent;
+} list_filter;
+
+static int list_segments(const list_filter *f, segment_info **out, char **cause)
 {
     *out = NULL;
     DIR *d = opendir(SHM_DIR);
@@ -1187,15 +1164,17 @@ int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, cha
     while ((e = readdir(d))) {
         pid_t pid;
         struct stat st;
-        if (!parse_pid(e->d_name, &pid) || !process_ended(pid) ||
+        /* A filtered look costs no attach for a process that is still there. */
+        if (!parse_pid(e->d_name, &pid) || (f && !process_ended(pid)) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
-            !S_ISREG(st.st_mode))
+            (f && !S_ISREG(st.st_mode)))
             continue;
         segment_info info;
         info_fill(&info, e->d_name, pid);
-        if (!info.readable || (budget_id && info.budget_id != budget_id) ||
-            (parent > 0 && info.parent_pid != parent))
+        if (f && (!info.readable || (f->budget_id && info.budget_id != f->budget_id) ||
+                  (f->parent > 0 && info.parent_pid != f->parent)))
             continue;
+        info.alive = f ? 0 : segment_alive(pid, info.shm_name);
         segment_info *slot = list_push(&list, &n, &cap);
         if (!slot) {
             closedir(d);
@@ -1204,8 +1183,21 @@ int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, cha
         *slot = info;
     }
     closedir(d);
+    if (n)
+        qsort(list, n, sizeof *list, by_pid);
     *out = list;
     return (int)n;
+}
+
+int segment_list(segment_info **out, char **cause)
+{
+    return list_segments(NULL, out, cause);
+}
+
+int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause)
+{
+    list_filter f = {.budget_id = budget_id, .parent = parent};
+    return list_segments(&f, out, cause);
 }
 
 int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
