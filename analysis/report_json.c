@@ -289,6 +289,16 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     cJSON_AddItemToObject(evs, "ended", ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
     cJSON_AddItemToObject(evs, "record_error",
                           record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
+    /* A flight-recorder snapshot says why it was taken: null for a recording. */
+    const char *snap = analysis_config_value(a, "snapshot");
+    const char *cause = analysis_config_value(a, "snapshot_cause");
+    if (snap) {
+        cJSON *o = cJSON_AddObjectToObject(evs, "snapshot");
+        cJSON_AddStringToObject(o, "why", snap);
+        cJSON_AddStringToObject(o, "cause", cause ? cause : "");
+    } else {
+        cJSON_AddNullToObject(evs, "snapshot");
+    }
 
     cJSON_AddItemToObject(root, "steps", report_json_steps(a));
 

@@ -121,6 +121,13 @@ void report_print(const report *r, FILE *out, int brief)
                 " events emitted after that are not here\n",
                 record_error, t->lost_by_reason[TS_LOST_WRITE]);
     free(record_error);
+    char *snapshot = report_clean_dup(analysis_config_value(a, "snapshot"));
+    if (snapshot)
+        fprintf(out,
+                "snapshot:   a flight-recorder snapshot (%s): the events the process kept, from "
+                "the first whole step they held\n",
+                snapshot);
+    free(snapshot);
     char *ended = report_clean_dup(analysis_config_value(a, "ended"));
     if (ended)
         fprintf(out,

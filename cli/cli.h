@@ -3,6 +3,7 @@
 #define TERMSIGHT_CLI_H
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -23,6 +24,7 @@ extern const cli_command cli_cmd_analyse;
 extern const cli_command cli_cmd_top;
 extern const cli_command cli_cmd_run;
 extern const cli_command cli_cmd_demo;
+extern const cli_command cli_cmd_snapshot;
 
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -59,5 +61,19 @@ int cli_stale_session(pid_t pid, const char *why, char *recovered, size_t cap);
 struct segment_info;
 int cli_stale_segment(const struct segment_info *info, const char *why, char *recovered,
                       size_t cap);
+
+/* What a collector answered to a command (cli_ask). */
+typedef struct cli_answer {
+    pid_t pid;
+    int answered;    /* else error says why not */
+    int32_t status;  /* the answer: 0, or a negative termsight error code */
+    char msg[256];   /* its message (the mailbox's: TS_MAILBOX_MSG bytes) */
+    char error[256]; /* not sent, or not answered */
+} cli_answer;
+
+/* Sends cmd (arg may be NULL) to the collector of every target (by its segment's name), then
+ * waits at most wait_ms for all of their answers, out[i] for targets[i]. */
+void cli_ask(const struct segment_info *targets, size_t n, uint32_t cmd, const char *arg,
+             int wait_ms, cli_answer *out);
 
 #endif

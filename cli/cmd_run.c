@@ -53,6 +53,11 @@ static void run_usage(FILE *out)
           "  --delay S          start collecting after S seconds\n"
           "  --duration S       stop collecting S seconds after the start\n"
           "  --no-python        do not profile Python programs' PyTorch loops\n"
+          "  --flight           flight recorder: keep the last events in memory instead of\n"
+          "                     writing a recording; a snapshot writes them (a step much\n"
+          "                     slower than the ones before it, a hang, 'termsight snapshot',\n"
+          "                     SIGUSR2) under the run folder's snapshots/ (TERMSIGHT_FLIGHT_MB:\n"
+          "                     its memory, default 64 MiB a process)\n"
           "\n"
           "A Python program that imports torch is profiled as termsight.torch.auto() does:\n"
           "each optimizer step a step (its DataLoader batches trained with gradients), the\n"
@@ -373,7 +378,7 @@ static int find_run_folder(const char *dir, pid_t pid, char *out, size_t cap)
 /* What the command line asks for. */
 typedef struct run_opts {
     const char *output, *sample, *pattern, *steps, *delay, *duration;
-    int no_start, no_python;
+    int no_start, no_python, flight;
     char **cmd; /* the program and its arguments, NULL-terminated */
 } run_opts;
 
@@ -382,7 +387,16 @@ static int run_parse(int argc, char **argv, run_opts *o)
 {
     *o = (run_opts){.output = TS_OUTPUT_DEFAULT};
     int c, first = 1;
-    enum { O_SAMPLE = 256, O_PATTERN, O_STEPS, O_DELAY, O_DURATION, O_NO_START, O_NO_PYTHON };
+    enum {
+        O_SAMPLE = 256,
+        O_PATTERN,
+        O_STEPS,
+        O_DELAY,
+        O_DURATION,
+        O_NO_START,
+        O_NO_PYTHON,
+        O_FLIGHT
+    };
     static const struct option longs[] = {
         {"output", required_argument, NULL, 'o'},
         {"sample-ms", required_argument, NULL, O_SAMPLE},
@@ -392,6 +406,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         {"duration", required_argument, NULL, O_DURATION},
         {"no-start", no_argument, NULL, O_NO_START},
         {"no-python", no_argument, NULL, O_NO_PYTHON},
+        {"flight", no_argument, NULL, O_FLIGHT},
         {NULL, 0, NULL, 0},
     };
     while ((c = cli_getopt("run", argc, argv, "o:", longs, 1, &first)) != -1) {
@@ -419,6 +434,9 @@ static int run_parse(int argc, char **argv, run_opts *o)
             break;
         case O_NO_PYTHON:
             o->no_python = 1;
+            break;
+        case O_FLIGHT:
+            o->flight = 1;
             break;
         default:
             run_usage(stderr);
@@ -460,6 +478,26 @@ static int run_parse(int argc, char **argv, run_opts *o)
         return 2;
     }
     return 0;
+}
+
+/* The flight recorder's snapshots in run folder run, one line each. */
+static void say_snapshots(const char *run)
+{
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/" TS_SNAPSHOT_DIR, run);
+    struct dirent **names = NULL;
+    int n = scandir(path, &names, NULL, alphasort);
+    int said = 0;
+    for (int i = 0; i < n; i++) {
+        if (names[i]->d_name[0] != '.') {
+            fprintf(stderr, "termsight: flight recorder snapshot %s/%s\n", path, names[i]->d_name);
+            said++;
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!said)
+        fprintf(stderr, "termsight: flight recorder: no snapshot was taken\n");
 }
 
 /* Runs o->cmd with the collector loaded and waits for it: its exit status (128 + a signal). */
@@ -546,6 +584,8 @@ static int run_exec(const run_opts *o)
             unsetenv("TERMSIGHT_SHM_BUDGET");
         setenv("TERMSIGHT_OUTPUT", out_abs, 1);
         setenv("TERMSIGHT_START", o->no_start ? "0" : "1", 1);
+        if (o->flight)
+            setenv("TERMSIGHT_FLIGHT", "1", 1);
         if (have_boot)
             set_python_path(boot);
         const struct {
@@ -601,9 +641,14 @@ static int run_exec(const run_opts *o)
     folders_free(&before);
     if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0 || first[0]) {
         fprintf(stderr, "termsight: run folder %s\n", folder[0] ? folder : first);
+        if (o->flight)
+            say_snapshots(folder[0] ? folder : first);
         if (made > 1)
             fprintf(stderr, "termsight: %zu processes recorded: their run folders are under %s\n",
                     made, out_abs);
+    } else if (o->flight) {
+        fprintf(stderr, "termsight: flight recorder: no snapshot was taken (no step much slower "
+                        "than the ones before it, no hang, none asked for)\n");
     } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
         fprintf(stderr, "termsight: no run folder under %s: no process recorded anything\n",
                 out_abs);

@@ -79,6 +79,7 @@ void job_identify(const termsight_options *o, ts_job *job);
 /* ---- The session (session.c) ----------------------------------------------------------- */
 
 typedef struct recorder recorder;       /* recorder.c's */
+typedef struct flight flight;           /* flight.c's */
 typedef struct sampler_ctl sampler_ctl; /* sampler.c's */
 
 /* The session's own fields, written by session.c (and by the loop it owns, loop.c, and its
@@ -125,6 +126,10 @@ struct termsight_session {
 
     /* The recorder's state (recorder.c, its own), under drain. */
     recorder *rec;
+    /* The flight recorder (flight.c), NULL when off: the last events, kept in place of a
+     * recording while collecting. Under drain. */
+    flight *flight;
+    char snapshot_folder[1400]; /* the last snapshot asked for (cmd_snapshot), under control */
 
     /* The collector's own figures; the header holds mirrors that it never reads back. */
     _Atomic uint32_t state; /* enum ts_state */
@@ -325,6 +330,9 @@ static inline int window_opening(termsight_session *s)
 int session_window_open_locked(termsight_session *s, uint64_t begin_ns, int thread_opened);
 /* Closes the open window (termsight_stop's work). Returns a termsight_error. */
 int session_window_close_locked(termsight_session *s);
+/* The options and registered names a window begins with, each handed to put (under drain). */
+void session_window_metadata(termsight_session *s, void (*put)(void *ctx, const ts_event *ev),
+                             void *ctx);
 /* Opens the run folder and the recording before any window (a step window's, whose first
  * events then have somewhere to go). Returns a termsight_error. */
 int session_recording_open_locked(termsight_session *s);
@@ -352,6 +360,8 @@ void recorder_free(termsight_session *s);
  * when recording failed during a window (had_window), reopened once for the note of why and
  * of what was lost. Each returns a termsight_error with termsight_last_error() set. */
 int recorder_open_locked(termsight_session *s);
+/* The header of a recording of this session's (the recording's, a snapshot's). */
+void recorder_meta(const termsight_session *s, recording_meta *meta);
 int recorder_sync_locked(termsight_session *s);
 int recorder_close_locked(termsight_session *s, int had_window);
 
@@ -372,6 +382,28 @@ void recorder_count_program_locked(termsight_session *s, uint64_t n);
 /* Under the drain lock, on the recorder thread: drains every lane now, so what was appended is
  * written. */
 void recorder_commit_locked(termsight_session *s);
+
+/* ---- The flight recorder (flight.c) --------------------------------------------------- */
+
+/* The last events in mb MiB of memory of the process's own (pages had as they fill), with the
+ * triggers of automatic snapshots from the environment (README: Flight recorder). NULL when
+ * the memory cannot be had. */
+flight *flight_create(uint32_t mb);
+void flight_free(flight *f);
+/* Under drain, on the recorder thread: a drain begins at now (before it peeks at the lanes), and
+ * the events it takes, in order. */
+void flight_drain_begins(flight *f, uint64_t now);
+void flight_put(flight *f, const ts_event *a, size_t na);
+/* On the recorder thread, after a drain: the automatic snapshots (a step much slower than the
+ * ones before it, no step ended for long) and SIGUSR2's. */
+void flight_watch(termsight_session *s, uint64_t now);
+/* Under control and drain, on the recorder thread: writes the events kept as a recording in a
+ * snapshot folder (cause: a path component; step: the step concerned, 0 none; why: said in its
+ * metadata). The folder's path into folder. A termsight_error. */
+int flight_snapshot_locked(termsight_session *s, const char *cause, uint64_t step, const char *why,
+                           char *folder, size_t cap);
+/* SIGUSR2 asks for a snapshot, where the program left it to its default; once per process. */
+void flight_signal_install(void);
 
 /* ---- The /proc sampler (sampler.c, procfs.c) ------------------------------------------ */
 
@@ -474,6 +506,13 @@ int util_run_folder(const char *output, const char *process, const ts_job *job, 
  * folder that is the user's own or root's. Returns the recording folder's descriptor, or -1 with
  * why (cap bytes). */
 int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap);
+
+/* A flight-recorder snapshot's folder, run_folder/snapshots/name/ (made exclusively), and its
+ * recording/ folder: the run folder and snapshots/ opened or made (this user's), through folder
+ * descriptors as util_make_recording_dir does. Returns the recording folder's descriptor and the
+ * snapshot folder's path in folder, or -1 with why (cap bytes). */
+int util_make_snapshot_dir(const char *output, const char *run_folder, const char *name,
+                           char *folder, size_t folder_cap, char *why, size_t cap);
 
 /* ---- Range hooks (api.c) ------------------------------------------------------------------ */
 

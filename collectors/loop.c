@@ -85,9 +85,13 @@ static void *loop_main(void *arg)
             int rc = mailbox_cmd_name(cmd)
                          ? session_command(s, cmd, arg_text)
                          : session_fail(TERMSIGHT_E_INVALID, "unknown command %u", cmd);
-            mailbox_answer(s->seg, seq, rc, rc ? termsight_last_error() : "ok");
+            mailbox_answer(s->seg, seq, rc,
+                           rc                       ? termsight_last_error()
+                           : cmd == TS_CMD_SNAPSHOT ? s->snapshot_folder
+                                                    : "ok");
         }
         serve_request(s);
+        flight_watch(s, tsclock_now(&ts_clock));
 
         uint64_t now = tsclock_now(&ts_clock);
         atomic_store_explicit(&h->heartbeat_ns, now, memory_order_relaxed);

@@ -130,6 +130,11 @@ static void count_recorded(termsight_session *s, uint64_t n)
 static void write_events(termsight_session *s, const ts_event *a, size_t na, const ts_event *b,
                          size_t nb)
 {
+    if (s->flight) { /* flight mode: kept in memory, no recording */
+        flight_put(s->flight, a, na);
+        flight_put(s->flight, b, nb);
+        return;
+    }
     if (!s->rec->writer) {
         s->rec->write_drops += na + nb;
         return;
@@ -317,6 +322,8 @@ static size_t drain_locked(termsight_session *s)
     uint32_t used = segment_lanes_used(s->seg);
     lane_run *runs = s->rec->runs;
     size_t total = 0;
+    if (s->flight) /* before the peek: what is pushed from here on is in this drain or later */
+        flight_drain_begins(s->flight, tsclock_now(&ts_clock));
     for (uint32_t i = 0; i < used; i++) {
         runs[i].na = runs[i].nb = 0;
         total += lane_peek(s->seg, i, &runs[i].a, &runs[i].na, &runs[i].b, &runs[i].nb);
@@ -414,6 +421,15 @@ int recorder_init(termsight_session *s)
                                 "(TERMSIGHT_SHM_BUDGET_MB sets it)");
     /* Without the boards the session still records; monitors then show no steps. */
     r->dg = digest_create(s->seg, recorder_name, s, s->fp_start_op, s->bp_end_op);
+    if (s->opts.flight_mb) {
+        s->flight = flight_create(s->opts.flight_mb);
+        if (!s->flight)
+            return session_fail(-1,
+                                "cannot have %u MiB of memory for the flight recorder "
+                                "(TERMSIGHT_FLIGHT_MB sets it)",
+                                s->opts.flight_mb);
+        flight_signal_install();
+    }
     return 0;
 }
 
@@ -423,6 +439,8 @@ void recorder_free(termsight_session *s)
     if (!r)
         return;
     digest_destroy(r->dg);
+    flight_free(s->flight);
+    s->flight = NULL;
     free(r->overflow);
     free(r->lane_drops_seen);
     free(r->runs);
@@ -458,6 +476,17 @@ static void reserve_give_back(const termsight_session *s)
         unlinkat(s->rec->recording_fd, TS_RECORDING_RESERVE, 0);
 }
 
+void recorder_meta(const termsight_session *s, recording_meta *meta)
+{
+    *meta = (recording_meta){
+        .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
+    snprintf(meta->process, sizeof meta->process, "%s", s->process);
+    snprintf(meta->clock, sizeof meta->clock, "%s", tsclock_name(&ts_clock));
+    meta->start_realtime_ns = s->start_realtime_ns;
+    meta->start_ns = s->start_ns;
+    gethostname(meta->host, sizeof meta->host - 1);
+}
+
 int recorder_open_locked(termsight_session *s)
 {
     if (s->rec->writer)
@@ -467,13 +496,8 @@ int recorder_open_locked(termsight_session *s)
         (s->rec->recording_fd =
              util_make_recording_dir(s->output_path, s->run_folder, why_dir, sizeof why_dir)) < 0)
         return session_fail(TERMSIGHT_E_RECORDING, "%s", why_dir);
-    recording_meta meta = {
-        .major = TS_RECORDING_MAJOR, .minor = TS_RECORDING_MINOR, .pid = (int32_t)getpid()};
-    snprintf(meta.process, sizeof meta.process, "%s", s->process);
-    snprintf(meta.clock, sizeof meta.clock, "%s", tsclock_name(&ts_clock));
-    meta.start_realtime_ns = s->start_realtime_ns;
-    meta.start_ns = s->start_ns;
-    gethostname(meta.host, sizeof meta.host - 1);
+    recording_meta meta;
+    recorder_meta(s, &meta);
     char *why = NULL;
     if (recording_writer_openat(s->rec->recording_fd, s->recording_dir, &meta, &s->rec->writer,
                                 &why) != 0) {

@@ -21,6 +21,8 @@
 #define BUDGET_ROOMY        (256ull << 20)
 #define DEFAULT_LANE_BUDGET 256u /* MiB: a ring of 2^20 events and the one before it */
 #define LANE_BUDGET_MAX     65536u
+#define FLIGHT_MB_DEFAULT   64u /* the flight recorder's: a million events */
+#define FLIGHT_MB_MAX       65536u
 #define DEFAULT_MAX_THREADS 64
 #define DEFAULT_TIMELINE_MB 500
 #define STRING_IDS          65536
@@ -113,6 +115,10 @@ void termsight_options_init(termsight_options *o)
     env_u32("TERMSIGHT_MAX_THREADS", &o->max_threads, 0);
     env_u32("TERMSIGHT_SAMPLE_MS", &o->sample_interval_ms, 0);
     env_u32("TERMSIGHT_TIMELINE_LIMIT_MB", &o->timeline_limit_mb, 0);
+    if ((v = getenv("TERMSIGHT_FLIGHT")) && *v)
+        o->flight_mb =
+            v[0] == '0' || !strcmp(v, "no") || !strcmp(v, "false") ? 0 : FLIGHT_MB_DEFAULT;
+    env_u32("TERMSIGHT_FLIGHT_MB", &o->flight_mb, UINT32_MAX);
     if ((v = getenv("PROFILING_FP_START")) && *v)
         o->fp_start_op = v;
     if ((v = getenv("PROFILING_BP_END")) && *v)
@@ -203,6 +209,9 @@ int session_check_options(const termsight_options *o)
     if (o->timeline_limit_mb < 1 || o->timeline_limit_mb > 1000000)
         return bad_option("timeline_limit_mb", "TERMSIGHT_TIMELINE_LIMIT_MB", o->timeline_limit_mb,
                           "from 1 to 1000000 MB");
+    if (o->struct_size >= offsetof(termsight_options, flight_mb) + sizeof o->flight_mb &&
+        o->flight_mb > FLIGHT_MB_MAX)
+        return bad_option("flight_mb", "TERMSIGHT_FLIGHT_MB", o->flight_mb, "from 0 to 65536 MiB");
     if (!o->output_path || !*o->output_path)
         return session_fail(TERMSIGHT_E_INVALID, "output_path is empty");
     return TERMSIGHT_OK;
@@ -695,7 +704,8 @@ static void set_state(termsight_session *s, uint32_t state)
 }
 
 /* Options and registered names at the head of every window, so any window reads alone. */
-static void write_window_metadata(termsight_session *s)
+void session_window_metadata(termsight_session *s, void (*put)(void *ctx, const ts_event *ev),
+                             void *ctx)
 {
     const struct {
         const char *key, *value;
@@ -709,14 +719,14 @@ static void write_window_metadata(termsight_session *s)
             continue;
         ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, config[i].key),
                                      session_intern(s, config[i].value), 0);
-        recorder_append_locked(s, &ev, 1);
+        put(ctx, &ev);
     }
     if (s->job.parent_pid > 0) {
         char v[16];
         snprintf(v, sizeof v, "%d", (int)s->job.parent_pid);
         ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, "parent_pid"),
                                      session_intern(s, v), 0);
-        recorder_append_locked(s, &ev, 1);
+        put(ctx, &ev);
     }
     if (s->job.id[0]) {
         const struct {
@@ -730,7 +740,7 @@ static void write_window_metadata(termsight_session *s)
         for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
             ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, texts[i][0]),
                                          session_intern(s, texts[i][1]), 0);
-            recorder_append_locked(s, &ev, 1);
+            put(ctx, &ev);
         }
         for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
             char v[16];
@@ -739,24 +749,24 @@ static void write_window_metadata(termsight_session *s)
             snprintf(v, sizeof v, "%d", (int)ranks[i].value);
             ts_event ev = session_marker(TS_KIND_CONFIG, session_intern(s, ranks[i].key),
                                          session_intern(s, v), 0);
-            recorder_append_locked(s, &ev, 1);
+            put(ctx, &ev);
         }
     }
     char num[32];
     snprintf(num, sizeof num, "%u", s->opts.timeline_limit_mb);
     ts_event tl = session_marker(TS_KIND_CONFIG, session_intern(s, "timeline_limit_mb"),
                                  session_intern(s, num), 0);
-    recorder_append_locked(s, &tl, 1);
+    put(ctx, &tl);
     snprintf(num, sizeof num, "%u", s->opts.sample_interval_ms);
     ts_event si = session_marker(TS_KIND_CONFIG, session_intern(s, "sample_interval_ms"),
                                  session_intern(s, num), 0);
-    recorder_append_locked(s, &si, 1);
+    put(ctx, &si);
 
     pthread_mutex_lock(&s->meta);
     for (uint32_t i = 0; i < s->thread_count; i++) {
         ts_event ev = session_marker(TS_KIND_THREAD_NAME, s->threads[i].name, 0, 0);
         ev.tid = s->threads[i].tid;
-        recorder_append_locked(s, &ev, 1);
+        put(ctx, &ev);
     }
     uint32_t nq = atomic_load(&s->queue_count);
     for (uint32_t i = 0; i < nq; i++) {
@@ -764,9 +774,14 @@ static void write_window_metadata(termsight_session *s)
         ts_event ev = session_marker(TS_KIND_QUEUE_INFO, q->name, 0, q->capacity);
         ev.aux = q->role;
         ev.v1 = (uint64_t)q->producer << 32 | q->consumer;
-        recorder_append_locked(s, &ev, 1);
+        put(ctx, &ev);
     }
     pthread_mutex_unlock(&s->meta);
+}
+
+static void append_one(void *ctx, const ts_event *ev)
+{
+    recorder_append_locked(ctx, ev, 1);
 }
 
 /* Opens window s->window + 1 with its start marker at begin_ns. thread_opened: a training thread
@@ -782,14 +797,14 @@ static int window_open(termsight_session *s, uint64_t begin_ns, int thread_opene
         return session_fail(TERMSIGHT_E_RECORDING, "start: recording stopped earlier: %s",
                             s->record_notice);
     pthread_mutex_lock(&s->drain);
-    int rc = recorder_open_locked(s);
+    int rc = s->flight ? 0 : recorder_open_locked(s); /* flight mode: snapshots record */
     if (rc == 0) {
         s->window++;
         s->window_begin_ns = begin_ns;
         ts_event ev = session_marker(TS_KIND_COLLECT_START, 0, 0, s->window);
         ev.begin_ns = ev.end_ns = begin_ns;
         recorder_append_locked(s, &ev, 1);
-        write_window_metadata(s);
+        session_window_metadata(s, append_one, s);
         recorder_commit_locked(s);
         atomic_store(&s->sample_window, s->window);
         atomic_store(&h->window, s->window);
@@ -878,6 +893,26 @@ static int cmd_mark(termsight_session *s, const char *text)
     return 0;
 }
 
+/* A flight-recorder snapshot of what the session kept: the device records CUDA has, the lanes
+ * drained, then written; the answer is the snapshot's folder. */
+static int cmd_snapshot(termsight_session *s, const char *why)
+{
+    if (!s->flight)
+        return session_fail(TERMSIGHT_E_INVALID,
+                            "snapshot: this process keeps no flight recorder (termsight run "
+                            "--flight, TERMSIGHT_FLIGHT=1)");
+    cupti_flush(s, 0);
+    recorder_drain(s);
+    char folder[1400];
+    pthread_mutex_lock(&s->drain);
+    int rc = flight_snapshot_locked(s, "request", 0, why && *why ? why : "asked for", folder,
+                                    sizeof folder);
+    pthread_mutex_unlock(&s->drain);
+    if (rc == TERMSIGHT_OK)
+        snprintf(s->snapshot_folder, sizeof s->snapshot_folder, "%s", folder);
+    return rc;
+}
+
 /* The end of the session, on the recorder thread: the window closed, the device records
  * flushed, the threads cut off, every lane drained, the recording synced and closed. */
 static int cmd_end(termsight_session *s)
@@ -921,6 +956,9 @@ int session_command(termsight_session *s, uint32_t cmd, const char *arg)
     case TS_CMD_MARK:
         rc = cmd_mark(s, arg ? arg : "");
         break;
+    case TS_CMD_SNAPSHOT:
+        rc = cmd_snapshot(s, arg);
+        break;
     case SESSION_CMD_END:
         rc = cmd_end(s);
         break;
@@ -958,7 +996,7 @@ int session_request(termsight_session *s, uint32_t cmd, const char *arg)
     return rc ? rc : ok();
 }
 
-static int with_session(termsight_session *s, uint32_t cmd)
+static int with_session(termsight_session *s, uint32_t cmd, const char *arg)
 {
     if (!s)
         return session_fail(TERMSIGHT_E_NO_SESSION, "no profiler session");
@@ -967,22 +1005,27 @@ static int with_session(termsight_session *s, uint32_t cmd)
     if (s != atomic_load(&ts_session))
         return session_fail(TERMSIGHT_E_NO_SESSION,
                             "not this process's session (a forked child has none)");
-    return session_request(s, cmd, NULL);
+    return session_request(s, cmd, arg);
 }
 
 int termsight_start(termsight_session *s)
 {
-    return with_session(s, TS_CMD_START);
+    return with_session(s, TS_CMD_START, NULL);
 }
 
 int termsight_stop(termsight_session *s)
 {
-    return with_session(s, TS_CMD_STOP);
+    return with_session(s, TS_CMD_STOP, NULL);
 }
 
 int termsight_flush(termsight_session *s)
 {
-    return with_session(s, TS_CMD_FLUSH);
+    return with_session(s, TS_CMD_FLUSH, NULL);
+}
+
+int termsight_snapshot(termsight_session *s, const char *why)
+{
+    return with_session(s, TS_CMD_SNAPSHOT, why);
 }
 
 int termsight_cuda_lend(int lent)

@@ -223,7 +223,11 @@ static int open_shared_folder(int dirfd, const char *name, const char *path, cha
     return fd;
 }
 
-int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap)
+/* Opens run_folder (under output) through folder descriptors: the output folder made when missing,
+ * a job folder opened or made (it must be this user's), the run folder made exclusively (own) or
+ * opened or made like the job folder. Returns its descriptor, or -1 with why. */
+static int open_run_folder(const char *output, const char *run_folder, int own, char *why,
+                           size_t cap)
 {
     size_t ol = strlen(output);
     if (strncmp(run_folder, output, ol) != 0 || run_folder[ol] != '/' || !run_folder[ol + 1]) {
@@ -254,19 +258,49 @@ int util_make_recording_dir(const char *output, const char *run_folder, char *wh
         name[len] = 0;
         size_t pl = strlen(path);
         snprintf(path + pl, sizeof path - pl, "/%s", name);
-        int next = slash ? open_shared_folder(dir, name, path, why, cap)
-                         : make_own_folder(dir, name, path, why, cap);
+        int next = slash || !own ? open_shared_folder(dir, name, path, why, cap)
+                                 : make_own_folder(dir, name, path, why, cap);
         close(dir);
         dir = next;
         if (!slash)
             break;
         rest = slash + 1;
     }
+    return dir;
+}
+
+/* Makes folder/recording/ in folder (dir, closed here): its descriptor, or -1 with why. */
+static int make_recording_in(int dir, const char *folder, char *why, size_t cap)
+{
     if (dir < 0)
         return -1;
-    char rec_path[4200];
-    snprintf(rec_path, sizeof rec_path, "%s/" TS_RECORDING_DIR, run_folder);
-    int rec = make_own_folder(dir, TS_RECORDING_DIR, rec_path, why, cap);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" TS_RECORDING_DIR, folder);
+    int rec = make_own_folder(dir, TS_RECORDING_DIR, path, why, cap);
     close(dir);
     return rec;
+}
+
+int util_make_recording_dir(const char *output, const char *run_folder, char *why, size_t cap)
+{
+    return make_recording_in(open_run_folder(output, run_folder, 1, why, cap), run_folder, why,
+                             cap);
+}
+
+int util_make_snapshot_dir(const char *output, const char *run_folder, const char *name,
+                           char *folder, size_t folder_cap, char *why, size_t cap)
+{
+    int dir = open_run_folder(output, run_folder, 0, why, cap);
+    if (dir < 0)
+        return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" TS_SNAPSHOT_DIR, run_folder);
+    int snaps = open_shared_folder(dir, TS_SNAPSHOT_DIR, path, why, cap);
+    close(dir);
+    if (snaps < 0)
+        return -1;
+    snprintf(folder, folder_cap, "%s/" TS_SNAPSHOT_DIR "/%s", run_folder, name);
+    int own = make_own_folder(snaps, name, folder, why, cap);
+    close(snaps);
+    return make_recording_in(own, folder, why, cap);
 }

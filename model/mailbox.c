@@ -27,6 +27,8 @@ const char *mailbox_cmd_name(uint32_t cmd)
         return "flush";
     case TS_CMD_MARK:
         return "mark";
+    case TS_CMD_SNAPSHOT:
+        return "snapshot";
     default:
         return NULL;
     }

@@ -1246,7 +1246,8 @@ enum ts_cmd {
     TS_CMD_START = 1,
     TS_CMD_STOP = 2,
     TS_CMD_FLUSH = 3,
-    TS_CMD_MARK = 4, /* arg: the mark's text */
+    TS_CMD_MARK = 4,     /* arg: the mark's text */
+    TS_CMD_SNAPSHOT = 5, /* flight recorder: write the events kept; arg: why; answer: the folder */
 };
 
 #define TS_MAILBOX_ARG 256
@@ -1272,7 +1273,7 @@ typedef struct mailbox_state {
 /* Polls after which an unfinished claim counts as abandoned. */
 #define TS_MAILBOX_STALE_POLLS 200
 
-/* "start", "stop", "flush", "mark", or NULL. */
+/* "start", "stop", "flush", "mark", "snapshot", or NULL. */
 const char *mailbox_cmd_name(uint32_t cmd);
 
 /* Frontend: posts cmd. Fails when another frontend's command is still unanswered. */
@@ -1306,6 +1307,9 @@ void mailbox_answer(const segment *s, uint64_t seq, int32_t status, const char *
 #define TS_RECORDING_OLDEST 1 /* the oldest major still read */
 #define TS_RECORDING_FILE   "events.tsr"
 #define TS_RECORDING_DIR    "recording"
+/* A run folder's flight-recorder snapshots: snapshots/NN-cause[-stepN]/, each a run folder of its
+ * own (a recording/ folder, and the report once analysed). */
+#define TS_SNAPSHOT_DIR "snapshots"
 /* Beside the recording while it is written: disk space kept so that a recording that a full disk
  * stopped can still be closed with a note of what was lost. Removed at the end. */
 #define TS_RECORDING_RESERVE "events.reserve"
@@ -1366,6 +1370,11 @@ int recording_writer_close(recording_writer *w, char **cause);
  * itself), -1 with *cause when the recording cannot be written. */
 int recording_salvage(const segment *seg, const char *dir, const char *why, uint64_t *events,
                       char **cause);
+
+/* Appends names [from, to) of seg's string table to w (an unpublished or damaged entry as "").
+ * 0, or -1 with *cause. */
+int recording_copy_names(const segment *seg, recording_writer *w, uint32_t from, uint32_t to,
+                         char **cause);
 
 /* A segment whose process is gone (info from segment_list): what its lanes still held goes
  * into its recording (recording_salvage, why as the "ended" note; only when its run folder lies

@@ -24,8 +24,8 @@ static uint32_t min_u32(uint32_t a, uint32_t b)
 }
 
 /* Names [from, to) of the segment, in batches. */
-static int copy_names(const segment *seg, recording_writer *w, uint32_t from, uint32_t to,
-                      char **cause)
+int recording_copy_names(const segment *seg, recording_writer *w, uint32_t from, uint32_t to,
+                         char **cause)
 {
     const char *bytes[NAME_BATCH];
     uint32_t lens[NAME_BATCH];
@@ -74,7 +74,7 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
         min_u32(atomic_load_explicit(&h->string_count, memory_order_acquire), g->string_max);
     uint32_t done =
         min_u32(atomic_load_explicit(&h->strings_recorded, memory_order_relaxed), count);
-    int rc = copy_names(seg, w, done, count, cause);
+    int rc = recording_copy_names(seg, w, done, count, cause);
 
     uint64_t last_ns = atomic_load_explicit(&h->heartbeat_ns, memory_order_relaxed);
     uint32_t used = segment_lanes_used(seg);

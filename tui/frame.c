@@ -347,6 +347,8 @@ static const struct {
     {"Tab  Shift-Tab", "next / previous screen"},
     {"1 .. 7", "overview, step trace, operators, queues, CPU and memory, timeline, ranks"},
     {"F5  c", "start or stop collecting (a stop asks first: y); of a job: every rank"},
+    {"F7  p", "flight-recorder snapshot (termsight run --flight): the events kept, written under "
+              "the run folder's snapshots/; of a job: every rank"},
     {"F6  r", "analyse (asks first: y): flush, write the report folder, show its path and top "
               "suggestions; of a job: every rank's, then the job report"},
     {"space", "freeze or thaw the display"},

@@ -17,9 +17,9 @@
 _Static_assert(VK_DOWN == KEY_DOWN && VK_UP == KEY_UP && VK_LEFT == KEY_LEFT &&
                    VK_RIGHT == KEY_RIGHT && VK_HOME == KEY_HOME && VK_BACKSPACE == KEY_BACKSPACE &&
                    VK_F1 == KEY_F(1) && VK_F5 == KEY_F(5) && VK_F6 == KEY_F(6) &&
-                   VK_F10 == KEY_F(10) && VK_NPAGE == KEY_NPAGE && VK_PPAGE == KEY_PPAGE &&
-                   VK_ENTER_KP == KEY_ENTER && VK_BTAB == KEY_BTAB && VK_END == KEY_END &&
-                   VK_RESIZE == KEY_RESIZE && VK_MOUSE == KEY_MOUSE,
+                   VK_F7 == KEY_F(7) && VK_F10 == KEY_F(10) && VK_NPAGE == KEY_NPAGE &&
+                   VK_PPAGE == KEY_PPAGE && VK_ENTER_KP == KEY_ENTER && VK_BTAB == KEY_BTAB &&
+                   VK_END == KEY_END && VK_RESIZE == KEY_RESIZE && VK_MOUSE == KEY_MOUSE,
                "view_key_code follows curses' key numbers");
 
 enum { S_BOLD = 1, S_REV = 2, S_UL = 4, S_DIM = 8 };

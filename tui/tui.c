@@ -115,7 +115,7 @@ static int newest(const segment_info *list, int n)
 
 /* ---- The attached monitor ---------------------------------------------------------------- */
 
-enum pending { PENDING_NONE, PENDING_STARTSTOP, PENDING_FLUSH };
+enum pending { PENDING_NONE, PENDING_STARTSTOP, PENDING_FLUSH, PENDING_SNAPSHOT };
 
 /* A command sent to one rank, and its answer. */
 typedef struct sent {
@@ -219,6 +219,8 @@ static int wants_command(const source_status *st, uint32_t cmd)
         return st->state != TS_STATE_COLLECTING;
     case TS_CMD_STOP:
         return st->state == TS_STATE_COLLECTING;
+    case TS_CMD_SNAPSHOT: /* every live rank: one not in flight mode says so */
+        return 1;
     default: /* flush: ranks that recorded something */
         return st->window != 0;
     }
@@ -491,7 +493,9 @@ static void conclude(app *a)
             fail(a, "%s: error: %s", name, e->msg);
         if (!e->answered || e->status != 0)
             return;
-        snprintf(a->last_command, sizeof a->last_command, "%s: ok", name);
+        /* A snapshot answers with its folder. */
+        snprintf(a->last_command, sizeof a->last_command, "%s: %s", name,
+                 was == PENDING_SNAPSHOT ? e->msg : "ok");
         a->last_failed = 0;
         say(a, ROLE_GOOD, "%s", a->last_command);
         if (was == PENDING_FLUSH) {
@@ -580,6 +584,17 @@ static void on_startstop(app *a)
     if (!send_command(a, cmd, PENDING_STARTSTOP) && a->pending == PENDING_NONE &&
         a->message_role != ROLE_WARN)
         say(a, ROLE_WARN, "%s: no rank to send it to", mailbox_cmd_name(cmd));
+}
+
+static void on_snapshot(app *a)
+{
+    if (!is_job(a) && source_status_of(a->src)->gone) {
+        say(a, ROLE_ERROR, "the process has ended: its flight recorder is gone");
+        return;
+    }
+    if (!send_command(a, TS_CMD_SNAPSHOT, PENDING_SNAPSHOT) && a->pending == PENDING_NONE &&
+        a->message_role != ROLE_WARN)
+        say(a, ROLE_WARN, "snapshot: no live rank to send it to");
 }
 
 static void on_analyse(app *a)
@@ -754,6 +769,9 @@ static int monitor(app *a, char **cause)
             break;
         case VA_RANK:
             on_rank(a);
+            break;
+        case VA_SNAPSHOT:
+            on_snapshot(a);
             break;
         case VA_FREEZE:
             if (!a->v.frozen) {

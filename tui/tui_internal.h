@@ -405,6 +405,7 @@ enum view_key_code {
     VK_F1 = 0411,
     VK_F5 = 0415,
     VK_F6 = 0416,
+    VK_F7 = 0417,
     VK_F10 = 0422,
     VK_NPAGE = 0522,
     VK_PPAGE = 0523,
@@ -428,6 +429,7 @@ enum view_action {
     VA_FREEZE,    /* the display was frozen or thawed (v->frozen says which) */
     VA_REPAINT,   /* redraw the whole terminal (Ctrl-L) */
     VA_RANK,      /* show the rank of the Ranks screen's row v->ranks_sel (Enter there) */
+    VA_SNAPSHOT,  /* a flight-recorder snapshot through the mailbox */
 };
 
 typedef struct view {

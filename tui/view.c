@@ -117,6 +117,9 @@ int view_key(view *v, int key, const panel_ctx *p)
     case 'r':
         v->confirm = VA_ANALYSE; /* it replaces the report folder: asked first */
         return VA_REDRAW;
+    case VK_F7:
+    case 'p':
+        return VA_SNAPSHOT;
     case ' ':
         v->frozen = !v->frozen;
         return VA_FREEZE;

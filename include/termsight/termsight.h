@@ -73,13 +73,17 @@ typedef struct termsight_options {
     /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 256. 0:
      * rings never grow. */
     uint32_t lane_budget_mb;
+    /* Flight recorder (README: Flight recorder): MiB of memory that keep the last events while
+     * collecting, without writing a recording; a snapshot (termsight snapshot, SIGUSR2, a step
+     * much slower than the ones before it, a hang) writes them as a recording. 0 (default): off. */
+    uint32_t flight_mb;
 } termsight_options;
 
 /* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see
  * README: TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_LANE_BUDGET_MB,
  * TERMSIGHT_MAX_THREADS,
- * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB) and the seeds' PROFILING_FP_START /
- * PROFILING_BP_END. */
+ * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB, TERMSIGHT_FLIGHT, TERMSIGHT_FLIGHT_MB) and the
+ * seeds' PROFILING_FP_START / PROFILING_BP_END. */
 TERMSIGHT_API void termsight_options_init(termsight_options *opts);
 
 typedef struct termsight_session termsight_session;
@@ -106,6 +110,12 @@ TERMSIGHT_API int termsight_stop(termsight_session *s);
 
 /* Everything emitted before the call is written to the recording and synced to disk. */
 TERMSIGHT_API int termsight_flush(termsight_session *s);
+
+/* Flight recorder (options.flight_mb, TERMSIGHT_FLIGHT): writes the events kept, from the first
+ * whole step they hold, as a recording in a folder of its own under the run folder,
+ * snapshots/NN-request/ (why, may be NULL: said in its metadata). TERMSIGHT_E_INVALID when the
+ * session keeps no flight recorder. */
+TERMSIGHT_API int termsight_snapshot(termsight_session *s, const char *why);
 
 /* Stops collecting if needed, flushes, ends the recorder, removes the segment, frees s. */
 TERMSIGHT_API int termsight_session_destroy(termsight_session *s);

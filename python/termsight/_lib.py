@@ -53,6 +53,7 @@ class Options(ctypes.Structure):
         ("local_rank", ctypes.c_int32),
         ("world_size", ctypes.c_int32),
         ("lane_budget_mb", ctypes.c_uint32),
+        ("flight_mb", ctypes.c_uint32),
     ]
 
 
@@ -69,6 +70,7 @@ _PROTOTYPES = {
     "termsight_start": (ctypes.c_int, [_P]),
     "termsight_stop": (ctypes.c_int, [_P]),
     "termsight_flush": (ctypes.c_int, [_P]),
+    "termsight_snapshot": (ctypes.c_int, [_P, _S]),
     "termsight_cuda_lend": (ctypes.c_int, [ctypes.c_int]),
     "termsight_session_destroy": (ctypes.c_int, [_P]),
     "termsight_session_current": (_P, []),

@@ -61,6 +61,7 @@ _DEFAULTS = {
     "sample_ms": None,
     "lane_events": None,
     "lane_budget_mb": None,
+    "flight_mb": None,
     "max_threads": None,
     "fp_start_op": None,
     "bp_end_op": None,
@@ -429,6 +430,8 @@ class Profiler:
     sample_ms=None        CPU and memory sampling interval (options.sample_interval_ms).
     lane_events=None      the most events a thread's ring grows to (options.lane_events).
     lane_budget_mb=None   MiB the grown rings may take; 0: rings never grow.
+    flight_mb=None        the flight recorder: MiB that keep the last events, no recording;
+                          snapshot() writes them (README: Flight recorder). 0: off.
     max_threads, fp_start_op, bp_end_op, process_name: the options of the same name.
     job, rank, local_rank, world_size  the training job this process is a rank of; None: from
                           the launcher's environment (torchrun, Slurm, Open MPI, TERMSIGHT_JOB).
@@ -481,7 +484,8 @@ class Profiler:
         if "timeline_limit" in kwargs:
             opts.timeline_limit_mb = _uint(a["timeline_limit"], "timeline_limit", 1, 2**32 - 1)
         for key, field in (("sample_ms", "sample_interval_ms"), ("lane_events", "lane_events"),
-                           ("max_threads", "max_threads"), ("lane_budget_mb", "lane_budget_mb")):
+                           ("max_threads", "max_threads"), ("lane_budget_mb", "lane_budget_mb"),
+                           ("flight_mb", "flight_mb")):
             if a[key] is not None:
                 setattr(opts, field, _uint(a[key], key, 0, 2**32 - 1))
         for key, low in (("rank", 0), ("local_rank", 0), ("world_size", 1)):
@@ -584,6 +588,16 @@ class Profiler:
         rc = self._lib.termsight_flush(self._handle("flush"))
         if rc != _lib.OK:
             _raise(rc, "flush")
+
+    def snapshot(self, why=None):
+        """Flight recorder (flight_mb): writes the events kept as a recording under the run
+        folder's snapshots/ (why, when given, is kept in it)."""
+        if self._off is not None:
+            return
+        rc = self._lib.termsight_snapshot(self._handle("snapshot"),
+                                          _bytes(why, "why") if why is not None else None)
+        if rc != _lib.OK:
+            _raise(rc, "snapshot")
 
     def close(self):
         """Stops collecting if needed, flushes and ends the session; a second call does

@@ -193,6 +193,10 @@ t send-keys -t top x
 wait_gone "Report folder:"
 ok "F6 asks, n cancels, r then y writes the report folder ($run/report)"
 
+t send-keys -t top p
+wait_for "keeps no flight recorder"
+ok "p (a flight-recorder snapshot) on a session that keeps none says so"
+
 t send-keys -t top 6
 wait_for "Timeline span"
 before=$(span)
@@ -497,5 +501,24 @@ fi
 grep -qF "no sessions of job none$$ on this machine" "$work/none.txt" ||
     fail "top --job for no such job: $(cat "$work/none.txt")"
 ok "top --job ID --once prints the ranks; a job with no session here is an error"
+
+# ---- The flight recorder: p writes a snapshot --------------------------------------------------
+
+TERMSIGHT_FLIGHT=1 "$work/$name" --steps 100000 --output "$work/flight" >>"$work/train.log" 2>&1 &
+started=$!
+wait_session "mlp_train in flight mode"
+flyer=$started
+t send-keys -t top "$TERMSIGHT_BIN top $flyer" Enter
+wait_for "pid $flyer"
+wait_for "avg step"
+t send-keys -t top p
+wait_for "snapshot: /"
+ls -d "$work"/flight/*-"$flyer"-*/snapshots/01-request/recording >/dev/null 2>&1 ||
+    fail "p in flight mode: no snapshot folder under $work/flight"
+"$TERMSIGHT_BIN" analyse "$work"/flight/*-"$flyer"-*/snapshots/01-request >/dev/null 2>&1 ||
+    fail "the snapshot does not analyse"
+t send-keys -t top q
+wait_for 'ts-prompt$'
+ok "p in flight mode writes a snapshot under the run folder's snapshots/, which analyses"
 
 echo "test_top_tmux: all passed"

@@ -1,0 +1,241 @@
+"""The flight recorder: `termsight run --flight` keeps the last events in memory and writes them
+as a recording only when a snapshot is taken: by itself for a step much slower than the ones
+before it and for a hang, on request (`termsight snapshot PID|--job ID`), and on SIGUSR2.
+
+The program is slow_step (tests/cli/slow_step.c): steady steps of sleeping operators, one step
+FACTOR times as long, or a step that never ends. What the snapshots hold is read back through
+`termsight analyse` (step_trace.csv, op_statistics.csv, summary.json).
+
+Environment: TERMSIGHT_BIN, SLOW_STEP (the program), TERMSIGHT_TEST_TMP. Every process is
+killed at the end of its test, every folder removed.
+"""
+
+import csv
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
+SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
+DEADLINE_S = 60
+
+
+class Flight(unittest.TestCase):
+    def setUp(self):
+        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
+        if base:
+            os.makedirs(base, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="flight-", dir=base)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.out = os.path.join(self.tmp, "out")
+        self.procs = []
+        self.addCleanup(self.kill_all)
+
+    def kill_all(self):
+        """Each `termsight run` leads a process group of its own: SIGTERM ends the program, and
+        run removes what its session left; SIGKILL after the deadline."""
+        for p in self.procs:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                    p.communicate(timeout=30)
+                    break
+                except ProcessLookupError:
+                    p.communicate(timeout=30)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+
+    def env(self, **more):
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("TERMSIGHT_") and k not in ("TERMSIGHT_BIN", "TERMSIGHT_LIB"):
+                del env[k]
+        env.update(more)
+        return env
+
+    def start(self, *args, env=None, flight=True):
+        cmd = [BIN, "run", "-o", self.out] + (["--flight"] if flight else [])
+        cmd += ["--", SLOW_STEP] + [str(a) for a in args]
+        p = subprocess.Popen(cmd, env=env or self.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def finish(self, p):
+        out, err = p.communicate(timeout=DEADLINE_S)
+        self.assertEqual(p.returncode, 0, err)
+        return out, err
+
+    def snapshots(self):
+        return sorted(glob.glob(os.path.join(self.out, "*", "snapshots", "*")))
+
+    def analyse(self, folder):
+        r = subprocess.run([BIN, "analyse", folder], capture_output=True, text=True,
+                           timeout=DEADLINE_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        report = os.path.join(folder, "report")
+        with open(os.path.join(report, "step_trace.csv")) as f:
+            steps = {int(row["step"]): row for row in csv.DictReader(f)}
+        with open(os.path.join(report, "op_statistics.csv")) as f:
+            ops = {row["op"]: row for row in csv.DictReader(f)}
+        with open(os.path.join(report, "summary.json")) as f:
+            summary = json.load(f)
+        return steps, ops, summary
+
+    def wait_for(self, what, check, proc=None):
+        """check() until it returns something true, within the deadline."""
+        end = time.monotonic() + DEADLINE_S
+        while time.monotonic() < end:
+            got = check()
+            if got:
+                return got
+            if proc is not None and proc.poll() is not None:
+                self.fail("%s: the program ended first: %s" % (what, proc.communicate()[1]))
+            time.sleep(0.05)
+        self.fail("%s: not within %d s" % (what, DEADLINE_S))
+
+    def test_slow_step_snapshot_by_itself(self):
+        """Step 137 of 300 five times as long: one automatic snapshot, named by its cause and
+        step, holding step 137 whole and the steps before it; nothing else recorded."""
+        out, err = self.finish(self.start(300, 137, 5, 20))
+        self.assertIn("step 137", out)
+        snaps = self.snapshots()
+        self.assertEqual([os.path.basename(s) for s in snaps], ["01-slow-step137"], err)
+        self.assertIn("step 137 took", err)
+        run = os.path.dirname(os.path.dirname(snaps[0]))
+        self.assertFalse(os.path.exists(os.path.join(run, "recording")),
+                         "flight mode writes no recording of its own")
+        steps, ops, summary = self.analyse(snaps[0])
+        self.assertIn(137, steps)
+        total_ms = float(steps[137]["total_us"]) / 1000
+        self.assertGreater(total_ms, 4 * 20 * 0.9)
+        for k in range(127, 137):
+            self.assertIn(k, steps, "step %d of the ten before the slow one" % k)
+        self.assertEqual(summary["events"]["snapshot"]["cause"], "slow")
+        self.assertIn("step 137", summary["events"]["snapshot"]["why"])
+
+    def test_snapshot_keeps_whole_steps_of_a_small_ring(self):
+        """A ring of 1 MiB (16384 events) over 400 steps of about 85 events: the snapshot begins
+        at a step whose events are all kept, and holds the slow step with at least ten before."""
+        env = self.env(TERMSIGHT_FLIGHT_MB="1")
+        self.finish(self.start(400, 337, 5, 4, 0, 80, env=env))
+        snaps = self.snapshots()
+        self.assertEqual([os.path.basename(s) for s in snaps], ["01-slow-step337"])
+        steps, ops, _ = self.analyse(snaps[0])
+        first = min(steps)
+        self.assertGreater(first, 1, "the ring overflowed: older steps are gone")
+        self.assertGreaterEqual(337 - first, 10)
+        self.assertEqual(sorted(steps), list(range(first, max(steps) + 1)))
+        # Every step kept is whole: its 40 tiny operators and its forward each.
+        whole = [k for k in steps if k <= 337]
+        self.assertGreaterEqual(int(ops["tiny"]["count"]), 80 * len(whole))
+        self.assertGreaterEqual(int(ops["forward"]["count"]), len(whole))
+        self.assertLess(float(steps[first]["interval_us"]), 4000,
+                        "the first step kept begins at its own begin")
+
+    def test_snapshot_on_request_pid_and_job(self):
+        """termsight snapshot PID, and --job ID for every rank at once."""
+        env0 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="0", TERMSIGHT_WORLD_SIZE="2")
+        env1 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="1", TERMSIGHT_WORLD_SIZE="2")
+        ranks = [self.start(100000, 0, 1, 5, env=env0), self.start(100000, 0, 1, 5, env=env1)]
+
+        def both_listed():
+            r = subprocess.run([BIN, "ls"], capture_output=True, text=True, timeout=DEADLINE_S)
+            pids = [self.session_pid(p) for p in ranks]
+            listed = {line.split()[0] for line in r.stdout.splitlines() if line.strip()}
+            return all(pid and str(pid) in listed for pid in pids)
+
+        self.wait_for("both ranks' sessions", both_listed)
+        r = subprocess.run([BIN, "snapshot", "--job", "flightjob", "--why", "look now"],
+                           capture_output=True, text=True, timeout=DEADLINE_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.splitlines()), 2, r.stdout)
+        folders = [line.split(": ", 1)[1] for line in r.stdout.splitlines()]
+        self.assertTrue(all("/snapshots/01-request" in f for f in folders), r.stdout)
+        for f in folders:
+            steps, _, summary = self.analyse(f)
+            self.assertGreater(len(steps), 0)
+            self.assertEqual(summary["events"]["snapshot"]["why"], "look now")
+            self.assertEqual(summary["events"]["snapshot"]["cause"], "request")
+        # One process by pid: a second snapshot of its own.
+        pid = self.wait_for("the rank's pid", lambda: self.session_pid(ranks[0]))
+        r = subprocess.run([BIN, "snapshot", str(pid)], capture_output=True, text=True,
+                           timeout=DEADLINE_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("/snapshots/02-request", r.stdout)
+
+    def session_pid(self, proc):
+        """The pid of the session `termsight run` started (its child)."""
+        try:
+            with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+                kids = f.read().split()
+        except OSError:
+            return None
+        return int(kids[0]) if kids else None
+
+    def test_sigusr2_and_hang(self):
+        """SIGUSR2 writes a snapshot; a step that never ends gets a hang snapshot."""
+        env = self.env(TERMSIGHT_FLIGHT_HANG_S="2")
+        p = self.start(100, 0, 1, 5, 30, env=env)
+        pid = self.wait_for("the program's pid", lambda: self.session_pid(p), p)
+        hang = self.wait_for("the hang snapshot", lambda: [
+            s for s in self.snapshots() if os.path.basename(s) == "01-hang-step31"], p)
+        os.kill(pid, signal.SIGUSR2)
+        self.wait_for("the SIGUSR2 snapshot", lambda: [
+            s for s in self.snapshots() if os.path.basename(s) == "02-signal"], p)
+        steps, _, summary = self.analyse(hang[0])
+        self.assertEqual(sorted(steps), list(range(1, 31)))
+        self.assertEqual(summary["steps"]["unfinished_step"], 31)
+        self.assertEqual(summary["events"]["snapshot"]["cause"], "hang")
+        self.assertIn("no step has ended", summary["events"]["snapshot"]["why"])
+
+    def test_not_in_flight_mode(self):
+        """A session that records as usual keeps no flight recorder: said, exit 1."""
+        p = self.start(100000, 0, 1, 5, flight=False)
+        pid = self.wait_for("the program's pid", lambda: self.session_pid(p), p)
+
+        def ask():
+            r = subprocess.run([BIN, "snapshot", str(pid)], capture_output=True, text=True,
+                               timeout=DEADLINE_S)
+            return r if "no running termsight session" not in r.stderr else None
+
+        r = self.wait_for("an answer", ask, p)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("keeps no flight recorder", r.stderr)
+        r = subprocess.run([BIN, "snapshot"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        r = subprocess.run([BIN, "snapshot", "99999999"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 1)
+
+
+    def test_binding_snapshot(self):
+        """The Python binding: Profiler(flight_mb=...) records nothing until snapshot()."""
+        import termsight
+        prof = termsight.Profiler(output_path=self.out, flight_mb=4)
+        self.addCleanup(prof.close)
+        for _ in range(5):
+            with prof.step():
+                with prof.range("work", "Compute"):
+                    pass
+        prof.snapshot("from Python")
+        snaps = self.snapshots()
+        self.assertEqual([os.path.basename(s) for s in snaps], ["01-request"])
+        steps, ops, summary = self.analyse(snaps[0])
+        self.assertEqual(sorted(steps), [1, 2, 3, 4, 5])
+        self.assertEqual(int(ops["work"]["count"]), 5)
+        self.assertEqual(summary["events"]["snapshot"]["why"], "from Python")
+        prof.close()
+        self.assertFalse(os.path.exists(os.path.join(os.path.dirname(os.path.dirname(snaps[0])),
+                                                     "recording")))
+
+
+if __name__ == "__main__":
+    unittest.main()
