@@ -1136,33 +1136,111 @@ void cupti_fork_child(void)
 
 /* ---- Range hooks ------------------------------------------------------------------------- */
 
-/* External correlation ids this thread pushed and has not popped. */
-static __thread uint32_t pushed __attribute__((tls_model("initial-exec")));
+/* What this thread pushed onto CUPTI's external correlation stack and has not popped, in order:
+ * push/pop ranges (id 0) and NVTX start/end ranges (their id). CUPTI's stack is the thread's and
+ * last in, first out; start/end ranges need not be, so one that ends below the top is taken out
+ * and the entries above it pushed again, and the thread's launches always go to the innermost
+ * range it has open. A start/end range that another thread ended cannot be popped from there
+ * (the stack is this thread's): it leaves this one at this thread's next range call. Default TLS
+ * model: the library may be dlopen'ed as an injection. */
+#define HOOK_DEPTH   32
+
+static __thread struct {
+    uint32_t name;
+    uint64_t id;
+} hooked[HOOK_DEPTH];
+static __thread uint32_t nhooked, hooked_over; /* over: pushes past HOOK_DEPTH, not made */
+
+static const cupti_api *hook_api = &loaded;
+
+void cupti_range_hooks_api(const cupti_api *api)
+{
+    hook_api = api ? api : &loaded;
+}
+
+static int hook_push(uint32_t name, uint64_t id)
+{
+    if (nhooked == HOOK_DEPTH ||
+        hook_api->push_external(CUPTI_EXTERNAL_KIND, name) != CUPTI_SUCCESS)
+        return 0;
+    hooked[nhooked].name = name;
+    hooked[nhooked++].id = id;
+    return 1;
+}
+
+/* Takes entry i out: pops down to it, pushes back what was above. */
+static void hook_remove(uint32_t i)
+{
+    uint64_t last;
+    for (uint32_t k = nhooked; k > i; k--)
+        hook_api->pop_external(CUPTI_EXTERNAL_KIND, &last);
+    uint32_t n = nhooked;
+    nhooked = i;
+    for (uint32_t k = i + 1; k < n; k++)
+        hook_push(hooked[k].name, hooked[k].id);
+}
+
+/* Start/end ranges another thread ended, out. */
+static void hook_tidy(void)
+{
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (hooked[i].id && !nvtx_range_open(hooked[i].id))
+            hook_remove(i);
+}
 
 static void cupti_range_push(uint32_t name)
 {
-    if (loaded.push_external(CUPTI_EXTERNAL_KIND, name) == CUPTI_SUCCESS)
-        pushed++;
+    hook_tidy();
+    if (nhooked == HOOK_DEPTH)
+        hooked_over++;
+    else
+        hook_push(name, 0);
 }
 
 static void cupti_range_pop(void)
 {
-    uint64_t last;
-    if (pushed && loaded.pop_external(CUPTI_EXTERNAL_KIND, &last) == CUPTI_SUCCESS)
-        pushed--;
+    hook_tidy();
+    if (hooked_over) {
+        hooked_over--;
+        return;
+    }
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (!hooked[i].id) {
+            hook_remove(i);
+            return;
+        }
+}
+
+static void cupti_range_start(uint32_t name, uint64_t id)
+{
+    hook_tidy();
+    hook_push(name, id);
+}
+
+static void cupti_range_end(uint64_t id)
+{
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (hooked[i].id == id) {
+            hook_remove(i);
+            break;
+        }
+    hook_tidy();
 }
 
 static void cupti_range_reset(void)
 {
     uint64_t last;
-    for (; pushed; pushed--)
-        loaded.pop_external(CUPTI_EXTERNAL_KIND, &last);
+    for (; nhooked; nhooked--)
+        hook_api->pop_external(CUPTI_EXTERNAL_KIND, &last);
+    hooked_over = 0;
 }
 
 const range_hooks cupti_range_hooks = {
     .push = cupti_range_push,
     .pop = cupti_range_pop,
     .reset = cupti_range_reset,
+    .start = cupti_range_start,
+    .end = cupti_range_end,
 };
 
 #endif

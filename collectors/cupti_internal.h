@@ -147,6 +147,10 @@ size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t strea
  * returns it; cupti_pool_refused counts the requests refused at the bound. */
 #define CUPTI_POOL_DEFAULT 64
 #define CUPTI_POOL_MAX     1024
+/* The table the range hooks push and pop external correlation ids through (NULL: the loaded
+ * libcupti's); tests hand in their own. */
+void cupti_range_hooks_api(const cupti_api *api);
+
 uint8_t *cupti_buffer_get(void);
 void cupti_buffer_put(uint8_t *b);
 size_t cupti_pool_bound(size_t bound);

@@ -226,12 +226,20 @@ static nvtxRangeId_t range_start(const char *text, uint32_t id, uint32_t corr)
         r->begin_ns = termsight_now_ns();
         uint64_t rid = (seq + i) << 12 | slot; /* >= 4096: never 0 or XR_BUSY */
         atomic_store_explicit(&r->id, rid, memory_order_release);
+        if (tag & TAG_OP)
+            api_range_start_hook(id, rid); /* kernels this thread launches: its op */
         return rid;
     }
     /* The table is full: the range is not timed; a step still ends. */
     if (tag & TAG_STEP)
         termsight_step_end();
     return 0;
+}
+
+int nvtx_range_open(uint64_t rid)
+{
+    return rid >= XR_SLOTS &&
+           atomic_load_explicit(&xr[rid & (XR_SLOTS - 1)].id, memory_order_acquire) == rid;
 }
 
 static void range_end(nvtxRangeId_t rid)
@@ -251,6 +259,8 @@ static void range_end(nvtxRangeId_t rid)
                 .depth = r->depth,
                 .begin_ns = r->begin_ns};
     atomic_store_explicit(&r->id, 0, memory_order_release);
+    if (x.tag & TAG_OP)
+        api_range_end_hook(rid);
     if (x.tag & TAG_STEP) {
         termsight_step_end();
         return;
