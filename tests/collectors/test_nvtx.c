@@ -222,7 +222,8 @@ static const ts_event *find_phase(const event_list *l, uint32_t phase)
  * keep their handles, as here, where LeakSanitizer sees it still reachable. */
 static nvtxStringHandle_t reg;
 
-START_TEST(callbacks_recorded)
+/* Module a's table filled by the injection, with the default step pattern and no autostart. */
+static void inject_a(void)
 {
     unsetenv("TERMSIGHT_AUTOSTART");
     unsetenv("TERMSIGHT_STEP_PATTERN");
@@ -232,6 +233,11 @@ START_TEST(callbacks_recorded)
         fake_reset(&mod_a);
     ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
     check_filled(&mod_a);
+}
+
+START_TEST(callbacks_recorded)
+{
+    inject_a();
 
     /* The seeds' phase operators come from the environment when the options are made. */
     setenv("PROFILING_FP_START", "fwd_op", 1);
@@ -412,11 +418,7 @@ static uint64_t corr_top(void)
 
 START_TEST(start_end_ranges_attribute_launches)
 {
-    unsetenv("TERMSIGHT_AUTOSTART");
-    unsetenv("TERMSIGHT_STEP_PATTERN");
-    if (!mod_a.core[NVTX_CBID_CORE_MarkA])
-        fake_reset(&mod_a);
-    ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
+    inject_a();
     char *tmp = tmp_make();
     termsight_options o;
     termsight_options_init(&o);
