@@ -777,7 +777,8 @@ static void sink_emit(void *ctx, const ts_event *ev)
     recorder_count_program_locked(ctx, 1);
 }
 
-static int launches_on; /* RUNTIME or DRIVER records enabled: device records wait for them */
+/* RUNTIME or DRIVER records enabled: device records wait for their launch's. */
+static _Atomic int launches_on;
 
 /* The sink into s; under sink_lock and s->drain. */
 static cupti_sink sink_of(termsight_session *s)
@@ -787,7 +788,7 @@ static cupti_sink sink_of(termsight_session *s)
                         .emit = sink_emit,
                         .since_ns = s->window_begin_ns,
                         .api_names = api_names,
-                        .wait_for_launch = launches_on,
+                        .wait_for_launch = atomic_load_explicit(&launches_on, memory_order_relaxed),
                         .keep_driver = keep_driver};
 }
 
@@ -994,6 +995,18 @@ int cupti_start(termsight_session *s)
         pthread_mutex_unlock(&start_lock);
         return off(s, "out of memory");
     }
+    /* Options first: CUPTI may call back as soon as the callbacks are registered. */
+    const char *env = getenv("TERMSIGHT_CUDA_DRIVER_API");
+    keep_driver = env && !strcmp(env, "1");
+    const char *bad_buffers = NULL;
+    if ((env = getenv("TERMSIGHT_CUDA_BUFFERS")) && *env) {
+        char *end;
+        unsigned long n = strtoul(env, &end, 10);
+        if (*end || n < 1 || n > CUPTI_POOL_MAX || *env == '-')
+            bad_buffers = env;
+        else
+            cupti_pool_bound(n);
+    }
     uint32_t version = 0;
     api->get_version(&version);
     CUptiResult r;
@@ -1009,17 +1022,17 @@ int cupti_start(termsight_session *s)
     api->unsubscribe(subscriber);
     if ((r = take(api, &call)) != CUPTI_SUCCESS)
         goto fail;
-    const char *env = getenv("TERMSIGHT_CUDA_DRIVER_API");
-    keep_driver = env && !strcmp(env, "1");
-    if ((env = getenv("TERMSIGHT_CUDA_BUFFERS")) && *env)
-        cupti_pool_bound(strtoul(env, NULL, 10));
     bind(s);
     /* Kernels are the one kind collection cannot go without; another kind this CUPTI or
      * platform refuses is left off and named in the status. */
     char without[160] = "";
+    int api_on = 0;
     for (; on < sizeof kinds / sizeof kinds[0]; on++) {
-        if ((r = api->enable(kinds[on])) == CUPTI_SUCCESS)
+        if ((r = api->enable(kinds[on])) == CUPTI_SUCCESS) {
+            api_on |=
+                kinds[on] == CUPTI_ACTIVITY_KIND_RUNTIME || kinds[on] == CUPTI_ACTIVITY_KIND_DRIVER;
             continue;
+        }
         if (kinds[on] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             call = "cuptiActivityEnable(CONCURRENT_KERNEL)";
             goto fail_disable;
@@ -1027,15 +1040,19 @@ int cupti_start(termsight_session *s)
         size_t n = strlen(without);
         snprintf(without + n, sizeof without - n, "%s%s", n ? ", " : "", kind_name(kinds[on]));
     }
-    launches_on = !strstr(without, "runtime API") || !strstr(without, "driver API");
+    atomic_store_explicit(&launches_on, api_on, memory_order_relaxed);
     /* Completed buffers reach us about every second, not only when one fills: the live view's
      * kernels and a short window's. */
     if (api->flush_period)
         api->flush_period(1000);
     enabled = 1;
-    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.120s%s%s%.100s)", version,
-             lib_path, lib_was_loaded ? ", the program's own copy" : "",
-             *without ? "; without " : "", without);
+    int len = snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.120s%s%s%.100s)",
+                       version, lib_path, lib_was_loaded ? ", the program's own copy" : "",
+                       *without ? "; without " : "", without);
+    if (bad_buffers && len > 0 && (size_t)len < sizeof status)
+        snprintf(status + len, sizeof status - (size_t)len,
+                 "; TERMSIGHT_CUDA_BUFFERS=%.16s is not a number from 1 to %d: %d buffers",
+                 bad_buffers, CUPTI_POOL_MAX, CUPTI_POOL_DEFAULT);
     say_status(s);
     api_set_range_hooks(&cupti_range_hooks);
     pthread_mutex_unlock(&start_lock);
