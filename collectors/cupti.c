@@ -175,16 +175,20 @@ static int release_one(const cupti_corrmap *m, ts_event *ev, const cupti_sink *s
 
 static void device_lost(const cupti_sink *sink, uint64_t count);
 
-size_t cupti_release(cupti_corrmap *m, const cupti_sink *sink)
+/* The first k waiting records out as they are, the rest moved up; a synchronization with no
+ * place is counted in one loss notice. Returns the events emitted. */
+static size_t release_first(cupti_corrmap *m, uint32_t k, const cupti_sink *sink)
 {
     size_t n = 0;
     uint64_t nowhere = 0;
-    for (uint32_t i = 0; i < m->npending; i++) {
+    for (uint32_t i = 0; i < k; i++) {
         int r = release_one(m, &m->pending[i], sink);
         n += r > 0;
         nowhere += r < 0;
     }
-    m->npending = 0;
+    memmove(m->pending, m->pending + k, (m->npending - k) * sizeof *m->pending);
+    memmove(m->waited, m->waited + k, (m->npending - k) * sizeof *m->waited);
+    m->npending -= k;
     if (nowhere) {
         device_lost(sink, nowhere);
         n++;
@@ -192,30 +196,31 @@ size_t cupti_release(cupti_corrmap *m, const cupti_sink *sink)
     return n;
 }
 
+size_t cupti_release(cupti_corrmap *m, const cupti_sink *sink)
+{
+    return release_first(m, m->npending, sink);
+}
+
 #if TERMSIGHT_HAVE_CUPTI
 /* After a buffer's launches are known: emits the waiting records they settle, and those that
- * have waited too long (unattributed), keeping the others in order. */
-static size_t pending_settle(cupti_corrmap *m, const cupti_sink *sink)
+ * have waited too long (unattributed), keeping the others in order. *nowhere counts the
+ * synchronizations that had no place. */
+static size_t pending_settle(cupti_corrmap *m, const cupti_sink *sink, uint64_t *nowhere)
 {
     size_t n = 0;
     uint32_t keep = 0;
-    uint64_t nowhere = 0;
     for (uint32_t i = 0; i < m->npending; i++) {
         ts_event *ev = &m->pending[i];
         if (settle(m, ev) || ++m->waited[i] > CUPTI_PENDING_BUFFERS) {
             int r = release_one(m, ev, sink);
             n += r > 0;
-            nowhere += r < 0;
+            *nowhere += r < 0;
             continue;
         }
         m->waited[keep] = m->waited[i];
         m->pending[keep++] = *ev;
     }
     m->npending = keep;
-    if (nowhere) {
-        device_lost(sink, nowhere);
-        n++;
-    }
     return n;
 }
 
@@ -223,26 +228,21 @@ static size_t pending_settle(cupti_corrmap *m, const cupti_sink *sink)
  * move, not one per record). Returns the events emitted to make room. */
 static size_t pending_add(cupti_corrmap *m, const ts_event *ev, const cupti_sink *sink)
 {
-    size_t n = 0;
-    if (m->npending == CUPTI_PENDING) {
-        const uint32_t half = CUPTI_PENDING / 2;
-        uint64_t nowhere = 0;
-        for (uint32_t i = 0; i < half; i++) {
-            int r = release_one(m, &m->pending[i], sink);
-            n += r > 0;
-            nowhere += r < 0;
-        }
-        if (nowhere) {
-            device_lost(sink, nowhere);
-            n++;
-        }
-        memmove(m->pending, m->pending + half, (CUPTI_PENDING - half) * sizeof *m->pending);
-        memmove(m->waited, m->waited + half, (CUPTI_PENDING - half) * sizeof *m->waited);
-        m->npending -= half;
-    }
+    size_t n = m->npending == CUPTI_PENDING ? release_first(m, CUPTI_PENDING / 2, sink) : 0;
     m->pending[m->npending] = *ev;
     m->waited[m->npending++] = 0;
     return n;
+}
+
+/* A driver call that a runtime call made: CUPTI gives both the runtime call's correlation id
+ * (the device records' documentation: "the driver and runtime API activity record that
+ * launched" them), and the runtime record says it already. */
+static int driver_under_runtime(const cupti_corrmap *m, const CUpti_Activity *rec)
+{
+    if (rec->kind != CUPTI_ACTIVITY_KIND_DRIVER)
+        return 0;
+    const __typeof__(m->slot[0]) *e = corr_find(m, ((const CUpti_ActivityAPI *)rec)->correlationId);
+    return e && (e->seen & CUPTI_SEEN_RUNTIME);
 }
 
 #endif
@@ -614,37 +614,29 @@ size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupt
                               rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME);
         }
     }
-    size_t n = pending_settle(map, sink);
-    uint64_t unfinished = 0, nowhere = 0;
+    /* Unfinished records and synchronizations with no place: one loss notice. */
+    uint64_t lost = 0;
+    size_t n = pending_settle(map, sink, &lost);
     rec = NULL;
     while (api->get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (!sink->keep_driver && driver_under_runtime(map, rec))
+            continue;
         ts_event ev;
         int r = translate_one(api, rec, map, sink, &ev);
         if (r < 0)
-            unfinished++;
+            lost++;
         if (r <= 0)
             continue;
-        /* A driver call that a runtime call made (CUPTI gives both the runtime call's
-         * correlation id): the runtime record says it already. */
-        if (rec->kind == CUPTI_ACTIVITY_KIND_DRIVER && !sink->keep_driver) {
-            const __typeof__(map->slot[0]) *e = corr_find(map, (uint32_t)ev.corr);
-            if (e && (e->seen & CUPTI_SEEN_RUNTIME))
-                continue;
-        }
         if (!settle(map, &ev) && sink->wait_for_launch) {
             n += pending_add(map, &ev, sink);
             continue;
         }
         r = release_one(map, &ev, sink);
         n += r > 0;
-        nowhere += r < 0;
+        lost += r < 0;
     }
-    if (unfinished) {
-        device_lost(sink, unfinished);
-        n++;
-    }
-    if (nowhere) {
-        device_lost(sink, nowhere);
+    if (lost) {
+        device_lost(sink, lost);
         n++;
     }
     return n;
