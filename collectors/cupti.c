@@ -660,7 +660,7 @@ size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t strea
  * buffer, so the pool grows on demand up to a bound (TERMSIGHT_CUDA_BUFFERS, default
  * CUPTI_POOL_DEFAULT: 256 MB); at the bound CUPTI gets no buffer and counts the records it drops,
  * which we report as TS_LOST_DEVICE, and the refusals are counted (cupti_pool_refused) and named
- * in the status. */
+ * in a mark (say_refused). */
 #define BUFFER_BYTES (4u << 20)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -679,7 +679,7 @@ static termsight_session *bound;
 static cupti_corrmap *corrmap;
 static cupti_api_names *api_names; /* the bound session's interned API names */
 static int keep_driver;            /* TERMSIGHT_CUDA_DRIVER_API=1 */
-static uint64_t refused_said;      /* under sink_lock: the refusals the status names */
+static uint64_t refused_said;      /* under sink_lock: the refusals a mark has named */
 
 size_t cupti_pool_bound(size_t cap)
 {
