@@ -9,7 +9,9 @@
  *   stack per thread is shared by all domains (NVTX keeps one per domain: programs that interleave
  *   pushes of two domains on one thread get them nested in push order). Start/end ranges live in a
  *   bounded table keyed by the returned id; one that ends on another thread is flagged
- *   TS_EF_CROSS_THREAD, with tid the starting thread and v1 the ending one.
+ *   TS_EF_CROSS_THREAD, with tid the starting thread and v1 the ending one. Both kinds go to the
+ *   range hooks (api.c: CUDA collection's correlation ids), so kernels a thread launches carry
+ *   the innermost range it has open, whichever kind.
  * - a range whose name matches the step pattern (POSIX ERE, TERMSIGHT_STEP_PATTERN, default
  *   TS_STEP_PATTERN_DEFAULT) is a step instead: STEP_BEGIN at its begin, STEP_END at its end. Steps
  * are counted while not collecting too, like termsight_step_begin, so --steps windows work.
