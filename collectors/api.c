@@ -27,6 +27,20 @@ void api_set_range_hooks(const range_hooks *hooks)
 {
     atomic_store_explicit(&range_hooks_on, hooks, memory_order_release);
 }
+
+void api_range_start_hook(uint32_t name, uint64_t id)
+{
+    const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
+    if (h && h->start)
+        h->start(name, id);
+}
+
+void api_range_end_hook(uint64_t id)
+{
+    const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
+    if (h && h->end)
+        h->end(id);
+}
 _Atomic uint32_t ts_window;
 _Atomic uint32_t ts_generation;
 tsclock ts_clock;

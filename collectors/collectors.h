@@ -525,9 +525,17 @@ typedef struct range_hooks {
     void (*push)(uint32_t name);
     void (*pop)(void);
     void (*reset)(void);
+    /* A start/end range (NVTX) opened on this thread, with its id; ended (on any thread). */
+    void (*start)(uint32_t name, uint64_t id);
+    void (*end)(uint64_t id);
 } range_hooks;
 
 void api_set_range_hooks(const range_hooks *hooks);
+/* The installed hooks' start and end, when there are hooks. */
+void api_range_start_hook(uint32_t name, uint64_t id);
+void api_range_end_hook(uint64_t id);
+/* 1 while the NVTX start/end range id is open (not ended yet). */
+int nvtx_range_open(uint64_t id);
 
 /* ---- CUDA activity through CUPTI (cupti.c) ---------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "cupti_internal.h"
 
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,18 @@ static int said; /* under status_lock */
 const char *cupti_status(void)
 {
     return status;
+}
+
+/* A mark with text into s's recording; under s->drain. */
+static void mark_locked(termsight_session *s, const char *text, size_t len)
+{
+    uint64_t now = tsclock_now(&ts_clock);
+    ts_event ev = {.kind = TS_KIND_MARK,
+                   .device = TS_DEVICE_HOST,
+                   .name = strtab_intern(s->names, text, len, NULL),
+                   .begin_ns = now,
+                   .end_ns = now};
+    recorder_append_locked(s, &ev, 1);
 }
 
 /* Says why CUDA collection is off, once per process: a line on stderr, and a mark when a window
@@ -47,14 +60,8 @@ static int off(termsight_session *s, const char *fmt, ...)
     }
     pthread_mutex_unlock(&status_lock);
     if (first && s && session_state(s) == TS_STATE_COLLECTING) {
-        uint64_t now = tsclock_now(&ts_clock);
-        ts_event ev = {.kind = TS_KIND_MARK,
-                       .device = TS_DEVICE_HOST,
-                       .name = strtab_intern(s->names, status, strlen(status), NULL),
-                       .begin_ns = now,
-                       .end_ns = now};
         pthread_mutex_lock(&s->drain);
-        recorder_append_locked(s, &ev, 1);
+        mark_locked(s, status, strlen(status));
         pthread_mutex_unlock(&s->drain);
     }
     return -1;
@@ -62,16 +69,196 @@ static int off(termsight_session *s, const char *fmt, ...)
 
 /* ---- Correlation map and classification (no CUPTI needed) ----------------------------- */
 
+/* The slot of corr, emptied for it when it held an older id. */
+static __typeof__(((cupti_corrmap *)0)->slot[0]) *corr_slot(cupti_corrmap *m, uint32_t corr)
+{
+    __typeof__(m->slot[0]) *e = &m->slot[corr & (CUPTI_CORR_SLOTS - 1)];
+    if (e->corr != corr)
+        *e = (__typeof__(*e)){.corr = corr, .op = TS_STR_NONE};
+    return e;
+}
+
 void cupti_corrmap_put(cupti_corrmap *m, uint32_t corr, uint32_t op)
 {
-    m->slot[corr & (CUPTI_CORR_SLOTS - 1)].corr = corr;
-    m->slot[corr & (CUPTI_CORR_SLOTS - 1)].op = op;
+    __typeof__(m->slot[0]) *e = corr_slot(m, corr);
+    e->op = op;
+    e->seen |= CUPTI_SEEN_EXTERNAL;
+}
+
+void cupti_corrmap_api(cupti_corrmap *m, uint32_t corr, uint32_t tid, int runtime)
+{
+    __typeof__(m->slot[0]) *e = corr_slot(m, corr);
+    e->tid = tid;
+    e->seen |= runtime ? CUPTI_SEEN_RUNTIME : CUPTI_SEEN_DRIVER;
+}
+
+static const __typeof__(((cupti_corrmap *)0)->slot[0]) *corr_find(const cupti_corrmap *m,
+                                                                  uint32_t corr)
+{
+    const __typeof__(m->slot[0]) *e = &m->slot[corr & (CUPTI_CORR_SLOTS - 1)];
+    return e->corr == corr && e->seen ? e : NULL;
 }
 
 uint32_t cupti_corrmap_get(const cupti_corrmap *m, uint32_t corr)
 {
-    const __typeof__(m->slot[0]) *e = &m->slot[corr & (CUPTI_CORR_SLOTS - 1)];
-    return e->corr == corr ? e->op : TS_STR_NONE;
+    const __typeof__(m->slot[0]) *e = corr_find(m, corr);
+    return e ? e->op : TS_STR_NONE;
+}
+
+/* ---- Records that wait for their launch (no CUPTI needed) ------------------------------ */
+
+static int device_kind(uint16_t kind)
+{
+    return kind == TS_KIND_KERNEL || kind == TS_KIND_MEMCPY || kind == TS_KIND_MEMSET ||
+           kind == TS_KIND_DEVMEM_ALLOC || kind == TS_KIND_DEVMEM_FREE;
+}
+
+/* 1 when what ev waits for is known, and sets it: a device record's operator (its launch's
+ * external correlation or API record seen: an operator, or none), a synchronization's thread
+ * (its API record seen). 0: not yet. */
+static int settle(const cupti_corrmap *m, ts_event *ev)
+{
+    if (device_kind(ev->kind)) {
+        const __typeof__(m->slot[0]) *e = ev->corr ? corr_find(m, (uint32_t)ev->corr) : NULL;
+        if (e)
+            ev->type = e->op;
+        return e || !ev->corr;
+    }
+    if (ev->kind == TS_KIND_SYNC) {
+        const __typeof__(m->slot[0]) *e = corr_find(m, (uint32_t)ev->corr);
+        if (!e || !(e->seen & (CUPTI_SEEN_RUNTIME | CUPTI_SEEN_DRIVER)))
+            return 0;
+        ev->tid = e->tid;
+        ev->device = TS_DEVICE_HOST;
+        return 1;
+    }
+    return 1;
+}
+
+#if TERMSIGHT_HAVE_CUPTI
+static void learn_context(cupti_corrmap *m, uint32_t context, uint32_t device)
+{
+    for (size_t i = 0; i < CUPTI_CONTEXTS; i++)
+        if (m->ctx[i].context == context + 1 || !m->ctx[i].context) {
+            m->ctx[i].context = context + 1; /* 0: empty */
+            m->ctx[i].device = device;
+            return;
+        }
+}
+
+#endif
+
+/* A synchronization whose API record never came: on its stream's lane of the context's device
+ * (v0: the context), when the stream and the device are known. 0: neither thread nor lane. */
+static int sync_on_stream(const cupti_corrmap *m, ts_event *ev)
+{
+    if (ev->tid == UINT32_MAX)
+        return 0;
+    for (size_t i = 0; i < CUPTI_CONTEXTS && m->ctx[i].context; i++)
+        if (m->ctx[i].context == (uint32_t)ev->v0 + 1) {
+            ev->device = m->ctx[i].device;
+            return 1;
+        }
+    return 0;
+}
+
+/* ev out, as it is: 1 emitted, 0 left out (before the window), -1 nowhere to put it. */
+static int release_one(const cupti_corrmap *m, ts_event *ev, const cupti_sink *sink)
+{
+    if (!settle(m, ev) && ev->kind == TS_KIND_SYNC && !sync_on_stream(m, ev))
+        return -1;
+    if (ev->begin_ns < sink->since_ns)
+        return 0;
+    sink->emit(sink->ctx, ev);
+    return 1;
+}
+
+static void device_lost(const cupti_sink *sink, uint64_t count);
+
+/* The first k waiting records out as they are, the rest moved up; a synchronization with no
+ * place is counted in one loss notice. Returns the events emitted. */
+static size_t release_first(cupti_corrmap *m, uint32_t k, const cupti_sink *sink)
+{
+    size_t n = 0;
+    uint64_t nowhere = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        int r = release_one(m, &m->pending[i], sink);
+        n += r > 0;
+        nowhere += r < 0;
+    }
+    memmove(m->pending, m->pending + k, (m->npending - k) * sizeof *m->pending);
+    memmove(m->waited, m->waited + k, (m->npending - k) * sizeof *m->waited);
+    m->npending -= k;
+    if (nowhere) {
+        device_lost(sink, nowhere);
+        n++;
+    }
+    return n;
+}
+
+size_t cupti_release(cupti_corrmap *m, const cupti_sink *sink)
+{
+    return release_first(m, m->npending, sink);
+}
+
+#if TERMSIGHT_HAVE_CUPTI
+/* After a buffer's launches are known: emits the waiting records they settle, and those that
+ * have waited too long (unattributed), keeping the others in order. *nowhere counts the
+ * synchronizations that had no place. */
+static size_t pending_settle(cupti_corrmap *m, const cupti_sink *sink, uint64_t *nowhere)
+{
+    size_t n = 0;
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < m->npending; i++) {
+        ts_event *ev = &m->pending[i];
+        if (settle(m, ev) || ++m->waited[i] > CUPTI_PENDING_BUFFERS) {
+            int r = release_one(m, ev, sink);
+            n += r > 0;
+            *nowhere += r < 0;
+            continue;
+        }
+        m->waited[keep] = m->waited[i];
+        m->pending[keep++] = *ev;
+    }
+    m->npending = keep;
+    return n;
+}
+
+/* ev waits for its launch; when the queue is full its older half goes out as it is (in one
+ * move, not one per record). Returns the events emitted to make room. */
+static size_t pending_add(cupti_corrmap *m, const ts_event *ev, const cupti_sink *sink)
+{
+    size_t n = m->npending == CUPTI_PENDING ? release_first(m, CUPTI_PENDING / 2, sink) : 0;
+    m->pending[m->npending] = *ev;
+    m->waited[m->npending++] = 0;
+    return n;
+}
+
+/* A driver call that a runtime call made: CUPTI gives both the runtime call's correlation id
+ * (the device records' documentation: "the driver and runtime API activity record that
+ * launched" them), and the runtime record says it already. */
+static int driver_under_runtime(const cupti_corrmap *m, const CUpti_Activity *rec)
+{
+    if (rec->kind != CUPTI_ACTIVITY_KIND_DRIVER)
+        return 0;
+    const __typeof__(m->slot[0]) *e = corr_find(m, ((const CUpti_ActivityAPI *)rec)->correlationId);
+    return e && (e->seen & CUPTI_SEEN_RUNTIME);
+}
+
+#endif
+
+/* One loss notice for count device records: dropped by CUPTI, returned unfinished, or with no
+ * place. */
+static void device_lost(const cupti_sink *sink, uint64_t count)
+{
+    uint64_t now = tsclock_now(&ts_clock);
+    ts_event ev = {.kind = TS_KIND_LOST,
+                   .device = TS_DEVICE_HOST,
+                   .aux = TS_LOST_DEVICE,
+                   .begin_ns = now,
+                   .end_ns = now,
+                   .v0 = count};
+    sink->emit(sink->ctx, &ev);
 }
 
 int cupti_is_nccl(const char *name)
@@ -280,9 +467,11 @@ static uint32_t api_name(const cupti_api *api, const cupti_sink *sink, CUpti_Cal
 
 /* The fields every device-side record shares: where it ran, when, and the operator it was
  * launched under (through its correlation id). */
-static void device_fields(ts_event *ev, const cupti_corrmap *map, uint16_t kind, uint32_t stream,
-                          uint32_t device, uint32_t corr, uint64_t start, uint64_t end)
+static void device_fields(ts_event *ev, cupti_corrmap *map, uint16_t kind, uint32_t stream,
+                          uint32_t device, uint32_t context, uint32_t corr, uint64_t start,
+                          uint64_t end)
 {
+    learn_context(map, context, device);
     ev->kind = kind;
     ev->tid = stream;
     ev->device = device;
@@ -302,8 +491,8 @@ static int translate_kind(const cupti_api *api, const CUpti_Activity *rec, cupti
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)rec;
-        device_fields(ev, map, TS_KIND_KERNEL, k->streamId, k->deviceId, k->correlationId, k->start,
-                      k->end);
+        device_fields(ev, map, TS_KIND_KERNEL, k->streamId, k->deviceId, k->contextId,
+                      k->correlationId, k->start, k->end);
         ev->name = intern(sink, k->name, &trunc);
         ev->flags =
             (uint16_t)((trunc ? TS_EF_TRUNCATED : 0) | (cupti_is_nccl(k->name) ? TS_EF_COMM : 0));
@@ -312,16 +501,16 @@ static int translate_kind(const cupti_api *api, const CUpti_Activity *rec, cupti
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *c = (const void *)rec;
-        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->correlationId, c->start,
-                      c->end);
+        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->contextId,
+                      c->correlationId, c->start, c->end);
         ev->aux = c->copyKind;
         ev->v0 = c->bytes;
         return 1;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *c = (const void *)rec;
-        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->correlationId, c->start,
-                      c->end);
+        device_fields(ev, map, TS_KIND_MEMCPY, c->streamId, c->deviceId, c->contextId,
+                      c->correlationId, c->start, c->end);
         ev->aux = c->copyKind;
         ev->v0 = c->bytes;
         ev->v1 = (uint64_t)c->srcDeviceId << 32 | c->dstDeviceId; /* peer copy: src, dst */
@@ -329,8 +518,8 @@ static int translate_kind(const cupti_api *api, const CUpti_Activity *rec, cupti
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)rec;
-        device_fields(ev, map, TS_KIND_MEMSET, m->streamId, m->deviceId, m->correlationId, m->start,
-                      m->end);
+        device_fields(ev, map, TS_KIND_MEMSET, m->streamId, m->deviceId, m->contextId,
+                      m->correlationId, m->start, m->end);
         ev->aux = m->memoryKind;
         ev->v0 = m->bytes;
         ev->v1 = m->value;
@@ -378,9 +567,11 @@ static int translate_kind(const cupti_api *api, const CUpti_Activity *rec, cupti
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *y = (const void *)rec;
+        /* CUPTI names no thread here: the thread is its API call's (settle), else the
+         * stream's lane on the context's device (sync_on_stream). */
         ev->kind = TS_KIND_SYNC;
         ev->tid = y->streamId;
-        ev->device = TS_DEVICE_HOST; /* the record names a context, not a device */
+        ev->device = TS_DEVICE_HOST;
         ev->aux = (uint32_t)y->type;
         ev->corr = y->correlationId;
         ev->begin_ns = y->start;
@@ -407,45 +598,45 @@ static int translate_one(const cupti_api *api, const CUpti_Activity *rec, cupti_
     return 1;
 }
 
-/* One loss notice for count device records: dropped by CUPTI, or returned unfinished. */
-static void device_lost(const cupti_sink *sink, uint64_t count)
-{
-    uint64_t now = tsclock_now(&ts_clock);
-    ts_event ev = {.kind = TS_KIND_LOST,
-                   .device = TS_DEVICE_HOST,
-                   .aux = TS_LOST_DEVICE,
-                   .begin_ns = now,
-                   .end_ns = now,
-                   .v0 = count};
-    sink->emit(sink->ctx, &ev);
-}
-
 size_t cupti_translate(const cupti_api *api, uint8_t *buffer, size_t valid, cupti_corrmap *map,
                        const cupti_sink *sink)
 {
     CUpti_Activity *rec = NULL;
     while (api->get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (rec->kind != CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
-            continue;
-        const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
-        if (x->externalKind == CUPTI_EXTERNAL_KIND)
-            cupti_corrmap_put(map, x->correlationId, (uint32_t)x->externalId);
+        if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+            const CUpti_ActivityExternalCorrelation *x = (const void *)rec;
+            if (x->externalKind == CUPTI_EXTERNAL_KIND)
+                cupti_corrmap_put(map, x->correlationId, (uint32_t)x->externalId);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+                   rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI *a = (const void *)rec;
+            cupti_corrmap_api(map, a->correlationId, a->threadId,
+                              rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME);
+        }
     }
-    size_t n = 0;
-    uint64_t unfinished = 0;
+    /* Unfinished records and synchronizations with no place: one loss notice. */
+    uint64_t lost = 0;
+    size_t n = pending_settle(map, sink, &lost);
     rec = NULL;
     while (api->get_next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (!sink->keep_driver && driver_under_runtime(map, rec))
+            continue;
         ts_event ev;
         int r = translate_one(api, rec, map, sink, &ev);
         if (r < 0)
-            unfinished++;
-        if (r <= 0 || ev.begin_ns < sink->since_ns)
+            lost++;
+        if (r <= 0)
             continue;
-        sink->emit(sink->ctx, &ev);
-        n++;
+        if (!settle(map, &ev) && sink->wait_for_launch) {
+            n += pending_add(map, &ev, sink);
+            continue;
+        }
+        r = release_one(map, &ev, sink);
+        n += r > 0;
+        lost += r < 0;
     }
-    if (unfinished) {
-        device_lost(sink, unfinished);
+    if (lost) {
+        device_lost(sink, lost);
         n++;
     }
     return n;
@@ -465,15 +656,19 @@ size_t cupti_buffer_done(const cupti_api *api, CUcontext context, uint32_t strea
 
 /* ---- Buffers ----------------------------------------------------------------------------- */
 
-/* CUPTI recommends 1-10 MB; Kineto uses 4 MB. At the cap CUPTI gets no buffer and counts the
- * records it drops, which we report as TS_LOST_DEVICE. */
+/* CUPTI recommends 1-10 MB; Kineto uses 4 MB. CUDA 13 gives each thread that uses CUDA its own
+ * buffer, so the pool grows on demand up to a bound (TERMSIGHT_CUDA_BUFFERS, default
+ * CUPTI_POOL_DEFAULT: 256 MB); at the bound CUPTI gets no buffer and counts the records it drops,
+ * which we report as TS_LOST_DEVICE, and the refusals are counted (cupti_pool_refused) and named
+ * in a mark (say_refused). */
 #define BUFFER_BYTES (4u << 20)
-#define BUFFER_CAP   8 /* 32 MB in all */
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *pool_free[BUFFER_CAP];
+static size_t pool_cap = CUPTI_POOL_DEFAULT;
+static uint8_t *pool_free[CUPTI_POOL_MAX];
 static size_t pool_nfree, pool_total;
-static uint8_t *pool_ours[BUFFER_CAP]; /* every buffer allocated here and not freed */
+static uint8_t *pool_ours[CUPTI_POOL_MAX]; /* every buffer allocated here and not freed */
+static _Atomic uint64_t pool_refused;
 /* CUPTI is lent to another client (cupti_lend): it gets no buffer of ours, so that it asks that
  * client's callbacks once they are registered; under pool_lock. */
 static int lending;
@@ -483,17 +678,36 @@ static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static termsight_session *bound;
 static cupti_corrmap *corrmap;
 static cupti_api_names *api_names; /* the bound session's interned API names */
+static int keep_driver;            /* TERMSIGHT_CUDA_DRIVER_API=1 */
+static uint64_t refused_said;      /* under sink_lock: the refusals a mark has named */
 
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+size_t cupti_pool_bound(size_t cap)
+{
+    pthread_mutex_lock(&pool_lock);
+    pool_cap = cap < 1 ? 1 : cap > CUPTI_POOL_MAX ? CUPTI_POOL_MAX : cap;
+    cap = pool_cap;
+    pthread_mutex_unlock(&pool_lock);
+    return cap;
+}
+
+uint64_t cupti_pool_refused(void)
+{
+    return atomic_load_explicit(&pool_refused, memory_order_relaxed);
+}
+
+uint8_t *cupti_buffer_get(void)
 {
     uint8_t *b = NULL;
+    int refused = 0;
     pthread_mutex_lock(&pool_lock);
     if (lending)
         b = NULL;
     else if (pool_nfree)
         b = pool_free[--pool_nfree];
-    else if (pool_total < BUFFER_CAP && (b = aligned_alloc(8, BUFFER_BYTES))) {
-        for (size_t i = 0; i < BUFFER_CAP; i++)
+    else if (pool_total >= pool_cap)
+        refused = 1;
+    else if ((b = aligned_alloc(8, BUFFER_BYTES))) {
+        for (size_t i = 0; i < CUPTI_POOL_MAX; i++)
             if (!pool_ours[i]) {
                 pool_ours[i] = b;
                 break;
@@ -501,22 +715,31 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
         pool_total++;
     }
     pthread_mutex_unlock(&pool_lock);
+    if (refused)
+        atomic_fetch_add_explicit(&pool_refused, 1, memory_order_relaxed);
+    return b;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    uint8_t *b = cupti_buffer_get();
     *buffer = b;
     *size = b ? BUFFER_BYTES : 0;
     *max_records = 0;
 }
 
 /* A completed buffer back to the pool. One that is not ours (another CUPTI client's, which
- * CUPTI completed to our callbacks after we took them back) is left alone: its owner frees it. */
-static void buffer_release(uint8_t *b)
+ * CUPTI completed to our callbacks after we took them back) is left alone: its owner frees it.
+ * Kept for the next request while the pool is within its bound, freed past it. */
+void cupti_buffer_put(uint8_t *b)
 {
     pthread_mutex_lock(&pool_lock);
     size_t i = 0;
-    while (i < BUFFER_CAP && pool_ours[i] != b)
+    while (i < CUPTI_POOL_MAX && pool_ours[i] != b)
         i++;
-    if (i == BUFFER_CAP) {
+    if (!b || i == CUPTI_POOL_MAX) {
         b = NULL;
-    } else if (pool_nfree < BUFFER_CAP) {
+    } else if (pool_total <= pool_cap && pool_nfree < CUPTI_POOL_MAX) {
         pool_free[pool_nfree++] = b;
         b = NULL;
     } else {
@@ -546,28 +769,87 @@ static void sink_emit(void *ctx, const ts_event *ev)
     recorder_count_program_locked(ctx, 1);
 }
 
+/* RUNTIME or DRIVER records enabled: device records wait for their launch's. */
+static _Atomic int launches_on;
+
+/* The sink into s; under sink_lock and s->drain. */
+static cupti_sink sink_of(termsight_session *s)
+{
+    return (cupti_sink){.ctx = s,
+                        .intern = sink_intern,
+                        .emit = sink_emit,
+                        .since_ns = s->window_begin_ns,
+                        .api_names = api_names,
+                        .wait_for_launch = atomic_load_explicit(&launches_on, memory_order_relaxed),
+                        .keep_driver = keep_driver};
+}
+
+/* The bound session when it is collecting, with sink_lock and its drain lock taken; else NULL
+ * with sink_lock taken. */
+static termsight_session *sink_enter(void)
+{
+    pthread_mutex_lock(&sink_lock);
+    termsight_session *s = bound;
+    if (!s || !corrmap || session_state(s) != TS_STATE_COLLECTING)
+        return NULL;
+    pthread_mutex_lock(&s->drain);
+    return s;
+}
+
+static void sink_leave(termsight_session *s)
+{
+    if (s)
+        pthread_mutex_unlock(&s->drain);
+    pthread_mutex_unlock(&sink_lock);
+}
+
+/* Requests refused at the pool's bound since the last notice: one mark that says so (CUPTI
+ * counts the records it dropped meanwhile, reported as lost). Under sink_lock and drain. */
+static void say_refused(termsight_session *s)
+{
+    uint64_t refused = cupti_pool_refused();
+    if (refused == refused_said)
+        return;
+    refused_said = refused;
+    char text[200];
+    pthread_mutex_lock(&pool_lock);
+    size_t cap = pool_cap;
+    pthread_mutex_unlock(&pool_lock);
+    int len =
+        snprintf(text, sizeof text,
+                 "CUDA activity buffers at their bound (%zu of 4 MB, TERMSIGHT_CUDA_BUFFERS): "
+                 "%" PRIu64 " requests refused, CUPTI drops records meanwhile",
+                 cap, refused);
+    mark_locked(s, text, len > 0 && (size_t)len < sizeof text ? (size_t)len : strlen(text));
+}
+
 static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
     (void)size;
     const cupti_api *api = cupti_api_load(NULL);
-    pthread_mutex_lock(&sink_lock);
-    termsight_session *s = bound;
     /* Records completed outside a window (between a stop and the next start) are not kept, nor
      * those of a buffer completed in a window that began before it (sink.since_ns). */
-    if (api && s && buffer && session_state(s) == TS_STATE_COLLECTING) {
-        pthread_mutex_lock(&s->drain);
-        cupti_sink sink = {.ctx = s,
-                           .intern = sink_intern,
-                           .emit = sink_emit,
-                           .since_ns = s->window_begin_ns,
-                           .api_names = api_names};
+    termsight_session *s = sink_enter();
+    if (api && s && buffer) {
+        cupti_sink sink = sink_of(s);
         cupti_buffer_done(api, context, stream, buffer, valid, corrmap, &sink);
-        pthread_mutex_unlock(&s->drain);
+        say_refused(s);
     }
-    pthread_mutex_unlock(&sink_lock);
+    sink_leave(s);
     if (buffer)
-        buffer_release(buffer);
+        cupti_buffer_put(buffer);
+}
+
+/* After a forced flush no launch record is on its way: the records waiting for one go out. */
+static void release_waiting(void)
+{
+    termsight_session *s = sink_enter();
+    if (s) {
+        cupti_sink sink = sink_of(s);
+        cupti_release(corrmap, &sink);
+    }
+    sink_leave(s);
 }
 
 /* ---- Starting and stopping ---------------------------------------------------------------- */
@@ -625,6 +907,8 @@ static void bind(termsight_session *s)
     pthread_mutex_lock(&sink_lock);
     if (s != bound && api_names)
         memset(api_names, 0, sizeof *api_names);
+    if (s != bound && corrmap)
+        corrmap->npending = 0; /* the old session's names */
     bound = s;
     pthread_mutex_unlock(&sink_lock);
 }
@@ -703,6 +987,18 @@ int cupti_start(termsight_session *s)
         pthread_mutex_unlock(&start_lock);
         return off(s, "out of memory");
     }
+    /* Options first: CUPTI may call back as soon as the callbacks are registered. */
+    const char *env = getenv("TERMSIGHT_CUDA_DRIVER_API");
+    keep_driver = env && !strcmp(env, "1");
+    const char *bad_buffers = NULL;
+    if ((env = getenv("TERMSIGHT_CUDA_BUFFERS")) && *env) {
+        char *end;
+        unsigned long n = strtoul(env, &end, 10);
+        if (*end || n < 1 || n > CUPTI_POOL_MAX || *env == '-')
+            bad_buffers = env;
+        else
+            cupti_pool_bound(n);
+    }
     uint32_t version = 0;
     api->get_version(&version);
     CUptiResult r;
@@ -722,9 +1018,13 @@ int cupti_start(termsight_session *s)
     /* Kernels are the one kind collection cannot go without; another kind this CUPTI or
      * platform refuses is left off and named in the status. */
     char without[160] = "";
+    int api_on = 0;
     for (; on < sizeof kinds / sizeof kinds[0]; on++) {
-        if ((r = api->enable(kinds[on])) == CUPTI_SUCCESS)
+        if ((r = api->enable(kinds[on])) == CUPTI_SUCCESS) {
+            api_on |=
+                kinds[on] == CUPTI_ACTIVITY_KIND_RUNTIME || kinds[on] == CUPTI_ACTIVITY_KIND_DRIVER;
             continue;
+        }
         if (kinds[on] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             call = "cuptiActivityEnable(CONCURRENT_KERNEL)";
             goto fail_disable;
@@ -732,14 +1032,19 @@ int cupti_start(termsight_session *s)
         size_t n = strlen(without);
         snprintf(without + n, sizeof without - n, "%s%s", n ? ", " : "", kind_name(kinds[on]));
     }
+    atomic_store_explicit(&launches_on, api_on, memory_order_relaxed);
     /* Completed buffers reach us about every second, not only when one fills: the live view's
      * kernels and a short window's. */
     if (api->flush_period)
         api->flush_period(1000);
     enabled = 1;
-    snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.120s%s%s%.100s)", version,
-             lib_path, lib_was_loaded ? ", the program's own copy" : "",
-             *without ? "; without " : "", without);
+    int len = snprintf(status, sizeof status, "CUDA collection on (CUPTI %u, %.120s%s%s%.100s)",
+                       version, lib_path, lib_was_loaded ? ", the program's own copy" : "",
+                       *without ? "; without " : "", without);
+    if (bad_buffers && len > 0 && (size_t)len < sizeof status)
+        snprintf(status + len, sizeof status - (size_t)len,
+                 "; TERMSIGHT_CUDA_BUFFERS=%.16s is not a number from 1 to %d: %d buffers",
+                 bad_buffers, CUPTI_POOL_MAX, CUPTI_POOL_DEFAULT);
     say_status(s);
     api_set_range_hooks(&cupti_range_hooks);
     pthread_mutex_unlock(&start_lock);
@@ -801,8 +1106,11 @@ void cupti_flush(termsight_session *s, int forced)
 {
     (void)s;
     pthread_mutex_lock(&start_lock);
-    if (enabled)
+    if (enabled) {
         cupti_api_load(NULL)->flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+        if (forced)
+            release_waiting();
+    }
     pthread_mutex_unlock(&start_lock);
 }
 
@@ -813,6 +1121,7 @@ void cupti_stop(termsight_session *s)
         const cupti_api *api = cupti_api_load(NULL);
         /* Forced: incomplete buffers too, the session's last records. */
         api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        release_waiting();
         pthread_mutex_lock(&sink_lock);
         if (bound == s)
             bound = NULL;
@@ -836,33 +1145,111 @@ void cupti_fork_child(void)
 
 /* ---- Range hooks ------------------------------------------------------------------------- */
 
-/* External correlation ids this thread pushed and has not popped. */
-static __thread uint32_t pushed __attribute__((tls_model("initial-exec")));
+/* What this thread pushed onto CUPTI's external correlation stack and has not popped, in order:
+ * push/pop ranges (id 0) and NVTX start/end ranges (their id). CUPTI's stack is the thread's and
+ * last in, first out; start/end ranges need not be, so one that ends below the top is taken out
+ * and the entries above it pushed again, and the thread's launches always go to the innermost
+ * range it has open. A start/end range that another thread ended cannot be popped from there
+ * (the stack is this thread's): it leaves this one at this thread's next range call. Default TLS
+ * model: the library may be dlopen'ed as an injection. */
+#define HOOK_DEPTH   32
+
+static __thread struct {
+    uint32_t name;
+    uint64_t id;
+} hooked[HOOK_DEPTH];
+static __thread uint32_t nhooked, hooked_over; /* over: pushes past HOOK_DEPTH, not made */
+
+static const cupti_api *hook_api = &loaded;
+
+void cupti_range_hooks_api(const cupti_api *api)
+{
+    hook_api = api ? api : &loaded;
+}
+
+static int hook_push(uint32_t name, uint64_t id)
+{
+    if (nhooked == HOOK_DEPTH ||
+        hook_api->push_external(CUPTI_EXTERNAL_KIND, name) != CUPTI_SUCCESS)
+        return 0;
+    hooked[nhooked].name = name;
+    hooked[nhooked++].id = id;
+    return 1;
+}
+
+/* Takes entry i out: pops down to it, pushes back what was above. */
+static void hook_remove(uint32_t i)
+{
+    uint64_t last;
+    for (uint32_t k = nhooked; k > i; k--)
+        hook_api->pop_external(CUPTI_EXTERNAL_KIND, &last);
+    uint32_t n = nhooked;
+    nhooked = i;
+    for (uint32_t k = i + 1; k < n; k++)
+        hook_push(hooked[k].name, hooked[k].id);
+}
+
+/* Start/end ranges another thread ended, out. */
+static void hook_tidy(void)
+{
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (hooked[i].id && !nvtx_range_open(hooked[i].id))
+            hook_remove(i);
+}
 
 static void cupti_range_push(uint32_t name)
 {
-    if (loaded.push_external(CUPTI_EXTERNAL_KIND, name) == CUPTI_SUCCESS)
-        pushed++;
+    hook_tidy();
+    if (nhooked == HOOK_DEPTH)
+        hooked_over++;
+    else
+        hook_push(name, 0);
 }
 
 static void cupti_range_pop(void)
 {
-    uint64_t last;
-    if (pushed && loaded.pop_external(CUPTI_EXTERNAL_KIND, &last) == CUPTI_SUCCESS)
-        pushed--;
+    hook_tidy();
+    if (hooked_over) {
+        hooked_over--;
+        return;
+    }
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (!hooked[i].id) {
+            hook_remove(i);
+            return;
+        }
+}
+
+static void cupti_range_start(uint32_t name, uint64_t id)
+{
+    hook_tidy();
+    hook_push(name, id);
+}
+
+static void cupti_range_end(uint64_t id)
+{
+    for (uint32_t i = nhooked; i-- > 0;)
+        if (hooked[i].id == id) {
+            hook_remove(i);
+            break;
+        }
+    hook_tidy();
 }
 
 static void cupti_range_reset(void)
 {
     uint64_t last;
-    for (; pushed; pushed--)
-        loaded.pop_external(CUPTI_EXTERNAL_KIND, &last);
+    for (; nhooked; nhooked--)
+        hook_api->pop_external(CUPTI_EXTERNAL_KIND, &last);
+    hooked_over = 0;
 }
 
 const range_hooks cupti_range_hooks = {
     .push = cupti_range_push,
     .pop = cupti_range_pop,
     .reset = cupti_range_reset,
+    .start = cupti_range_start,
+    .end = cupti_range_end,
 };
 
 #endif

@@ -9,7 +9,9 @@
  *   stack per thread is shared by all domains (NVTX keeps one per domain: programs that interleave
  *   pushes of two domains on one thread get them nested in push order). Start/end ranges live in a
  *   bounded table keyed by the returned id; one that ends on another thread is flagged
- *   TS_EF_CROSS_THREAD, with tid the starting thread and v1 the ending one.
+ *   TS_EF_CROSS_THREAD, with tid the starting thread and v1 the ending one. Both kinds go to the
+ *   range hooks (api.c: CUDA collection's correlation ids), so kernels a thread launches carry
+ *   the innermost range it has open, whichever kind.
  * - a range whose name matches the step pattern (POSIX ERE, TERMSIGHT_STEP_PATTERN, default
  *   TS_STEP_PATTERN_DEFAULT) is a step instead: STEP_BEGIN at its begin, STEP_END at its end. Steps
  * are counted while not collecting too, like termsight_step_begin, so --steps windows work.
@@ -226,12 +228,20 @@ static nvtxRangeId_t range_start(const char *text, uint32_t id, uint32_t corr)
         r->begin_ns = termsight_now_ns();
         uint64_t rid = (seq + i) << 12 | slot; /* >= 4096: never 0 or XR_BUSY */
         atomic_store_explicit(&r->id, rid, memory_order_release);
+        if (tag & TAG_OP)
+            api_range_start_hook(id, rid); /* kernels this thread launches: its op */
         return rid;
     }
     /* The table is full: the range is not timed; a step still ends. */
     if (tag & TAG_STEP)
         termsight_step_end();
     return 0;
+}
+
+int nvtx_range_open(uint64_t rid)
+{
+    return rid >= XR_SLOTS &&
+           atomic_load_explicit(&xr[rid & (XR_SLOTS - 1)].id, memory_order_acquire) == rid;
 }
 
 static void range_end(nvtxRangeId_t rid)
@@ -251,6 +261,8 @@ static void range_end(nvtxRangeId_t rid)
                 .depth = r->depth,
                 .begin_ns = r->begin_ns};
     atomic_store_explicit(&r->id, 0, memory_order_release);
+    if (x.tag & TAG_OP)
+        api_range_end_hook(rid);
     if (x.tag & TAG_STEP) {
         termsight_step_end();
         return;

@@ -112,7 +112,10 @@ enum ts_kind {
     TS_KIND_LOST = 21,         /* notice; v0=events lost, aux=enum ts_lost_reason, v1=events/s
                                 * the thread offered then (0: not known) */
     TS_KIND_MARK = 22,         /* instant mark from the API; name=text */
-    TS_KIND_SYNC = 23,         /* device synchronization; tid=stream */
+    TS_KIND_SYNC = 23,         /* device synchronization; device=TS_DEVICE_HOST: tid=the
+                                  thread whose API call waited; else tid=the stream on that
+                                  device (the call's record was not seen); aux=type, corr=the
+                                  call's correlation, v0=context, v1=CUDA event */
     TS_KIND_THREAD_NAME = 24,  /* instant; tid=thread, name=its name */
     TS_KIND_COLLECT_START = 25, /* instant; a collection window opens; v0=window number */
     TS_KIND_COLLECT_STOP = 26,  /* instant; a collection window closes; v0=window number */

@@ -4,8 +4,11 @@
  * Skips, saying why, when libcupti cannot be loaded or termsight was built without it. */
 #include "cupti_internal.h"
 
+#include "analysis.h"
+
 #include <check.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,7 +441,9 @@ START_TEST(test_copies_memsets_memory_sync)
 
     e = &st.ev[6];
     ck_assert_uint_eq(e->kind, TS_KIND_SYNC);
+    /* No API record of its call: the stream's lane on the context's device (the copy's). */
     ck_assert_uint_eq(e->tid, 14);
+    ck_assert_uint_eq(e->device, 0);
     ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE);
     ck_assert_uint_eq(e->corr, 25);
     ck_assert_uint_eq(e->begin_ns, 900);
@@ -491,6 +496,317 @@ START_TEST(test_dropped_records_are_lost_events)
     sink_free(&st);
     free(map);
     free(b);
+}
+END_TEST
+
+static CUpti_ActivityAPI api_record(CUpti_ActivityKind kind, uint32_t cbid, uint32_t corr,
+                                    uint32_t tid, uint64_t start, uint64_t end)
+{
+    CUpti_ActivityAPI a;
+    memset(&a, 0, sizeof a);
+    a.kind = kind;
+    a.cbid = cbid;
+    a.correlationId = corr;
+    a.threadId = tid;
+    a.processId = 1234;
+    a.start = start;
+    a.end = end;
+    return a;
+}
+
+static const char *t_names(void *ctx, uint32_t id, uint32_t *len)
+{
+    const sink_state *st = ctx;
+    if (id < 2 || id > st->nnames + 1)
+        return NULL;
+    *len = (uint32_t)strlen(st->names[id - 2]);
+    return st->names[id - 2];
+}
+
+/* CUDA 13's per-thread buffers: a kernel (and a copy) in a buffer processed before the one that
+ * holds its launch's external correlation and API records. They wait for it, and the analysis's
+ * kernel statistics list them under their op. */
+START_TEST(test_kernel_before_its_launch_is_attributed)
+{
+    if (!have_cupti())
+        return;
+    buf *first = calloc(1, sizeof *first), *second = calloc(1, sizeof *second);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    uint32_t matmul = t_intern(&st, "matmul", 6, NULL);
+    CUpti_ActivityKernel10 k = kernel("void gemm<float>(float*)", 31, 1000, 2000);
+    PUT(first, k);
+    CUpti_ActivityMemcpy6 c;
+    memset(&c, 0, sizeof c);
+    c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+    c.bytes = 64;
+    c.start = 2100;
+    c.end = 2200;
+    c.streamId = 7;
+    c.correlationId = 32;
+    PUT(first, c);
+    put_external(second, 31, matmul);
+    CUpti_ActivityAPI launch =
+        api_record(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 31,
+                   77, 900, 950);
+    PUT(second, launch);
+    CUpti_ActivityAPI copy = api_record(
+        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, 32, 77, 960, 2300);
+    PUT(second, copy); /* outside any range: no external correlation */
+
+    cupti_sink sink = {.ctx = &st, .intern = t_intern, .emit = t_emit, .wait_for_launch = 1};
+    ck_assert_uint_eq(cupti_translate(api, first->bytes, first->used, map, &sink), 0);
+    ck_assert_uint_eq(map->npending, 2);
+    ck_assert_uint_eq(cupti_translate(api, second->bytes, second->used, map, &sink), 4);
+    ck_assert_uint_eq(map->npending, 0);
+    ck_assert_uint_eq(st.ev[0].kind, TS_KIND_KERNEL);
+    ck_assert_uint_eq(st.ev[0].type, matmul);
+    ck_assert_uint_eq(st.ev[0].corr, 31);
+    ck_assert_uint_eq(st.ev[1].kind, TS_KIND_MEMCPY);
+    ck_assert_uint_eq(st.ev[1].type, TS_STR_NONE);
+
+    analysis_config cfg;
+    analysis_config_init(&cfg);
+    analysis *a = analysis_create(&cfg, t_names, &st);
+    ck_assert_ptr_nonnull(a);
+    analysis_feed(a, st.ev, st.nev);
+    analysis_finish(a);
+    kernel_stat *rows = NULL;
+    size_t n = analysis_kernels(a, 0, &rows);
+    int found = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t len = 0, oplen = 0;
+        const char *name = analysis_name(a, rows[i].name, &len);
+        const char *op = analysis_name(a, rows[i].op, &oplen);
+        if (len == 24 && !memcmp(name, "void gemm<float>(float*)", 24)) {
+            ck_assert_msg(oplen == 6 && !memcmp(op, "matmul", 6), "op '%.*s'", (int)oplen, op);
+            ck_assert_uint_eq(rows[i].count, 1);
+            found = 1;
+        }
+    }
+    ck_assert(found);
+    free(rows);
+    analysis_destroy(a);
+
+    /* A kernel whose launch never comes goes out unattributed at a forced flush; without API
+     * records (sink.wait_for_launch 0) it goes out at once. */
+    buf *third = calloc(1, sizeof *third);
+    CUpti_ActivityKernel10 orphan = kernel("orphan", 99, 3000, 3100);
+    PUT(third, orphan);
+    st.nev = 0;
+    ck_assert_uint_eq(cupti_translate(api, third->bytes, third->used, map, &sink), 0);
+    ck_assert_uint_eq(cupti_release(map, &sink), 1);
+    ck_assert_str_eq(t_name(&st, st.ev[0].name), "orphan");
+    ck_assert_uint_eq(st.ev[0].type, TS_STR_NONE);
+    sink.wait_for_launch = 0;
+    ck_assert_uint_eq(cupti_translate(api, third->bytes, third->used, map, &sink), 1);
+    ck_assert_uint_eq(map->npending, 0);
+
+    sink_free(&st);
+    free(third);
+    free(map);
+    free(second);
+    free(first);
+}
+END_TEST
+
+/* A kernel whose launch never comes waits a bounded number of buffers, then goes out. */
+START_TEST(test_waiting_is_bounded)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b), *empty = calloc(1, sizeof *empty);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    CUpti_ActivityKernel10 k = kernel("waits", 5, 10, 20);
+    PUT(b, k);
+    cupti_sink sink = {.ctx = &st, .intern = t_intern, .emit = t_emit, .wait_for_launch = 1};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &sink), 0);
+    size_t out = 0;
+    for (int i = 0; i < CUPTI_PENDING_BUFFERS; i++)
+        out += cupti_translate(api, empty->bytes, 0, map, &sink);
+    ck_assert_uint_eq(out, 0);
+    ck_assert_uint_eq(cupti_translate(api, empty->bytes, 0, map, &sink), 1);
+    ck_assert_str_eq(t_name(&st, st.ev[0].name), "waits");
+    sink_free(&st);
+    free(map);
+    free(empty);
+    free(b);
+}
+END_TEST
+
+/* The driver calls a runtime call makes carry its correlation id: by default only the runtime
+ * record is kept, and a driver call of its own (no runtime record with its id) is; with
+ * keep_driver, every driver record. */
+START_TEST(test_driver_records_under_runtime_left_out)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    CUpti_ActivityAPI inner = api_record(CUPTI_ACTIVITY_KIND_DRIVER,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 41, 5, 110, 120);
+    CUpti_ActivityAPI outer =
+        api_record(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 41,
+                   5, 100, 130);
+    CUpti_ActivityAPI direct = api_record(CUPTI_ACTIVITY_KIND_DRIVER,
+                                          CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 42, 5, 140, 150);
+    PUT(b, inner);
+    PUT(b, outer);
+    PUT(b, direct);
+    sink_state st = {0}, all = {0};
+    cupti_sink sink = {.ctx = &st, .intern = t_intern, .emit = t_emit};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &sink), 2);
+    ck_assert_uint_eq(st.ev[0].v1, CUPTI_CB_DOMAIN_RUNTIME_API);
+    ck_assert_uint_eq(st.ev[0].corr, 41);
+    ck_assert_uint_eq(st.ev[1].v1, CUPTI_CB_DOMAIN_DRIVER_API);
+    ck_assert_uint_eq(st.ev[1].corr, 42);
+    /* The runtime record in an earlier buffer than its driver call: still left out. */
+    buf *late = calloc(1, sizeof *late);
+    PUT(late, inner);
+    ck_assert_uint_eq(cupti_translate(api, late->bytes, late->used, map, &sink), 0);
+    cupti_sink keep = {.ctx = &all, .intern = t_intern, .emit = t_emit, .keep_driver = 1};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &keep), 3);
+    ck_assert_uint_eq(all.ev[0].v1, CUPTI_CB_DOMAIN_DRIVER_API);
+    ck_assert_uint_eq(all.ev[0].corr, 41);
+    sink_free(&st);
+    sink_free(&all);
+    free(late);
+    free(map);
+    free(b);
+}
+END_TEST
+
+static CUpti_ActivitySynchronization2 sync_record(uint32_t corr, uint32_t context, uint32_t stream,
+                                                  uint64_t start, uint64_t end)
+{
+    CUpti_ActivitySynchronization2 y;
+    memset(&y, 0, sizeof y);
+    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    y.correlationId = corr;
+    y.contextId = context;
+    y.streamId = stream;
+    y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    y.start = start;
+    y.end = end;
+    return y;
+}
+
+/* A synchronization names no thread: it is the thread of its API call, found through the
+ * correlation id (in a later buffer too); without that call's record, the stream's lane on the
+ * context's device; with neither, a lost record, never a stream id posing as a thread. */
+START_TEST(test_sync_on_its_calling_thread)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b), *later = calloc(1, sizeof *later);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    CUpti_ActivitySynchronization2 y = sync_record(51, 1, 14, 200, 300);
+    PUT(b, y);
+    CUpti_ActivityAPI call =
+        api_record(CUPTI_ACTIVITY_KIND_RUNTIME,
+                   CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 51, 4321, 190, 310);
+    PUT(b, call);
+    CUpti_ActivitySynchronization2 y2 = sync_record(52, 1, 15, 400, 500);
+    PUT(b, y2);
+    cupti_sink sink = {.ctx = &st, .intern = t_intern, .emit = t_emit, .wait_for_launch = 1};
+    ck_assert_uint_eq(cupti_translate(api, b->bytes, b->used, map, &sink), 2);
+    ck_assert_uint_eq(st.ev[0].kind, TS_KIND_SYNC);
+    ck_assert_uint_eq(st.ev[0].tid, 4321);
+    ck_assert_uint_eq(st.ev[0].device, TS_DEVICE_HOST);
+    ck_assert_uint_eq(st.ev[1].kind, TS_KIND_CUDA_API);
+    ck_assert_uint_eq(map->npending, 1); /* 52 waits for its call */
+    CUpti_ActivityAPI call2 =
+        api_record(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 52,
+                   4322, 390, 510);
+    PUT(later, call2);
+    ck_assert_uint_eq(cupti_translate(api, later->bytes, later->used, map, &sink), 2);
+    ck_assert_uint_eq(st.ev[2].kind, TS_KIND_SYNC);
+    ck_assert_uint_eq(st.ev[2].tid, 4322);
+    ck_assert_uint_eq(st.ev[2].device, TS_DEVICE_HOST);
+
+    /* No call record: a context whose device a kernel named, then one nobody named. */
+    buf *lone = calloc(1, sizeof *lone);
+    CUpti_ActivityKernel10 k = kernel("k", 60, 600, 700);
+    k.contextId = 8;
+    k.deviceId = 2;
+    PUT(lone, k);
+    CUpti_ActivitySynchronization2 y3 = sync_record(61, 8, 16, 710, 720);
+    CUpti_ActivitySynchronization2 y4 = sync_record(62, 9, 17, 730, 740);
+    PUT(lone, y3);
+    PUT(lone, y4);
+    st.nev = 0;
+    sink.wait_for_launch = 0;
+    ck_assert_uint_eq(cupti_translate(api, lone->bytes, lone->used, map, &sink), 3);
+    ck_assert_uint_eq(st.ev[1].kind, TS_KIND_SYNC);
+    ck_assert_uint_eq(st.ev[1].tid, 16);
+    ck_assert_uint_eq(st.ev[1].device, 2);
+    ck_assert_uint_eq(st.ev[2].kind, TS_KIND_LOST);
+    ck_assert_uint_eq(st.ev[2].v0, 1);
+    sink_free(&st);
+    free(lone);
+    free(later);
+    free(map);
+    free(b);
+}
+END_TEST
+
+/* ---- The buffer pool: grows for many CUDA threads, up to its bound ---------------------- */
+
+#define POOL_THREADS 20 /* more than the 8 buffers the pool once stopped at */
+
+static pthread_barrier_t pool_barrier;
+
+static void *take_buffer(void *arg)
+{
+    uint8_t **got = arg;
+    pthread_barrier_wait(&pool_barrier); /* all ask at once */
+    *got = cupti_buffer_get();
+    pthread_barrier_wait(&pool_barrier); /* and hold it until all have asked */
+    return NULL;
+}
+
+START_TEST(test_pool_serves_many_threads)
+{
+    ck_assert_uint_eq(cupti_pool_bound(POOL_THREADS), POOL_THREADS);
+    uint8_t *got[POOL_THREADS] = {0};
+    pthread_t th[POOL_THREADS];
+    uint64_t refused = cupti_pool_refused();
+    ck_assert_int_eq(pthread_barrier_init(&pool_barrier, NULL, POOL_THREADS), 0);
+    for (int i = 0; i < POOL_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, take_buffer, &got[i]), 0);
+    for (int i = 0; i < POOL_THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&pool_barrier);
+    for (int i = 0; i < POOL_THREADS; i++) {
+        ck_assert_ptr_nonnull(got[i]);
+        for (int j = 0; j < i; j++)
+            ck_assert_ptr_ne(got[i], got[j]);
+    }
+    ck_assert_uint_eq(cupti_pool_refused(), refused);
+    /* At the bound: refused, and counted. */
+    ck_assert_ptr_null(cupti_buffer_get());
+    ck_assert_uint_eq(cupti_pool_refused(), refused + 1);
+    /* One back, one out again (the same buffer, kept for reuse). */
+    cupti_buffer_put(got[0]);
+    uint8_t *again = cupti_buffer_get();
+    ck_assert_ptr_eq(again, got[0]);
+    /* A lower bound frees what comes back past it; a buffer not ours is left alone. */
+    ck_assert_uint_eq(cupti_pool_bound(2), 2);
+    uint8_t foreign[16];
+    cupti_buffer_put(foreign);
+    for (int i = 0; i < POOL_THREADS; i++)
+        cupti_buffer_put(got[i]);
+    uint8_t *kept[2] = {cupti_buffer_get(), cupti_buffer_get()};
+    ck_assert_ptr_nonnull(kept[0]);
+    ck_assert_ptr_nonnull(kept[1]);
+    ck_assert_ptr_null(cupti_buffer_get());
+    cupti_buffer_put(kept[0]);
+    cupti_buffer_put(kept[1]);
+    cupti_pool_bound(CUPTI_POOL_DEFAULT);
 }
 END_TEST
 
@@ -659,6 +975,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_dropped_records_are_lost_events);
     tcase_add_test(tc, test_window_and_unfinished_records_left_out);
     tcase_add_test(tc, test_api_names_interned_once);
+    tcase_add_test(tc, test_kernel_before_its_launch_is_attributed);
+    tcase_add_test(tc, test_waiting_is_bounded);
+    tcase_add_test(tc, test_driver_records_under_runtime_left_out);
+    tcase_add_test(tc, test_sync_on_its_calling_thread);
+    tcase_add_test(tc, test_pool_serves_many_threads);
 #else
     fprintf(stderr, "test_cupti: record translation skipped, built without CUPTI\n");
 #endif

@@ -3,6 +3,9 @@
  * NVTX), then the callbacks it filled in called directly under a session, and the recording read
  * event by event. */
 #include "collectors.h"
+#if TERMSIGHT_HAVE_CUPTI
+#include "cupti_internal.h"
+#endif
 
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -219,7 +222,8 @@ static const ts_event *find_phase(const event_list *l, uint32_t phase)
  * keep their handles, as here, where LeakSanitizer sees it still reachable. */
 static nvtxStringHandle_t reg;
 
-START_TEST(callbacks_recorded)
+/* Module a's table filled by the injection, with the default step pattern and no autostart. */
+static void inject_a(void)
 {
     unsetenv("TERMSIGHT_AUTOSTART");
     unsetenv("TERMSIGHT_STEP_PATTERN");
@@ -229,6 +233,11 @@ START_TEST(callbacks_recorded)
         fake_reset(&mod_a);
     ck_assert_int_ne(InitializeInjectionNvtx2(get_a), 0);
     check_filled(&mod_a);
+}
+
+START_TEST(callbacks_recorded)
+{
+    inject_a();
 
     /* The seeds' phase operators come from the environment when the options are made. */
     setenv("PROFILING_FP_START", "fwd_op", 1);
@@ -378,12 +387,106 @@ START_TEST(callbacks_recorded)
 }
 END_TEST
 
+#if TERMSIGHT_HAVE_CUPTI
+/* ---- Start/end ranges attribute the kernels their thread launches ------------------------ */
+
+/* A fake CUPTI external correlation stack (the thread's, as CUPTI's is): its top is the op a
+ * kernel launched now would carry in its EXTERNAL_CORRELATION record. */
+static __thread uint64_t corr_stack[64];
+static __thread uint32_t corr_depth;
+
+static CUptiResult fake_push(CUpti_ExternalCorrelationKind kind, uint64_t id)
+{
+    ck_assert_int_eq(kind, CUPTI_EXTERNAL_KIND);
+    ck_assert_uint_lt(corr_depth, 64);
+    corr_stack[corr_depth++] = id;
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult fake_pop(CUpti_ExternalCorrelationKind kind, uint64_t *last)
+{
+    ck_assert_int_eq(kind, CUPTI_EXTERNAL_KIND);
+    ck_assert_uint_gt(corr_depth, 0);
+    *last = corr_stack[--corr_depth];
+    return CUPTI_SUCCESS;
+}
+
+static uint64_t corr_top(void)
+{
+    return corr_depth ? corr_stack[corr_depth - 1] : 0;
+}
+
+START_TEST(start_end_ranges_attribute_launches)
+{
+    inject_a();
+    char *tmp = tmp_make();
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = tmp;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    static cupti_api fake;
+    fake.push_external = fake_push;
+    fake.pop_external = fake_pop;
+    cupti_range_hooks_api(&fake);
+    api_set_range_hooks(&cupti_range_hooks);
+    uint32_t a = termsight_name("start-a"), b = termsight_name("push-b"),
+             c = termsight_name("start-c"), d = termsight_name("start-d"),
+             e = termsight_name("handed-e"), f = termsight_name("push-f");
+
+    /* A start range is the op of what its thread launches while it is the innermost. */
+    nvtxRangeId_t ra = CORE(RangeStartA, start_a_fn)("start-a");
+    ck_assert_uint_eq(corr_top(), a);
+    CORE(RangePushA, push_a_fn)("push-b");
+    ck_assert_uint_eq(corr_top(), b);
+    /* Ended below the top: out from under it, the pushed range stays innermost. */
+    CORE(RangeEnd, end_fn)(ra);
+    ck_assert_uint_eq(corr_depth, 1);
+    ck_assert_uint_eq(corr_top(), b);
+    CORE(RangePop, pop_fn)();
+    ck_assert_uint_eq(corr_depth, 0);
+
+    /* Overlapping start ranges ended out of order. */
+    nvtxRangeId_t rc = CORE(RangeStartA, start_a_fn)("start-c");
+    nvtxRangeId_t rd = CORE(RangeStartA, start_a_fn)("start-d");
+    ck_assert_uint_eq(corr_top(), d);
+    CORE(RangeEnd, end_fn)(rc);
+    ck_assert_uint_eq(corr_depth, 1);
+    ck_assert_uint_eq(corr_top(), d);
+    CORE(RangeEnd, end_fn)(rd);
+    ck_assert_uint_eq(corr_depth, 0);
+    (void)c;
+
+    /* Ended on another thread: this thread's launches keep it until its next range call. */
+    end_arg ea = {.id = CORE(RangeStartA, start_a_fn)("handed-e")};
+    ck_assert_uint_eq(corr_top(), e);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, end_elsewhere, &ea), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_uint_eq(corr_top(), e);
+    CORE(RangePushA, push_a_fn)("push-f");
+    ck_assert_uint_eq(corr_depth, 1);
+    ck_assert_uint_eq(corr_top(), f);
+    CORE(RangePop, pop_fn)();
+    ck_assert_uint_eq(corr_depth, 0);
+
+    api_set_range_hooks(NULL);
+    cupti_range_hooks_api(NULL);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    tmp_remove(tmp);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("nvtx");
     TCase *tc = tcase_create("injection");
     tcase_add_test(tc, tables_filled_once_per_module);
     tcase_add_test(tc, callbacks_recorded);
+#if TERMSIGHT_HAVE_CUPTI
+    tcase_add_test(tc, start_end_ranges_attribute_launches);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
