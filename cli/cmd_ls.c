@@ -11,7 +11,8 @@ static void ls_usage(FILE *out)
     fputs("usage: termsight ls [--clean]\n"
           "\n"
           "Lists the profiler sessions of this user: pid, process, rank, state (idle,\n"
-          "collecting, stopped), events recorded, events dropped, start time and run folder,\n"
+          "collecting, flight: collecting into its flight recorder, stopped), events recorded,\n"
+          "events dropped, start time and run folder,\n"
           "grouped by training job (the ranks of a job in rank order, under a line naming the\n"
           "job; a forked child's session, such as a DataLoader worker's, has a \"w\" after its\n"
           "rank). A session whose process is gone is marked stale.\n"
@@ -162,8 +163,9 @@ static int ls_exec(int clean)
         else if (s->parent_pid > 0)
             snprintf(rank, sizeof rank, "w");
         printf("%-8d %-16.16s %-6s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process, rank,
-               state_name(s->state), (unsigned long long)s->events_recorded,
-               (unsigned long long)s->drops, started, s->run_folder,
+               s->flight_mb && s->state == TS_STATE_COLLECTING ? "flight" : state_name(s->state),
+               (unsigned long long)s->events_recorded, (unsigned long long)s->drops, started,
+               s->run_folder,
                s->alive ? "" : " (stale: process gone; termsight ls --clean removes it)");
         loss_lines(s);
     }

@@ -639,10 +639,11 @@ static int run_exec(const run_opts *o)
     char folder[PATH_MAX + 256], first[PATH_MAX + 256] = "";
     size_t made = new_folders(out_abs, &before, first, sizeof first);
     folders_free(&before);
-    if (find_run_folder(out_abs, pid, folder, sizeof folder) == 0 || first[0]) {
-        fprintf(stderr, "termsight: run folder %s\n", folder[0] ? folder : first);
+    int own = find_run_folder(out_abs, pid, folder, sizeof folder) == 0;
+    if (own || first[0]) {
+        fprintf(stderr, "termsight: run folder %s\n", own ? folder : first);
         if (o->flight)
-            say_snapshots(folder[0] ? folder : first);
+            say_snapshots(own ? folder : first);
         if (made > 1)
             fprintf(stderr, "termsight: %zu processes recorded: their run folders are under %s\n",
                     made, out_abs);

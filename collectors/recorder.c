@@ -429,6 +429,7 @@ int recorder_init(termsight_session *s)
                                 "(TERMSIGHT_FLIGHT_MB sets it)",
                                 s->opts.flight_mb);
         flight_signal_install();
+        segment_header(s->seg)->flight_mb = s->opts.flight_mb; /* for reapers and ls */
     }
     return 0;
 }

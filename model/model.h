@@ -507,7 +507,7 @@ void steptrace_load(steptrace *t, const step_totals *tot, const step_row *rows, 
 
 #define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
 #define TS_SEGMENT_MAJOR  5            /* 4: the step and operator boards; 5: the step split */
-#define TS_SEGMENT_MINOR  1            /* 1: the ledger's id and charge */
+#define TS_SEGMENT_MINOR  2            /* 1: the ledger's id and charge; 2: flight_mb */
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
@@ -593,6 +593,10 @@ typedef struct ts_segment_header {
     /* Minor 1: events the program's own threads pushed (every lane but the collector's), taken
      * so far: 0 for a process that recorded nothing of its own (its samples aside). */
     _Atomic uint64_t program_events;
+    /* Minor 2: MiB of the flight recorder's (0: none): the session writes no recording of its
+     * own, only snapshots; whatever its lanes hold at its end goes nowhere. */
+    uint32_t flight_mb;
+    uint32_t pad_minor2;
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -869,6 +873,7 @@ typedef struct segment_info {
     lane_loss lost[SEGMENT_INFO_LOST];
     uint64_t budget_id, budget_charged; /* the ledger it was charged to, and how much */
     uint64_t program_events;            /* the program's own events taken (header mirror) */
+    uint32_t flight_mb;                 /* its flight recorder's MiB; 0: it records as usual */
 } segment_info;
 
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */

@@ -166,7 +166,7 @@ int segment_reap(const segment_info *info, const char *why, const char *within,
         if (known && within &&
             (strlen(run) <= wl || strncmp(run, within, wl) != 0 || run[wl] != '/')) {
             cause_set(&first, "its run folder %s is not under %s: not written to", run, within);
-        } else if (known) {
+        } else if (known && !(h->minor >= 2 && h->flight_mb)) { /* flight mode: no recording */
             char dir[sizeof run + 16];
             snprintf(dir, sizeof dir, "%s/" TS_RECORDING_DIR, run);
             recording_salvage(seg, dir, why, events, &first); /* first says why it failed */

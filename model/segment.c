@@ -1119,6 +1119,7 @@ static void info_fill(segment_info *info, const char *entry, pid_t pid)
         info->start_realtime_ns = h->start_realtime_ns;
         info->budget_id = h->budget_id;
         info->program_events = atomic_load_explicit(&h->program_events, memory_order_relaxed);
+        info->flight_mb = h->minor >= 2 ? h->flight_mb : 0;
         info->budget_charged = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
         segment_close(s, 0);
     } else {
