@@ -13,12 +13,14 @@
  * Snapshots come on request (the mailbox's "snapshot", termsight_snapshot, SIGUSR2 where the
  * program leaves it to its default) and by themselves (flight_watch, on the recorder thread after
  * each drain, from the boards' steps): a step longer than TERMSIGHT_FLIGHT_SLOW times the median
- * of the SLOW_HISTORY before it, and no step ended for TERMSIGHT_FLIGHT_HANG_S seconds (by default
- * HANG_STEPS times the median step, at least 30 s). At most one automatic snapshot a minute and
+ * of the SLOW_HISTORY before it (and TERMSIGHT_FLIGHT_SLOW_MS longer), and no step ended for
+ * TERMSIGHT_FLIGHT_HANG_S seconds (by default HANG_STEPS times the median step, at least 30 s).
+ * At most one automatic snapshot a minute (a worse step within it replaces the snapshot) and
  * TERMSIGHT_FLIGHT_MAX in all. Everything here runs on the recorder thread, under the drain lock:
  * the training threads never wait for it. */
 #include "collectors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -36,7 +38,9 @@
 #define SLOW_DEFAULT     2.5            /* a 3x step in a steady run is caught, noise is not */
 #define HANG_STEPS       20u            /* a hang: no step end for this many median steps ... */
 #define HANG_MIN_NS      30000000000ull /* ... and at least 30 s */
+#define SLOW_MIN_MS      10             /* ... and 10 ms longer at least: hiccups of short steps */
 #define AUTO_GAP_NS      60000000000ull /* one automatic snapshot a minute at most */
+#define WORSE            1.5            /* a step this much slower (as a ratio) replaces one */
 #define AUTO_MAX_DEFAULT 10u
 #define CUDA_SETTLE_NS   1500000000ull /* CUPTI hands over device records every second */
 #define WRITE_BATCH      4096u
@@ -56,6 +60,7 @@ struct flight {
 
     /* The triggers (from the environment at creation). */
     double slow;       /* 0: no slow-step snapshots */
+    uint64_t slow_min; /* ns a slow step exceeds the median by, at least */
     uint64_t hang_ns;  /* 0: from the steps */
     uint32_t auto_max; /* automatic snapshots in all */
 
@@ -67,9 +72,12 @@ struct flight {
     int hang_taken; /* this hang has its snapshot */
     /* A slow step's snapshot, waiting for the step's device records (0: none due). */
     uint64_t due_ns, due_step;
+    double due_ratio;
     char due_why[200];
 
     uint64_t last_auto_ns;
+    double last_ratio;      /* the last automatic snapshot's slow step (0: a hang) ... */
+    char last_folder[1400]; /* ... and its folder */
     uint32_t autos, taken, skipped;
 };
 
@@ -111,6 +119,7 @@ flight *flight_create(uint32_t mb)
     }
     f->ev = p;
     f->slow = env_double("TERMSIGHT_FLIGHT_SLOW", SLOW_DEFAULT);
+    f->slow_min = (uint64_t)(env_double("TERMSIGHT_FLIGHT_SLOW_MS", SLOW_MIN_MS) * 1e6);
     f->hang_ns = (uint64_t)(env_double("TERMSIGHT_FLIGHT_HANG_S", 0) * 1e9);
     f->auto_max = (uint32_t)env_double("TERMSIGHT_FLIGHT_MAX", AUTO_MAX_DEFAULT);
     return f;
@@ -330,27 +339,83 @@ static uint64_t median(const flight *f)
     return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
 }
 
-/* An automatic snapshot now, if one is allowed: 1 when taken. */
+/* Whether dir (a descriptor, kept) holds exactly the entry name. */
+static int holds_only(int dir, const char *name)
+{
+    int fd = dup(dir);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    int only = 1, seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (strcmp(e->d_name, name))
+            only = 0;
+        else
+            seen = 1;
+    }
+    closedir(d);
+    return only && seen;
+}
+
+/* Removes a snapshot folder of this session's that holds only its recording (one the user has
+ * analysed, or put anything in, is kept): 0, or -1 when kept. */
+static int remove_snapshot(const char *folder)
+{
+    int rc = -1;
+    int d = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return -1;
+    int r = openat(d, TS_RECORDING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (r >= 0 && holds_only(d, TS_RECORDING_DIR) && holds_only(r, TS_RECORDING_FILE) &&
+        unlinkat(r, TS_RECORDING_FILE, 0) == 0 && unlinkat(d, TS_RECORDING_DIR, AT_REMOVEDIR) == 0)
+        rc = rmdir(folder);
+    if (r >= 0)
+        close(r);
+    close(d);
+    return rc;
+}
+
+/* An automatic snapshot now, if one is allowed: 1 when taken. ratio: a slow step's, over the
+ * median (0: a hang). Within a minute of the last one, a slow step WORSE times as slow replaces
+ * a slow step's snapshot (unless the user has touched it): the minute keeps its worst. */
 static int auto_snapshot(termsight_session *s, const char *cause, uint64_t step, const char *why,
-                         uint64_t now)
+                         double ratio, uint64_t now)
 {
     flight *f = s->flight;
-    if (f->autos >= f->auto_max || (f->last_auto_ns && now < f->last_auto_ns + AUTO_GAP_NS)) {
+    int within = f->last_auto_ns && now < f->last_auto_ns + AUTO_GAP_NS;
+    int replace = within && ratio > 0 && f->last_ratio > 0 && ratio >= WORSE * f->last_ratio;
+    char was[sizeof f->last_folder];
+    snprintf(was, sizeof was, "%s", f->last_folder);
+    if ((!replace && (within || f->autos >= f->auto_max)) || (replace && remove_snapshot(was))) {
         f->skipped++;
         return 0;
     }
-    f->autos++;
-    f->last_auto_ns = now;
+    if (!replace) {
+        f->autos++;
+        f->last_auto_ns = now; /* a replacement keeps the minute of the one it replaces */
+    }
     char folder[1400];
     pthread_mutex_lock(&s->control);
     pthread_mutex_lock(&s->drain);
     int rc = flight_snapshot_locked(s, cause, step, why, folder, sizeof folder);
     pthread_mutex_unlock(&s->drain);
     pthread_mutex_unlock(&s->control);
-    if (rc == TERMSIGHT_OK)
-        fprintf(stderr, "termsight: %s: flight recorder snapshot in %s\n", why, folder);
-    else
+    f->last_ratio = ratio;
+    f->last_folder[0] = 0;
+    if (rc == TERMSIGHT_OK) {
+        snprintf(f->last_folder, sizeof f->last_folder, "%s", folder);
+        fprintf(stderr, "termsight: %s: flight recorder snapshot in %s%s%s%s\n", why, folder,
+                replace ? " (in place of " : "", replace ? was : "",
+                replace ? ", a smaller slowdown less than a minute before)" : "");
+    } else {
         fprintf(stderr, "termsight: %s: %s\n", why, termsight_last_error());
+    }
     return 1;
 }
 
@@ -371,14 +436,16 @@ static void watch_steps(termsight_session *s, uint64_t now)
         for (size_t i = 0; i < n; i++) {
             const step_row *r = &rows[i];
             uint64_t med = median(f);
-            if (f->slow > 0 && f->nhist >= SLOW_HISTORY_MIN && med &&
-                (double)r->total_ns > f->slow * (double)med && !f->due_ns) {
+            double ratio = med ? (double)r->total_ns / (double)med : 0;
+            if (f->slow > 0 && f->nhist >= SLOW_HISTORY_MIN && med && ratio > f->slow &&
+                r->total_ns >= med + f->slow_min && ratio > f->due_ratio) {
+                /* Due once the step's device records are in; a worse one meanwhile instead. */
                 f->due_ns = now + (cuda_on() ? CUDA_SETTLE_NS : 0);
                 f->due_step = r->step;
+                f->due_ratio = ratio;
                 snprintf(f->due_why, sizeof f->due_why,
                          "step %llu took %.1f ms, %.1f times the median of the %u before it",
-                         (unsigned long long)r->step, (double)r->total_ns / 1e6,
-                         (double)r->total_ns / (double)med,
+                         (unsigned long long)r->step, (double)r->total_ns / 1e6, ratio,
                          f->nhist < SLOW_HISTORY ? f->nhist : SLOW_HISTORY);
             }
             f->hist[f->nhist++ % SLOW_HISTORY] = r->total_ns;
@@ -417,7 +484,8 @@ void flight_watch(termsight_session *s, uint64_t now)
             recorder_drain(s);
         }
         f->due_ns = 0;
-        auto_snapshot(s, "slow", f->due_step, f->due_why, now);
+        auto_snapshot(s, "slow", f->due_step, f->due_why, f->due_ratio, now);
+        f->due_ratio = 0;
     }
     if (!f->last_end_ns || f->hang_taken || now <= f->last_end_ns)
         return;
@@ -430,7 +498,7 @@ void flight_watch(termsight_session *s, uint64_t now)
     char why[200];
     snprintf(why, sizeof why, "no step has ended for %.1f s (step %llu ended last)",
              (double)(now - f->last_end_ns) / 1e9, (unsigned long long)f->last_step);
-    if (auto_snapshot(s, "hang", f->last_step + 1, why, now))
+    if (auto_snapshot(s, "hang", f->last_step + 1, why, 0, now))
         f->hang_taken = 1;
 }
 

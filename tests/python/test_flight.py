@@ -121,12 +121,28 @@ class Flight(unittest.TestCase):
         self.assertEqual(summary["events"]["snapshot"]["cause"], "slow")
         self.assertIn("step 137", summary["events"]["snapshot"]["why"])
 
+    def test_worse_step_within_the_minute_replaces(self):
+        """Step 60 six times as long, step 100 twenty times: within the minute the worse one's
+        snapshot takes the place of the first; hiccups shorter than 10 ms are no slow steps."""
+        env = self.env(TERMSIGHT_FLIGHT_SLOW="4")
+        out, err = self.finish(self.start(130, 60, 6, 30, 0, 0, 100, 20, env=env))
+        snaps = [os.path.basename(s) for s in self.snapshots()]
+        self.assertEqual(snaps, ["02-slow-step100"], err)
+        self.assertIn("in place of", err)
+        steps, _, summary = self.analyse(self.snapshots()[0])
+        self.assertIn(60, steps)
+        self.assertIn(100, steps)
+        # 2 ms steps, one of them 4 times as long (6 ms more): no slow step by default.
+        shutil.rmtree(self.out)
+        self.finish(self.start(60, 40, 4, 2))
+        self.assertEqual(self.snapshots(), [])
+
     def test_snapshot_keeps_whole_steps_of_a_small_ring(self):
         """A ring of 1 MiB (16384 events) over 400 steps of about 85 events: the snapshot begins
         at a step whose events are all kept, and holds the slow step with at least ten before."""
-        # A factor of 4 (the step is 5 times as long): the short steps of a busy machine vary.
-        env = self.env(TERMSIGHT_FLIGHT_MB="1", TERMSIGHT_FLIGHT_SLOW="4")
-        self.finish(self.start(400, 337, 5, 10, 0, 80, env=env))
+        # A factor of 8 (the step is 20 times as long): the short steps of a busy machine vary.
+        env = self.env(TERMSIGHT_FLIGHT_MB="1", TERMSIGHT_FLIGHT_SLOW="8")
+        self.finish(self.start(400, 337, 20, 10, 0, 80, env=env))
         snaps = self.snapshots()
         self.assertEqual([os.path.basename(s) for s in snaps], ["01-slow-step337"])
         steps, ops, _ = self.analyse(snaps[0])
