@@ -95,7 +95,8 @@ static void warn(diff_result *d, const char *fmt, ...)
 void diff_options_init(diff_options *o)
 {
     *o = (diff_options){.alpha = 0.01,
-                        .threshold_pct = 2,
+                        .threshold_pct = 5,
+                        .floor_pct = 0.2,
                         .top = 20,
                         .skip_steps = 0,
                         .bootstrap = 1000,
@@ -543,9 +544,12 @@ static int compare(diff_result *d)
     for (size_t i = 0; i < d->nrows; i++)
         p[i] = d->rows[i].p;
     int rc = diffstat_holm(p, d->nrows, adj);
+    double floor_us = d->opt.floor_pct / 100 * d->rows[0].median_a_us; /* rows[0]: the step */
     for (size_t i = 0; rc == 0 && i < d->nrows; i++) {
         diff_row *r = &d->rows[i];
         r->p_adjusted = adj[i];
+        if (!(fabs(r->median_b_us - r->median_a_us) >= floor_us))
+            continue; /* DIFF_SAME */
         r->verdict = diffstat_verdict(adj[i], d->opt.alpha, r->change_pct, r->lo_pct, r->hi_pct,
                                       d->opt.threshold_pct);
     }

@@ -62,7 +62,12 @@ enum diff_kind { DIFF_PHASE = 0, DIFF_RANK = 1, DIFF_TYPE = 2, DIFF_OP = 3 };
 
 typedef struct diff_options {
     double alpha;         /* family-wise error rate, Holm-corrected over the rows; 0.01 */
-    double threshold_pct; /* smallest change called significant; 2 */
+    double threshold_pct; /* smallest change called significant; 5: two runs of one program on
+                             one machine differ by up to about 5 % in an operator of a
+                             millisecond (timer slack, CPU placement, the machine's load) */
+    double floor_pct;     /* ...and its smallest size, in percent of A's median step: a row of a
+                             few microseconds in a step of milliseconds varies by more than
+                             threshold_pct and matters to no one; 0.2 */
     size_t top;           /* op types and operators compared, the largest by time; 20 */
     size_t skip_steps;    /* each run's (each rank's) first steps left out; 0 */
     unsigned bootstrap;   /* resamples for the interval; 1000 */

@@ -73,9 +73,9 @@ static void rule_text(char *buf, size_t cap, const diff_result *d, size_t nrows)
     const diff_options *o = diff_options_of(d);
     snprintf(buf, cap,
              "a change is significant when its Mann-Whitney p-value, Holm-corrected over %zu "
-             "rows, is below %g and the median and the whole of its %g %% bootstrap interval "
-             "changed by at least %g %%",
-             nrows, o->alpha, o->level * 100, o->threshold_pct);
+             "rows, is below %g, and the median and the whole of its %g %% bootstrap interval "
+             "changed by at least %g %% (and by %g %% of A's median step)",
+             nrows, o->alpha, o->level * 100, o->threshold_pct, o->floor_pct);
 }
 
 /* The significant changes of one verdict, one a line: "  op MatMul-op1 (MatMul): +10.2 % [...]". */
@@ -221,6 +221,7 @@ void *diff_json(const diff_result *d)
         cJSON_AddStringToObject(rule, "correction", "holm");
         cJSON_AddNumberToObject(rule, "alpha", opt->alpha);
         cJSON_AddNumberToObject(rule, "threshold_pct", opt->threshold_pct);
+        cJSON_AddNumberToObject(rule, "floor_pct_of_step", opt->floor_pct);
         cJSON_AddNumberToObject(rule, "interval_level", opt->level);
         cJSON_AddNumberToObject(rule, "bootstrap", opt->bootstrap);
         cJSON_AddNumberToObject(rule, "skip_steps", (double)opt->skip_steps);

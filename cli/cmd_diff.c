@@ -35,7 +35,7 @@ static void diff_usage(FILE *out)
           "  --fail-above PCT    exit 1 when a phase or the step got slower by more than PCT\n"
           "                      percent, significantly (for CI)\n"
           "  --alpha A           family-wise significance level (default 0.01)\n"
-          "  --threshold PCT     smallest change called significant (default 2)\n"
+          "  --threshold PCT     smallest change called significant (default 5)\n"
           "  --top N             op types and operators compared, the largest (default 20)\n"
           "  --skip-steps N      leave each run's first N steps out (warm-up; default 0)\n"
           "\n"

@@ -272,6 +272,51 @@ START_TEST(test_diff_reports)
 }
 END_TEST
 
+/* A job folder of two ranks made by make_run, each with an (empty) recording folder; rank 1's
+ * MatMul takes rank1_mm us. */
+static char *make_job(const char *root, const char *name, double rank1_mm, unsigned seed)
+{
+    char *job = path_join(root, name);
+    ck_assert_int_eq(mkdir(job, 0755), 0);
+    for (int r = 0; r < 2; r++) {
+        char rank[64];
+        snprintf(rank, sizeof rank, "rank%d-host-%d-20260101-000000-0000000%d", r, 100 + r, r);
+        char *run = make_run(job, rank, 150, r ? rank1_mm : 1000, 500, seed + (unsigned)r);
+        char *rec = path_join(run, TS_RECORDING_DIR);
+        ck_assert_int_eq(mkdir(rec, 0755), 0);
+        free(rec);
+        free(run);
+    }
+    return job;
+}
+
+START_TEST(test_diff_jobs)
+{
+    char *root = tmp_make();
+    char *a = make_job(root, "ja", 1000, 10), *b = make_job(root, "jb", 1200, 20);
+    char *run = make_run(root, "run", 150, 1000, 500, 30);
+    diff_result *d = NULL;
+    char *cause = NULL;
+    ck_assert_msg(diff_run(a, b, NULL, &d, &cause) == 0, "%s", cause ? cause : "");
+    ck_assert(diff_side_of(d, 0)->job && diff_side_of(d, 0)->ranks == 2);
+    ck_assert_uint_eq(diff_side_of(d, 1)->samples, 300);
+    const diff_row *r0 = row_named(d, DIFF_RANK, "rank 0"), *r1 = row_named(d, DIFF_RANK, "rank 1");
+    ck_assert(r0 && r1);
+    ck_assert_int_eq(r0->verdict, DIFF_SAME);
+    ck_assert_int_eq(r1->verdict, DIFF_SLOWER); /* 1650 us to 1850 us: +12 % */
+    ck_assert_double_eq_tol(r1->change_pct, 12, 2);
+    diff_free(d);
+    /* A job against a run is refused. */
+    ck_assert_int_eq(diff_run(a, run, NULL, &d, &cause), -1);
+    ck_assert_ptr_nonnull(strstr(cause, "two runs or two jobs"));
+    free(cause);
+    free(a);
+    free(b);
+    free(run);
+    tmp_remove(root);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -285,6 +330,7 @@ int main(void)
     tcase_add_test(tc, test_verdict);
     tcase_add_test(tc, test_stepops);
     tcase_add_test(tc, test_diff_reports);
+    tcase_add_test(tc, test_diff_jobs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
