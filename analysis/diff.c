@@ -218,7 +218,8 @@ static uint64_t name_hash(const char *name, const char *type)
     return h;
 }
 
-/* The series of (name, type) in t, new (zeros over n samples) when absent; NULL without memory. */
+/* The series of (name, type) in t, new (its total only, over n samples) when absent; NULL without
+ * memory. */
 static series *table_at(table *t, const char *name, const char *type, size_t n)
 {
     int inserted = 0;
@@ -239,21 +240,28 @@ static series *table_at(table *t, const char *name, const char *type, size_t n)
     memset(s, 0, sizeof *s);
     s->name = strdup(name);
     s->type = type ? strdup(type) : NULL;
-    s->v = calloc(n ? n : 1, sizeof *s->v);
     s->n = n;
-    if (!s->name || (type && !s->type) || !s->v) {
+    if (!s->name || (type && !s->type)) {
         free(s->name);
         free(s->type);
-        free(s->v);
         return NULL;
     }
     t->n++;
     return s;
 }
 
-/* One run folder's step_ops.csv: each row's time added to its operator and its type at its
- * step's sample. 1 when read, 0 when the report has none, -1 on an error. */
-static int load_ops(side *s, rank_steps *r, char **cause)
+/* The series of (name, type) in t, or NULL. */
+static series *find(const table *t, const char *name, const char *type)
+{
+    uint32_t i = index_map_find(&t->map, name_hash(name, type));
+    return i == UINT32_MAX ? NULL : &t->s[i];
+}
+
+/* One run folder's step_ops.csv, read twice so that memory holds per-step samples only of the
+ * rows compared: first (fill 0) each row's time is added to its operator's and its type's total,
+ * then (fill 1) to the samples of those chosen (their v allocated). 1 when read, 0 when the
+ * report has none, -1 on an error. */
+static int load_ops(side *s, rank_steps *r, int fill, char **cause)
 {
     char why[512];
     uint64_t size, long_lines = 0;
@@ -283,15 +291,22 @@ static int load_ops(side *s, rank_steps *r, char **cause)
         uint32_t i = index_map_find(&r->by_step, (uint64_t)step);
         if (i == UINT32_MAX)
             continue; /* a step skipped, or not in the step trace */
+        if (fill) {
+            series *op = find(&s->ops, field[co], field[ct]);
+            series *ty = find(&s->types, field[ct], NULL);
+            if (op && op->v)
+                op->v[r->base + i] += v;
+            if (ty && ty->v)
+                ty->v[r->base + i] += v;
+            continue;
+        }
         series *op = table_at(&s->ops, field[co], field[ct], s->info.samples);
         series *ty = table_at(&s->types, field[ct], NULL, s->info.samples);
         if (!op || !ty) {
             rc = fail(cause, "out of memory");
             goto done;
         }
-        op->v[r->base + i] += v;
         op->total += v;
-        ty->v[r->base + i] += v;
         ty->total += v;
     }
 done:
@@ -351,7 +366,7 @@ static int load_side(diff_result *d, side *s, const char *path, char **cause)
         return fail(cause, "out of memory");
     s->info.have_ops = 1;
     for (size_t i = 0; i < s->nruns; i++) {
-        int got = load_ops(s, &s->runs[i], cause);
+        int got = load_ops(s, &s->runs[i], 0, cause);
         if (got < 0)
             return -1;
         if (!got) {
@@ -421,13 +436,6 @@ static int add_row(diff_result *d, enum diff_kind kind, const char *name, const 
     return 0;
 }
 
-/* A series of side s for (name, type), or NULL. */
-static const series *find(const table *t, const char *name, const char *type)
-{
-    uint32_t i = index_map_find(&t->map, name_hash(name, type));
-    return i == UINT32_MAX ? NULL : &t->s[i];
-}
-
 typedef struct ranked {
     const series *s;
     double total; /* the larger of its two sides' mean time per step */
@@ -442,13 +450,13 @@ static int by_total(const void *x, const void *y)
     return c ? c : strcmp(a->s->type ? a->s->type : "", b->s->type ? b->s->type : "");
 }
 
-/* The top series of a table on either side, by time per step, compared. */
-static int compare_table(diff_result *d, enum diff_kind kind, const table *ta, const table *tb)
+/* The series of either side's table, the largest by time per step in either run first, the
+ * first opt.top of them: *out malloc'd, their count returned; -1 without memory. */
+static long rank_table(const diff_result *d, const table *ta, const table *tb, ranked **out)
 {
-    const side *A = &d->s[0], *B = &d->s[1];
     size_t n = ta->n + tb->n, m = 0;
-    ranked *r = n ? malloc(n * sizeof *r) : NULL;
-    if (n && !r)
+    ranked *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r)
         return -1;
     for (int k = 0; k < 2; k++) {
         const table *t = k ? tb : ta, *other = k ? ta : tb;
@@ -462,8 +470,40 @@ static int compare_table(diff_result *d, enum diff_kind kind, const table *ta, c
         }
     }
     qsort(r, m, sizeof *r, by_total);
+    *out = r;
+    return (long)(m < d->opt.top ? m : d->opt.top);
+}
+
+/* The samples of the series compared, allocated (zeros) on each side that has them, for
+ * load_ops's second pass to fill. */
+static int choose(diff_result *d, table *ta, table *tb)
+{
+    ranked *r;
+    long m = rank_table(d, ta, tb, &r);
+    if (m < 0)
+        return -1;
     int rc = 0;
-    for (size_t i = 0; i < m && i < d->opt.top && rc == 0; i++) {
+    for (long i = 0; i < m && rc == 0; i++) {
+        for (int k = 0; k < 2; k++) {
+            series *s = find(k ? tb : ta, r[i].s->name, r[i].s->type);
+            if (s && !s->v && !(s->v = calloc(s->n ? s->n : 1, sizeof *s->v)))
+                rc = -1;
+        }
+    }
+    free(r);
+    return rc;
+}
+
+/* The chosen series of a table compared, in rank_table's order. */
+static int compare_table(diff_result *d, enum diff_kind kind, const table *ta, const table *tb)
+{
+    const side *A = &d->s[0], *B = &d->s[1];
+    ranked *r;
+    long m = rank_table(d, ta, tb, &r);
+    if (m < 0)
+        return -1;
+    int rc = 0;
+    for (long i = 0; i < m && rc == 0; i++) {
         const series *a = find(ta, r[i].s->name, r[i].s->type);
         const series *b = find(tb, r[i].s->name, r[i].s->type);
         /* Absent on a side: zeros over its steps (the operator took no time there). */
@@ -574,6 +614,17 @@ int diff_run(const char *a, const char *b, const diff_options *o, diff_result **
         fail(cause, "%s is a %s folder and %s a %s folder: compare two runs or two jobs", a,
              d->s[0].info.job ? "job" : "run", b, d->s[1].info.job ? "job" : "run");
         goto failed;
+    }
+    if (d->s[0].info.have_ops && d->s[1].info.have_ops) {
+        if (choose(d, &d->s[0].types, &d->s[1].types) < 0 ||
+            choose(d, &d->s[0].ops, &d->s[1].ops) < 0) {
+            fail(cause, "out of memory");
+            goto failed;
+        }
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < d->s[k].nruns; i++)
+                if (load_ops(&d->s[k], &d->s[k].runs[i], 1, cause) < 0)
+                    goto failed;
     }
     if (compare(d) < 0) {
         fail(cause, "out of memory");

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- Statistics ------------------------------------------------------------------------------ */
 
@@ -317,6 +319,51 @@ START_TEST(test_diff_jobs)
 }
 END_TEST
 
+/* Reports that are damaged or hostile: lines that do not parse are passed over, a FIFO or a link
+ * where a report file should be is refused (never waited on, never followed). */
+START_TEST(test_diff_hostile)
+{
+    char *root = tmp_make();
+    char *a = make_run(root, "a", 50, 1000, 500, 1);
+    char *b = make_run(root, "b", 50, 1000, 500, 2);
+    char *ops = path_join(b, REPORT_DIR "/" REPORT_STEP_OPS_CSV);
+    FILE *f = fopen(ops, "a");
+    ck_assert_ptr_nonnull(f);
+    fputs("x,Default/a/MatMul-op1,MatMul,1,5\n" /* a step that is no number */
+          "999999999999999999999,a,b,1,1\n"     /* one past any step */
+          "7,\"unterminated,MatMul,1,1e300\n"   /* a time out of range */
+          "3\n,,,,\n\xff\xfe,\x01,\n"
+          "4,Default/a/MatMul-op1,MatMul,1,-5\n",
+          f);
+    fclose(f);
+    diff_result *d = NULL;
+    char *cause = NULL;
+    ck_assert_msg(diff_run(a, b, NULL, &d, &cause) == 0, "%s", cause ? cause : "");
+    const diff_row *mm = row_named(d, DIFF_OP, "Default/a/MatMul-op1");
+    ck_assert(mm && mm->verdict == DIFF_SAME && mm->n_b == 50);
+    diff_free(d);
+
+    char *trace = path_join(b, REPORT_DIR "/step_trace.csv");
+    ck_assert_int_eq(unlink(trace), 0);
+    ck_assert_int_eq(mkfifo(trace, 0600), 0);
+    ck_assert_int_eq(diff_run(a, b, NULL, &d, &cause), -1);
+    ck_assert_msg(strstr(cause, "FIFO") != NULL, "%s", cause);
+    free(cause);
+    ck_assert_int_eq(unlink(trace), 0);
+    char *target = path_join(a, REPORT_DIR "/step_trace.csv");
+    ck_assert_int_eq(symlink(target, trace), 0);
+    ck_assert_int_eq(diff_run(a, b, NULL, &d, &cause), -1);
+    ck_assert_msg(strstr(cause, "symbolic link") != NULL, "%s", cause);
+    free(cause);
+    free(target);
+    free(trace);
+    free(ops);
+    free(a);
+    free(b);
+    tmp_remove(root);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -331,6 +378,7 @@ int main(void)
     tcase_add_test(tc, test_stepops);
     tcase_add_test(tc, test_diff_reports);
     tcase_add_test(tc, test_diff_jobs);
+    tcase_add_test(tc, test_diff_hostile);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
