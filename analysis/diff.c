@@ -57,9 +57,16 @@ typedef struct side {
     table types, ops;
 } side;
 
+typedef struct ranked {
+    const series *s;
+    double total; /* the larger of its two sides' mean time per step */
+} ranked;
+
 struct diff_result {
     diff_options opt;
     side s[2];
+    ranked *chosen[2]; /* the op types, then the operators, compared */
+    long nchosen[2];
     diff_row *rows;
     size_t nrows, caprows;
     char *warnings[MAX_WARNINGS];
@@ -436,11 +443,6 @@ static int add_row(diff_result *d, enum diff_kind kind, const char *name, const 
     return 0;
 }
 
-typedef struct ranked {
-    const series *s;
-    double total; /* the larger of its two sides' mean time per step */
-} ranked;
-
 static int by_total(const void *x, const void *y)
 {
     const ranked *a = x, *b = y;
@@ -474,50 +476,41 @@ static long rank_table(const diff_result *d, const table *ta, const table *tb, r
     return (long)(m < d->opt.top ? m : d->opt.top);
 }
 
-/* The samples of the series compared, allocated (zeros) on each side that has them, for
- * load_ops's second pass to fill. */
-static int choose(diff_result *d, table *ta, table *tb)
+/* The series compared (rank_table's) into *chosen, their samples allocated (zeros) on each side
+ * that has them, for load_ops's second pass to fill. The count, or -1 without memory. */
+static long choose(diff_result *d, table *ta, table *tb, ranked **chosen)
 {
-    ranked *r;
-    long m = rank_table(d, ta, tb, &r);
-    if (m < 0)
-        return -1;
-    int rc = 0;
-    for (long i = 0; i < m && rc == 0; i++) {
+    long m = rank_table(d, ta, tb, chosen);
+    for (long i = 0; i < m; i++) {
         for (int k = 0; k < 2; k++) {
-            series *s = find(k ? tb : ta, r[i].s->name, r[i].s->type);
+            series *s = find(k ? tb : ta, (*chosen)[i].s->name, (*chosen)[i].s->type);
             if (s && !s->v && !(s->v = calloc(s->n ? s->n : 1, sizeof *s->v)))
-                rc = -1;
+                return -1;
         }
     }
-    free(r);
-    return rc;
+    return m;
 }
 
-/* The chosen series of a table compared, in rank_table's order. */
-static int compare_table(diff_result *d, enum diff_kind kind, const table *ta, const table *tb)
+/* The chosen series of a table compared, in order. */
+static int compare_table(diff_result *d, enum diff_kind kind, const table *ta, const table *tb,
+                         const ranked *chosen, long m)
 {
     const side *A = &d->s[0], *B = &d->s[1];
-    ranked *r;
-    long m = rank_table(d, ta, tb, &r);
-    if (m < 0)
-        return -1;
     int rc = 0;
     for (long i = 0; i < m && rc == 0; i++) {
-        const series *a = find(ta, r[i].s->name, r[i].s->type);
-        const series *b = find(tb, r[i].s->name, r[i].s->type);
+        const series *a = find(ta, chosen[i].s->name, chosen[i].s->type);
+        const series *b = find(tb, chosen[i].s->name, chosen[i].s->type);
         /* Absent on a side: zeros over its steps (the operator took no time there). */
         double *za = a ? NULL : calloc(A->info.samples, sizeof *za);
         double *zb = b ? NULL : calloc(B->info.samples, sizeof *zb);
         if ((!a && !za) || (!b && !zb))
             rc = -1;
         else
-            rc = add_row(d, kind, r[i].s->name, r[i].s->type, a ? a->v : za, A->info.samples,
-                         b ? b->v : zb, B->info.samples);
+            rc = add_row(d, kind, chosen[i].s->name, chosen[i].s->type, a ? a->v : za,
+                         A->info.samples, b ? b->v : zb, B->info.samples);
         free(za);
         free(zb);
     }
-    free(r);
     return rc;
 }
 
@@ -570,9 +563,8 @@ static int compare(diff_result *d)
     }
     if (A->info.job && compare_ranks(d) < 0)
         return -1;
-    if (A->info.have_ops && B->info.have_ops &&
-        (compare_table(d, DIFF_TYPE, &A->types, &B->types) < 0 ||
-         compare_table(d, DIFF_OP, &A->ops, &B->ops) < 0))
+    if (compare_table(d, DIFF_TYPE, &A->types, &B->types, d->chosen[0], d->nchosen[0]) < 0 ||
+        compare_table(d, DIFF_OP, &A->ops, &B->ops, d->chosen[1], d->nchosen[1]) < 0)
         return -1;
     double *p = malloc((d->nrows ? d->nrows : 1) * sizeof *p);
     double *adj = malloc((d->nrows ? d->nrows : 1) * sizeof *adj);
@@ -616,8 +608,9 @@ int diff_run(const char *a, const char *b, const diff_options *o, diff_result **
         goto failed;
     }
     if (d->s[0].info.have_ops && d->s[1].info.have_ops) {
-        if (choose(d, &d->s[0].types, &d->s[1].types) < 0 ||
-            choose(d, &d->s[0].ops, &d->s[1].ops) < 0) {
+        d->nchosen[0] = choose(d, &d->s[0].types, &d->s[1].types, &d->chosen[0]);
+        d->nchosen[1] = choose(d, &d->s[0].ops, &d->s[1].ops, &d->chosen[1]);
+        if (d->nchosen[0] < 0 || d->nchosen[1] < 0) {
             fail(cause, "out of memory");
             goto failed;
         }
@@ -674,6 +667,8 @@ void diff_free(diff_result *d)
         return;
     side_free(&d->s[0]);
     side_free(&d->s[1]);
+    free(d->chosen[0]);
+    free(d->chosen[1]);
     free(d->rows);
     for (size_t i = 0; i < d->nwarnings; i++)
         free(d->warnings[i]);
