@@ -144,17 +144,24 @@ static ts_event op(uint64_t begin, uint64_t dur, uint32_t name)
         .kind = TS_KIND_OP_RANGE, .begin_ns = begin, .end_ns = begin + dur, .name = name, .tid = 1};
 }
 
+static ts_event step_end(uint64_t number, uint64_t t)
+{
+    return (ts_event){.kind = TS_KIND_STEP_END, .begin_ns = t, .end_ns = t, .v0 = number, .tid = 1};
+}
+
 START_TEST(test_stepops)
 {
     analysis *a = analysis_create(NULL, names, NULL);
     stepops *s = stepops_create();
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(s);
-    /* Before the first step, in step 1 (two PyTorch names of one op, two ranges of MatMul),
-     * in step 2 (one arrives before step 1's row, as a later step's ranges do). */
-    ts_event ev[] = {op(50, 10, 1), op(100, 30, 1), op(140, 20, 1),
-                     op(150, 5, 2), op(160, 7, 3),  op(210, 40, 1)};
-    stepops_feed(s, ev, 6);
+    /* Before the first step, in step 1 (two PyTorch names of one op, two ranges of MatMul; one
+     * arriving after step 1's end, as another thread's do), in step 2 (before step 1's row, as
+     * a later step's ranges do). */
+    ts_event ev[] = {op(50, 10, 1),  op(100, 30, 1),   op(150, 5, 2),
+                     op(160, 7, 3),  step_end(1, 200), op(140, 20, 1),
+                     op(210, 40, 1), step_end(2, 300), step_end(3, 400)};
+    stepops_feed(s, ev, sizeof ev / sizeof *ev);
     step_row r1 = {.step = 1, .begin_ns = 100, .end_ns = 200};
     const stepops_row *rows;
     size_t n = stepops_step(s, a, &r1, &rows);
@@ -175,8 +182,12 @@ START_TEST(test_stepops)
     n = stepops_step(s, a, &r2, &rows);
     ck_assert_uint_eq(n, 1);
     ck_assert_uint_eq(rows[0].total_ns, 40);
+    /* A range of step 2 that comes after its row is in no row. */
+    ts_event late = op(250, 9, 1);
+    stepops_feed(s, &late, 1);
     step_row r3 = {.step = 3, .begin_ns = 300, .end_ns = 400};
     ck_assert_uint_eq(stepops_step(s, a, &r3, &rows), 0);
+    ck_assert_uint_eq(stepops_dropped(s), 0); /* late, not lost: in no row */
     stepops_destroy(s);
     analysis_destroy(a);
 }
