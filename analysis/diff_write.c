@@ -61,8 +61,10 @@ static void label(char *buf, size_t cap, const diff_row *r)
 
 static void side_line(FILE *out, const char *which, const diff_side *s)
 {
-    fprintf(out, "%s: %s (%s, %zu step%s", which, s->path, s->job ? "job" : "run", s->samples,
-            s->samples == 1 ? "" : "s");
+    char *path = report_clean_dup(s->path);
+    fprintf(out, "%s: %s (%s, %zu step%s", which, path ? path : "?", s->job ? "job" : "run",
+            s->samples, s->samples == 1 ? "" : "s");
+    free(path);
     if (s->job)
         fprintf(out, " over %zu rank%s", s->ranks, s->ranks == 1 ? "" : "s");
     fputs(")\n", out);
@@ -153,8 +155,11 @@ void diff_print(const diff_result *d, FILE *out)
     verdicts(out, rows, n, DIFF_FASTER);
     const char *const *w;
     size_t nw = diff_warnings(d, &w);
-    for (size_t i = 0; i < nw; i++)
-        fprintf(out, "warning: %s\n", w[i]);
+    for (size_t i = 0; i < nw; i++) {
+        char *clean = report_clean_dup(w[i]);
+        fprintf(out, "warning: %s\n", clean ? clean : "?");
+        free(clean);
+    }
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */

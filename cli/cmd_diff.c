@@ -223,13 +223,14 @@ static int write_html(const diff_result *d, const char *file)
     return 0;
 }
 
-static int diff_exec(const diff_opts *o)
+/* The reports of a and b (written first where missing) compared and printed as o asks. */
+static int diff_compare(const diff_opts *o, const char *path_a, const char *path_b)
 {
-    if (ensure_side(o->a) || ensure_side(o->b))
+    if (ensure_side(path_a) || ensure_side(path_b))
         return 1;
     diff_result *d = NULL;
     char *cause = NULL;
-    if (diff_run(o->a, o->b, &o->d, &d, &cause) < 0) {
+    if (diff_run(path_a, path_b, &o->d, &d, &cause) < 0) {
         cli_error("diff: %s", cause ? cause : "cannot compare");
         free(cause);
         return 1;
@@ -261,6 +262,21 @@ static int diff_exec(const diff_opts *o)
         rc = 1;
     }
     diff_free(d);
+    return rc;
+}
+
+static int diff_exec(const diff_opts *o)
+{
+    /* A run's recording/ folder or events.tsr names its run folder, as for analyse. */
+    char *a = job_is_folder(o->a) ? strdup(o->a) : report_run_folder(o->a);
+    char *b = job_is_folder(o->b) ? strdup(o->b) : report_run_folder(o->b);
+    int rc = 1;
+    if (!a || !b)
+        cli_error("diff: out of memory");
+    else
+        rc = diff_compare(o, a, b);
+    free(a);
+    free(b);
     return rc;
 }
 
