@@ -64,7 +64,34 @@ uint32_t names_op_type(analysis *a, uint32_t name, uint32_t type);
 void names_scopes(analysis *a, uint32_t name, void (*fn)(void *ctx, uint32_t scope, uint32_t level),
                   void *ctx);
 
+/* The id all names of these bytes share: a local id, or id itself when its bytes are unknown
+ * (so that rows keyed by it are the same whichever stream ids the bytes came under). */
+uint32_t names_canon(analysis *a, uint32_t id);
+
 /* Case-insensitive substring test over raw bytes. */
 int names_contains(const char *hay, uint32_t hay_len, const char *needle);
+
+/* ---- stepops.c: each step's operator totals ------------------------------------------------ */
+
+typedef struct stepops_row {
+    uint32_t op, type; /* op key and type ids, as analysis_ops groups them */
+    uint64_t count, total_ns;
+} stepops_row;
+
+typedef struct stepops stepops;
+
+/* NULL when out of memory. */
+stepops *stepops_create(void);
+void stepops_destroy(stepops *s);
+/* Keeps the operator ranges (OP_RANGE, NVTX_RANGE) of a batch until their step's row comes:
+ * feed a batch before the analysis that finalizes steps from it. */
+void stepops_feed(stepops *s, const ts_event *ev, size_t n);
+/* The operators that began in the step's span [row->begin_ns, row->end_ns), one row per op key
+ * and type with their count and inclusive time, by total time descending; ranges that began
+ * before the span are dropped (in no step, or too late for theirs). *rows stays valid until the
+ * next call. Returns the row count. */
+size_t stepops_step(stepops *s, analysis *a, const step_row *row, const stepops_row **rows);
+/* Ranges dropped: past the bound of ranges waiting for their step, or without memory. */
+uint64_t stepops_dropped(const stepops *s);
 
 #endif

@@ -35,12 +35,11 @@
 #include <unistd.h>
 
 /* What a rank's report files may hold (README "The job report"): a file past its size is
- * refused, a line past MAX_LINE_BYTES skipped; summary.json is kilobytes, a step row about 200
- * bytes, and report_run writes at most --timeline-limit MiB of timeline (500 by default). */
+ * refused, a line past REPORT_MAX_LINE_BYTES skipped; summary.json is kilobytes, a step row about
+ * 200 bytes, and report_run writes at most --timeline-limit MiB of timeline (500 by default). */
 #define MAX_SUMMARY_BYTES    (64ull << 20)
 #define MAX_STEP_TRACE_BYTES (1ull << 30)
 #define MAX_TIMELINE_BYTES   (4ull << 30)
-#define MAX_LINE_BYTES       (4u << 20)
 #define MAX_ALIGNED_STEPS    (1u << 22) /* step numbers aligned; rows past them are counted */
 #define MAX_WARNINGS         64         /* kept one by one; the rest counted */
 #define PID_STRIDE           1000       /* rank R's trace pid p becomes (R + 1) * PID_STRIDE + p */
@@ -172,7 +171,7 @@ struct job_report {
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
     uint32_t workers;    /* the ranks' forked children with sessions */
-    uint64_t long_lines; /* lines of the ranks' files past MAX_LINE_BYTES, passed over */
+    uint64_t long_lines; /* lines of the ranks' files past REPORT_MAX_LINE_BYTES, passed over */
 };
 
 static void warn(job_report *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -200,92 +199,6 @@ static void warn(job_report *j, const char *fmt, ...)
     free(line);
 }
 
-/* The kind of a file that is not a regular one, for a message. */
-static const char *kind_of(mode_t mode)
-{
-    return S_ISFIFO(mode)   ? "a FIFO"
-           : S_ISDIR(mode)  ? "a folder"
-           : S_ISCHR(mode)  ? "a character device"
-           : S_ISBLK(mode)  ? "a block device"
-           : S_ISSOCK(mode) ? "a socket"
-                            : "not a regular file";
-}
-
-/* The rank's report file name (report/NAME), opened for reading when it is a regular file of at
- * most max bytes: opened without blocking and without following a link, so that a FIFO, a
- * device or a link there is refused rather than waited on or read through. NULL with why
- * ("report/NAME: ...", naming the file) and errno (ENOENT when there is none); *size its
- * size. */
-static FILE *open_rank_file(const char *folder, const char *name, uint64_t max, uint64_t *size,
-                            char *why, size_t cap)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" REPORT_DIR "/%s", folder, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    int err = errno;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err = errno;
-        snprintf(why, cap, REPORT_DIR "/%s: %s", name,
-                 err == ELOOP ? "a symbolic link, not followed" : strerror(err));
-    } else if (!S_ISREG(st.st_mode)) {
-        err = EINVAL;
-        snprintf(why, cap, REPORT_DIR "/%s is %s, not a report file", name, kind_of(st.st_mode));
-    } else if ((uint64_t)st.st_size > max) {
-        err = EFBIG;
-        snprintf(why, cap, REPORT_DIR "/%s holds %jd bytes, more than the %" PRIu64 " it may", name,
-                 (intmax_t)st.st_size, max);
-    } else {
-        FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "r") : NULL;
-        if (f) {
-            *size = (uint64_t)st.st_size;
-            return f;
-        }
-        err = errno;
-        snprintf(why, cap, REPORT_DIR "/%s: %s", name, strerror(err));
-    }
-    if (fd >= 0)
-        close(fd);
-    errno = err;
-    return NULL;
-}
-
-/* The next line of f into *line (NUL-terminated, the newline kept): its length, or -1 at the
- * end. A line longer than MAX_LINE_BYTES is passed over and counted in *long_lines: a file
- * without newlines costs no more memory than one line may. */
-static ssize_t read_line(FILE *f, char **line, size_t *cap, uint64_t *long_lines)
-{
-    for (;;) {
-        size_t len = 0;
-        int c = 0;
-        int skipping = 0;
-        while ((c = getc_unlocked(f)) != EOF) {
-            if (!skipping && len + 2 > *cap) {
-                size_t want = *cap ? 2 * *cap : 256;
-                char *l = want <= MAX_LINE_BYTES + 2 ? realloc(*line, want) : NULL;
-                if (!l)
-                    skipping = 1;
-                else
-                    *line = l, *cap = want;
-            }
-            if (!skipping)
-                (*line)[len++] = (char)c;
-            if (c == '\n')
-                break;
-        }
-        if (skipping) {
-            (*long_lines)++;
-            if (c == EOF)
-                return -1;
-            continue;
-        }
-        if (!len)
-            return -1;
-        (*line)[len] = 0;
-        return (ssize_t)len;
-    }
-}
-
 static double num(const cJSON *o, const char *key, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -310,7 +223,7 @@ static char *read_summary(const char *folder, char *why, size_t cap)
     char opened[480];
     uint64_t size = 0;
     FILE *f =
-        open_rank_file(folder, "summary.json", MAX_SUMMARY_BYTES, &size, opened, sizeof opened);
+        report_file_read(folder, "summary.json", MAX_SUMMARY_BYTES, &size, opened, sizeof opened);
     if (!f) {
         if (errno == ENOENT)
             snprintf(why, cap, "no report (%s)", opened);
@@ -402,41 +315,6 @@ static void warn_unfinished(job_report *j, size_t used)
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
 
-/* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
- * fields; returns their count. */
-static size_t csv_split(char *line, char **field, size_t max)
-{
-    size_t n = 0;
-    char *p = line;
-    while (n < max) {
-        if (*p == '"') {
-            char *w = ++p;
-            field[n++] = w;
-            while (*p) {
-                if (*p == '"' && p[1] == '"') {
-                    *w++ = '"';
-                    p += 2;
-                } else if (*p == '"') {
-                    p++;
-                    break;
-                } else {
-                    *w++ = *p++;
-                }
-            }
-            *w = 0; /* w never passes p */
-        } else {
-            field[n++] = p;
-            p += strcspn(p, ",\r\n");
-        }
-        if (*p != ',') {
-            *p = 0;
-            break;
-        }
-        *p++ = 0;
-    }
-    return n;
-}
-
 /* text (at most cap bytes, NUL-terminated or not) as one CSV field, made clean text first. */
 static void csv_text(FILE *f, const char *text, size_t cap)
 {
@@ -508,7 +386,7 @@ static void merge_free(merge *m)
 static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
 {
     uint64_t size;
-    FILE *f = open_rank_file(r->folder, "step_trace.csv", MAX_STEP_TRACE_BYTES, &size, why, cap);
+    FILE *f = report_file_read(r->folder, "step_trace.csv", MAX_STEP_TRACE_BYTES, &size, why, cap);
     if (!f)
         return -1;
     char *line = NULL;
@@ -517,8 +395,8 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
     for (int k = 0; k < N_COLS; k++)
         col[k] = -1;
     char *field[64];
-    if (read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
-        size_t nf = csv_split(line, field, 64);
+    if (report_read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
+        size_t nf = report_csv_split(line, field, 64);
         for (size_t i = 0; i < nf; i++)
             for (int k = 0; k < N_COLS; k++)
                 if (!strcmp(field[i], col_names[k]))
@@ -531,8 +409,8 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         return -1;
     }
     r->have_wait = col[C_WAIT] >= 0 && r->avg_comm_us > 0;
-    while (read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
-        size_t nf = csv_split(line, field, 64);
+    while (report_read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
+        size_t nf = report_csv_split(line, field, 64);
         /* A value that does not parse is 0; a row whose step or total does not parse is
          * skipped. */
         double v[N_COLS] = {0};
@@ -845,7 +723,7 @@ static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k)
     char name[64], why[512];
     timeline_file_name(k, name, sizeof name);
     uint64_t size;
-    FILE *f = open_rank_file(r->folder, name, MAX_TIMELINE_BYTES, &size, why, sizeof why);
+    FILE *f = report_file_read(r->folder, name, MAX_TIMELINE_BYTES, &size, why, sizeof why);
     if (!f && errno != ENOENT)
         warn(j, "rank %ld (%s): %s: its timeline is merged up to there", r->rank,
              base_name(r->folder), why);
@@ -876,7 +754,7 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
                 break;
             any = 1;
             ssize_t len;
-            while ((len = read_line(f, &line, &lcap, &j->long_lines)) > 0) {
+            while ((len = report_read_line(f, &line, &lcap, &j->long_lines)) > 0) {
                 char *ev = move_event(line, (size_t)len, r, r->origin_wall_us - origin);
                 if (!ev)
                     continue;
@@ -1406,7 +1284,7 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
         write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024));
     if (j->long_lines)
         warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",
-             j->long_lines, MAX_LINE_BYTES);
+             j->long_lines, REPORT_MAX_LINE_BYTES);
 
     cJSON *root = summary_json(j, used);
     char *js = root ? (o->pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;

@@ -212,3 +212,15 @@ int names_contains(const char *hay, uint32_t hay_len, const char *needle)
     }
     return 0;
 }
+
+uint32_t names_canon(analysis *a, uint32_t id)
+{
+    if (id & ANALYSIS_LOCAL_ID)
+        return id;
+    uint32_t len;
+    const char *s = analysis_raw_name(a, id, &len);
+    if (!s)
+        return id;
+    uint32_t c = analysis_local_name(a, s, len);
+    return c != TS_STR_NONE ? c : id;
+}

@@ -97,19 +97,6 @@ static int reserve(void *p, uint32_t *cap, uint32_t need, size_t size)
     return 0;
 }
 
-/* The id all names of these bytes share: a local id, or id itself when its bytes are unknown. */
-static uint32_t canon(analysis *a, uint32_t id)
-{
-    if (id & ANALYSIS_LOCAL_ID)
-        return id;
-    uint32_t len;
-    const char *s = analysis_raw_name(a, id, &len);
-    if (!s)
-        return id;
-    uint32_t c = analysis_local_name(a, s, len);
-    return c != TS_STR_NONE ? c : id;
-}
-
 static int same_bytes(const char *s, uint32_t len, const char *t, uint32_t tlen)
 {
     return len == tlen && (!len || !memcmp(s, t, len));
@@ -203,8 +190,8 @@ static uint32_t op_row_new(opstats *st, analysis *a, uint32_t key, uint32_t type
 /* The op row of a stream (name, type) pair seen for the first time. */
 static uint32_t op_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t type)
 {
-    uint32_t key = canon(a, names_op_key(a, name));
-    uint32_t ty = canon(a, names_op_type(a, name, type));
+    uint32_t key = names_canon(a, names_op_key(a, name));
+    uint32_t ty = names_canon(a, names_op_type(a, name, type));
     uint32_t r = index_map_find(&st->ops_by_key, (uint64_t)key << 32 | ty);
     if (r == UINT32_MAX)
         r = op_row_new(st, a, key, ty);
@@ -243,7 +230,7 @@ static void feed_op(opstats *st, analysis *a, const ts_event *ev)
 
 static uint32_t kernel_slot_new(opstats *st, analysis *a, uint32_t name, uint32_t op)
 {
-    uint32_t cop = op != TS_STR_NONE ? canon(a, names_op_key(a, op)) : TS_STR_NONE;
+    uint32_t cop = op != TS_STR_NONE ? names_canon(a, names_op_key(a, op)) : TS_STR_NONE;
     uint64_t key = (uint64_t)name << 32 | cop;
     uint32_t r = index_map_find(&st->kernels_by_key, key);
     if (r == UINT32_MAX) {

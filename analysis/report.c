@@ -273,6 +273,7 @@ void report_free(report *r)
     if (!r)
         return;
     timeline_destroy(r->tl);
+    stepops_destroy(r->so);
     report_picture_free(r->picture);
     report_csv_close_streams(r);
     if (r->dirfd >= 0)
@@ -350,10 +351,12 @@ int report_run(const char *path, const report_options *opt, report **out, char *
     analysis_sink sink;
     report_csv_sink(r, &sink);
     cfg.sink = r->opt.write ? &sink : NULL;
-    if (r->opt.write)
+    if (r->opt.write) {
         r->picture = report_picture_create();
+        r->so = stepops_create();
+    }
     r->a = analysis_create(&cfg, analysis_names_recording, r->rd);
-    if (!r->a || (r->opt.write && !r->picture)) {
+    if (!r->a || (r->opt.write && (!r->picture || !r->so))) {
         cause_set(cause, "out of memory");
         goto fail;
     }
@@ -372,6 +375,7 @@ int report_run(const char *path, const report_options *opt, report **out, char *
         if (!r->started && start(r, ev, n, cause) < 0)
             goto fail;
         r->info.events += n;
+        stepops_feed(r->so, ev, n); /* before the analysis, whose steps may end in this batch */
         analysis_feed(r->a, ev, n);
         if (r->tl) {
             check_limit(r);

@@ -17,10 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define REPORT_DIR               "report" /* <run folder>/report */
 #define REPORT_FORMAT            1        /* summary.json "report_format": bumped on changes */
 #define REPORT_TIMELINE_LIMIT_MB 500      /* MindSpore's timeline_limit default */
+
+/* Each step's operator totals (stepops.c), one row per step and operator, the steps in order and
+ * each step's operators by total time; what termsight diff reads (diff.c). */
+#define REPORT_STEP_OPS_CSV    "step_ops.csv"
+#define REPORT_STEP_OPS_HEADER "step,op,type,count,total_us"
 
 /* Called after each batch with the share of the recording read so far, 0..1 (1 once, at the
  * end). It runs on the thread that called report_run. */
@@ -148,5 +154,28 @@ int report_dir_fd(const report_dir *d);
 int report_dir_commit(report_dir *d, char **cause);
 /* Removes the unfinished folder and frees d. */
 void report_dir_abort(report_dir *d);
+
+/* Text (already clean, text_clean) for HTML: &, <, >, " and ' escaped. */
+void report_html_text(FILE *f, const char *s);
+
+/* ---- Reading a report folder back (report_read.c) ----------------------------------------- */
+
+#define REPORT_MAX_LINE_BYTES (4u << 20) /* a longer line of a report file is passed over */
+
+/* FOLDER/report/NAME opened for reading when it is a regular file of at most max bytes: opened
+ * without blocking and without following a link, so that a FIFO, a device or a link there is
+ * refused rather than waited on or read through. NULL with why ("report/NAME: ...", naming the
+ * file) and errno (ENOENT when there is none); *size its size. */
+FILE *report_file_read(const char *folder, const char *name, uint64_t max, uint64_t *size,
+                       char *why, size_t cap);
+
+/* The next line of f into *line (malloc'd, grown; NUL-terminated, the newline kept): its length,
+ * or -1 at the end. A line longer than REPORT_MAX_LINE_BYTES is passed over and counted in
+ * *long_lines. */
+ssize_t report_read_line(FILE *f, char **line, size_t *cap, uint64_t *long_lines);
+
+/* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
+ * fields; returns their count. */
+size_t report_csv_split(char *line, char **field, size_t max);
 
 #endif

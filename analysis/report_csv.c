@@ -139,6 +139,19 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->gap_ns);
         csv_end(c);
     }
+    if (r->step_ops.f) {
+        const stepops_row *rows;
+        size_t n = stepops_step(r->so, r->a, s, &rows);
+        csv *c = &r->step_ops;
+        for (size_t i = 0; i < n; i++) {
+            csv_u64(c, s->step);
+            csv_name(c, r->a, rows[i].op);
+            csv_name(c, r->a, rows[i].type);
+            csv_u64(c, rows[i].count);
+            csv_us(c, (int64_t)rows[i].total_ns);
+            csv_end(c);
+        }
+    }
     if (r->tl)
         timeline_step(r->tl, s);
 }
@@ -232,6 +245,7 @@ static const char cpu_header[] =
     "begin_us,end_us,user_pct,nice_pct,system_pct,idle_pct,iowait_pct,irq_pct,softirq_pct,"
     "steal_pct,context_switches,running,blocked,process_user_pct,process_system_pct,cpus";
 static const char mem_header[] = "t_us,device,bytes,peak_bytes";
+static const char step_ops_header[] = REPORT_STEP_OPS_HEADER;
 
 /* ---- Tables written at the end ------------------------------------------------------------ */
 
@@ -429,7 +443,8 @@ int report_csv_open_streams(report *r)
         csv_open(r, &r->overlap, "overlap.csv", overlap_header) < 0 ||
         csv_open(r, &r->qusage, "data_queue_usage.csv", qusage_header) < 0 ||
         csv_open(r, &r->cpu, "cpu_utilization.csv", cpu_header) < 0 ||
-        csv_open(r, &r->mem, "memory.csv", mem_header) < 0)
+        csv_open(r, &r->mem, "memory.csv", mem_header) < 0 ||
+        csv_open(r, &r->step_ops, REPORT_STEP_OPS_CSV, step_ops_header) < 0)
         return -1;
     return 0;
 }
@@ -441,6 +456,7 @@ void report_csv_close_streams(report *r)
     csv_close(r, &r->qusage, "data_queue_usage.csv");
     csv_close(r, &r->cpu, "cpu_utilization.csv");
     csv_close(r, &r->mem, "memory.csv");
+    csv_close(r, &r->step_ops, REPORT_STEP_OPS_CSV);
 }
 
 void report_csv_sink(report *r, analysis_sink *sink)

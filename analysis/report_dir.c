@@ -22,6 +22,7 @@ static const char *const report_files[] = {
     "kernel_statistics.csv",
     "step_trace.csv",
     "overlap.csv",
+    REPORT_STEP_OPS_CSV,
     "data_queues.csv",
     "data_queue_usage.csv",
     "cpu_utilization.csv",

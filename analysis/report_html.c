@@ -106,8 +106,7 @@ void report_picture_bucket(report_picture *p, const queue_bucket *b)
 
 /* ---- Writing ------------------------------------------------------------------------------ */
 
-/* Text for HTML: the id's bytes cleaned (report_clean_id), then &, <, >, " and ' escaped. */
-static void put_text(FILE *f, const char *s)
+void report_html_text(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
@@ -135,7 +134,7 @@ static void put_text(FILE *f, const char *s)
 
 static void put_name(FILE *f, scratch *sc, const analysis *a, uint32_t id)
 {
-    put_text(f, report_clean_id(sc, a, id, 0));
+    report_html_text(f, report_clean_id(sc, a, id, 0));
 }
 
 /* "12.3 ms", "1.50 s", "850 us". */
@@ -191,17 +190,17 @@ static void write_header(FILE *f, report *r, const step_summary *ss)
     char *host = r->have_meta ? report_clean_dup(r->meta.host) : NULL;
     if (process && *process) {
         fputs(": ", f);
-        put_text(f, process);
+        report_html_text(f, process);
     }
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>termsight report", style);
     if (process && *process) {
         fputs(": ", f);
-        put_text(f, process);
+        report_html_text(f, process);
     }
     fputs("</h1>\n<p class=\"meta\">", f);
     if (r->have_meta) {
         fprintf(f, "pid <b>%d</b> &middot; host <b>", (int)r->meta.pid);
-        put_text(f, host ? host : "");
+        report_html_text(f, host ? host : "");
         fputs("</b> &middot; ", f);
     }
     free(process);
@@ -232,7 +231,7 @@ static void write_header(FILE *f, report *r, const step_summary *ss)
         for (size_t i = 0; i < nl && i < 10; i++) {
             report_loss_text(r, &rows[i], line, sizeof line);
             fputs("<li>", f);
-            put_text(f, line);
+            report_html_text(f, line);
             fputs("</li>\n", f);
         }
         if (nl > 10)
@@ -418,12 +417,12 @@ static void write_queues(FILE *f, report *r, const report_picture *p, const queu
                 100 * qs[i].avg_usage, 100 * qs[i].empty_share);
         if (fd) {
             fputs(" &middot; <b>", f);
-            put_text(f, queues_verdict_name(fd->verdict));
+            report_html_text(f, queues_verdict_name(fd->verdict));
             fputs("</b>: ", f);
-            put_text(f, fd->text);
+            report_html_text(f, fd->text);
             if (fd->suggestion[0]) {
                 fputs(" ", f);
-                put_text(f, fd->suggestion);
+                report_html_text(f, fd->suggestion);
             }
         }
         fputs("</p>\n", f);
@@ -459,7 +458,7 @@ static void gauge(FILE *f, const char *label, const double *pct, const char *con
                   const char *text)
 {
     fputs("<div class=\"gauge\"><span class=\"l\">", f);
-    put_text(f, label);
+    report_html_text(f, label);
     fputs("</span><span class=\"g\">", f);
     double left = 100;
     for (int i = 0; i < n; i++) {
@@ -468,7 +467,7 @@ static void gauge(FILE *f, const char *label, const double *pct, const char *con
         fprintf(f, "<i style=\"width:%.2f%%;background:%s\"></i>", w, colour[i]);
     }
     fputs("</span><span>", f);
-    put_text(f, text);
+    report_html_text(f, text);
     fputs("</span></div>\n", f);
 }
 
@@ -545,9 +544,9 @@ static void write_advice(FILE *f, const advice *adv, size_t nadv)
         fputs("<p class=\"dim\">Nothing to suggest.</p>\n", f);
     for (size_t i = 0; i < nadv; i++) {
         fputs("<div class=\"advice\"><b>", f);
-        put_text(f, adv[i].title);
+        report_html_text(f, adv[i].title);
         fputs("</b>", f);
-        put_text(f, adv[i].text);
+        report_html_text(f, adv[i].text);
         fputs("</div>\n", f);
     }
 }

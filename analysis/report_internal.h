@@ -44,7 +44,8 @@ struct report {
     uint64_t origin;
     timeline *tl;
     int limit_set; /* the timeline limit is final (option or recording) */
-    csv steps, overlap, qusage, cpu, mem;
+    csv steps, overlap, qusage, cpu, mem, step_ops;
+    stepops *so; /* each step's operator totals, for step_ops.csv */
     uint32_t *qnames;
     size_t nq;
     char **files;

@@ -21,6 +21,7 @@ typedef struct cli_command {
 extern const cli_command cli_cmd_ls;
 extern const cli_command cli_cmd_dump;
 extern const cli_command cli_cmd_analyse;
+extern const cli_command cli_cmd_diff;
 extern const cli_command cli_cmd_top;
 extern const cli_command cli_cmd_run;
 extern const cli_command cli_cmd_demo;

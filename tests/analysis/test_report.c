@@ -430,6 +430,7 @@ static const struct {
     {"memory.csv", "t_us,device,bytes,peak_bytes"},
     {"memory_allocations.csv", "name,device,count,bytes_total,live_bytes,peak_live_bytes"},
     {"flops.csv", "scope,level,flops,time_us,gflops_per_s"},
+    {"step_ops.csv", "step,op,type,count,total_us"},
 };
 
 START_TEST(test_files_and_headers)
@@ -447,8 +448,8 @@ START_TEST(test_files_and_headers)
         ck_assert_msg(exists(p), "%s missing", others[i]);
         free(p);
     }
-    /* Nothing else: 13 tables and these 4. */
-    ck_assert_int_eq(count_prefix(dir, ""), 13 + 4 + 2 /* . and .. */);
+    /* Nothing else: 14 tables and these 4. */
+    ck_assert_int_eq(count_prefix(dir, ""), 14 + 4 + 2 /* . and .. */);
     ck_assert_str_eq(report_info_of(r)->dir + strlen(report_info_of(r)->dir) - 7, "/report");
     report_free(r);
     free(dir);
@@ -895,7 +896,7 @@ START_TEST(test_summary)
 
     /* Every file listed exists, and every file there is listed (report.html too). */
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    ck_assert_int_eq(cJSON_GetArraySize(files), 17);
+    ck_assert_int_eq(cJSON_GetArraySize(files), 18);
     const cJSON *it;
     cJSON_ArrayForEach(it, files)
     {
