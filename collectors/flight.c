@@ -118,6 +118,9 @@ flight *flight_create(uint32_t mb)
         return NULL;
     }
     f->ev = p;
+    /* A forked child makes a ring of its own (its session is its own): this one stays here, and
+     * its pages are not counted as the child's. */
+    madvise(p, f->bytes, MADV_DONTFORK);
     f->slow = env_double("TERMSIGHT_FLIGHT_SLOW", SLOW_DEFAULT);
     f->slow_min = (uint64_t)(env_double("TERMSIGHT_FLIGHT_SLOW_MS", SLOW_MIN_MS) * 1e6);
     f->hang_ns = (uint64_t)(env_double("TERMSIGHT_FLIGHT_HANG_S", 0) * 1e9);

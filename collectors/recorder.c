@@ -130,9 +130,10 @@ static void count_recorded(termsight_session *s, uint64_t n)
 static void write_events(termsight_session *s, const ts_event *a, size_t na, const ts_event *b,
                          size_t nb)
 {
-    if (s->flight) { /* flight mode: kept in memory, no recording */
+    if (s->flight) { /* flight mode: kept in memory, no recording (ls counts them) */
         flight_put(s->flight, a, na);
         flight_put(s->flight, b, nb);
+        count_recorded(s, na + nb);
         return;
     }
     if (!s->rec->writer) {
