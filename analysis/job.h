@@ -45,6 +45,39 @@ size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out);
  * no communication, so their waits look like work: "stragglers: unknown: ...", into buf. */
 void job_unknown_verdict(char *buf, size_t cap, size_t unmeasured);
 
+/* ---- Hang triage (analysis/hang.c): live, from what each rank is inside now ------------- */
+
+/* A communication in flight this long (seconds) means the rank waits for the others... */
+#define JOB_HANG_COMM_S 2.0
+/* ...and a step that has not ended for JOB_HANG_STEPS typical steps, and JOB_HANG_MIN_S at
+ * least, means the rank has stopped: its open range is worth showing. */
+#define JOB_HANG_STEPS 3.0
+#define JOB_HANG_MIN_S 2.0
+
+/* What one rank is inside now. */
+typedef struct job_rank_wait {
+    int live;       /* 0: the process is gone; left out */
+    double comm_s;  /* its oldest communication in flight has waited this long; < 0: none */
+    double since_s; /* since its last step ended (or its session began); < 0: unknown */
+} job_rank_wait;
+
+/* Whether a rank whose last step ended since_s seconds ago, in a run whose typical step takes
+ * typical_s (<= 0: unknown), has stopped: since_s >= JOB_HANG_STEPS * typical_s and
+ * >= JOB_HANG_MIN_S. */
+int job_stalled(double since_s, double typical_s);
+
+/* The hang rule: when some live ranks wait in a communication (in flight JOB_HANG_COMM_S or
+ * more), the live ranks that do not are the ones the others wait for. Their indexes into out
+ * (room for n), in order; returns their count: 0 when no rank waits, or when every live rank
+ * does (no rank can then be named). *waiting: the ranks that wait (may be NULL). */
+size_t job_waited_for(const job_rank_wait *r, size_t n, size_t *out, size_t *waiting);
+
+/* The verdict in words into buf: "rank 3 is the one the others wait for (3 ranks wait in a
+ * communication)", or why no rank is named. rank_of[i]: row i's rank number (-1 unknown, then
+ * its pid from pid_of). */
+void job_hang_verdict(char *buf, size_t cap, const job_rank_wait *r, size_t n,
+                      const int32_t *rank_of, const int32_t *pid_of);
+
 /* Whether path is a job folder: a folder with no recording of its own and at least one rank's
  * run folder ("rank<R>-...", holding recording/) directly under it. */
 int job_is_folder(const char *path);

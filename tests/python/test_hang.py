@@ -1,0 +1,215 @@
+"""termsight hang on a stuck 4-rank DDP job (gloo, CPU) under `termsight run`: rank 3's
+Dataset.__getitem__ blocks forever after a few steps; the other ranks then wait in the gradient
+all-reduce. `termsight hang JOB --json` must name rank 3 as the rank the others wait for, show
+the others inside the communication for seconds, rank 3 inside DataLoader.__next__, and rank 3's
+Python stack with the Dataset's function, got through faulthandler (no ptrace, nothing stopped).
+The job is then killed (bounded) and its shared memory and folders removed. Skips without
+PyTorch, as test_torch does.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+from test_binding import Base
+import termsight  # noqa: E402 (test_binding puts the package on sys.path)
+import test_torch  # skips and CI rules as for test_torch
+from test_torch import HAVE_TORCH
+from test_ddp import ASAN_PRELOADED
+
+RANKS = 4
+STUCK = 3  # the rank whose data never comes
+STEPS_BEFORE = 3  # steps every rank trains before that
+WAIT_S = 3.0  # the others must have waited this long
+DEADLINE_S = 150
+
+SCRIPT = textwrap.dedent("""\
+    import os, socket, subprocess, sys, threading, time
+
+    def launch():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        procs = []
+        for r in range(%(ranks)d):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="%(ranks)d",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            procs.append(subprocess.Popen([sys.executable, __file__], env=env))
+        for p in procs:
+            p.wait()
+
+    class StuckDataset:
+        never = threading.Event()
+
+        def __init__(self, rank):
+            self.rank = rank
+
+        def __len__(self):
+            return 100000
+
+        def __getitem__(self, i):
+            import torch
+            if self.rank == %(stuck)d and i >= %(steps)d * 4:
+                print("rank %%d: data blocks" %% self.rank, flush=True)
+                self.never.wait()  # forever: the hang under test
+            return torch.full((8,), float(i %% 7)), torch.tensor(i %% 2)
+
+    def train():
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+        rank = int(os.environ["RANK"])
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = DataLoader(StuckDataset(rank), batch_size=4, num_workers=0)
+        for step, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            print("rank %%d: step %%d" %% (rank, step), flush=True)
+
+    if __name__ == "__main__":
+        launch() if "RANK" not in os.environ else train()
+    """) % {"ranks": RANKS, "stuck": STUCK, "steps": STEPS_BEFORE}
+
+
+def hang(job, *args):
+    p = subprocess.run([termsight.find_cli(), "hang", job, "--json"] + list(args),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def by_rank(report):
+    return {r["rank"]: r for r in report["ranks"] if r["rank"] >= 0}
+
+
+@unittest.skipUnless(HAVE_TORCH, getattr(test_torch, "WHY", ""))
+@unittest.skipIf(ASAN_PRELOADED, "ASan's preloaded runtime aborts on PyTorch distributed's C++ "
+                 "exceptions (the normal build runs these)")
+class Hang(Base):
+    def start_job(self):
+        path = os.path.join(self.tmp, "stuck_ddp.py")
+        with open(path, "w") as f:
+            f.write(SCRIPT)
+        self.job = "hangtest-%d" % os.getpid()
+        self.pids = set()
+        env = dict(os.environ, TERMSIGHT_JOB=self.job)
+        env.pop("TERMSIGHT_LIB", None)
+        self.log = open(os.path.join(self.tmp, "job.log"), "wb")
+        self.addCleanup(self.log.close)
+        # A process group of its own, so that every process of the job can be ended.
+        self.proc = subprocess.Popen([termsight.find_cli(), "run", "-o",
+                                      os.path.join(self.tmp, "data"), "--", sys.executable,
+                                      path], cwd=self.tmp, env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.addCleanup(self.end_job)
+
+    def group_gone(self, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.proc.poll()  # the leader reaped: a zombie would keep the group
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def end_job(self):
+        """Ends the job's whole process group (SIGTERM, then SIGKILL after a bounded wait) and
+        checks that no shared memory of its processes is left."""
+        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            if self.group_gone(grace):
+                break
+        self.proc.wait(30)
+        self.assertTrue(self.group_gone(1), "the job's processes did not end")
+        left = [f for f in os.listdir("/dev/shm")
+                if any(f.startswith("termsight-%d-" % pid) for pid in self.pids)]
+        if left:  # killed before they could close: their segments are stale now
+            subprocess.run([termsight.find_cli(), "ls", "--clean"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
+        self.assertEqual([f for f in os.listdir("/dev/shm") if f in left], [])
+
+    def job_log(self):
+        self.log.flush()
+        with open(os.path.join(self.tmp, "job.log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")[-4000:]
+
+    def wait_stuck(self):
+        """Polls termsight hang (no stacks asked) until the others have waited WAIT_S in a
+        communication; returns the last report. Fails at the deadline."""
+        deadline = time.monotonic() + DEADLINE_S
+        last = None
+        while time.monotonic() < deadline:
+            self.assertIsNone(self.proc.poll(), "the job ended:\n" + self.job_log())
+            rc, out, err = hang(self.job, "--wait-s", "0")
+            if rc == 0:
+                last = json.loads(out)
+                ranks = by_rank(last)
+                others = [ranks.get(r) for r in range(RANKS) if r != STUCK]
+                self.pids.update(r["pid"] for r in last["ranks"])
+                if len(ranks) == RANKS and all(
+                        o and o["communication"] and o["communication"]["open_s"] >= WAIT_S
+                        for o in others):
+                    return last
+            time.sleep(0.5)
+        self.fail("the ranks never showed waiting: %s\n%s" % (last, self.job_log()))
+
+    def test_names_the_rank_the_others_wait_for(self):
+        self.start_job()
+        self.wait_stuck()
+        rc, out, err = hang(self.job, "--wait-s", "20")
+        self.assertEqual(rc, 0, err)
+        report = json.loads(out)
+        ranks = by_rank(report)
+        self.assertEqual(sorted(ranks), list(range(RANKS)), report)
+        self.assertEqual([w["rank"] for w in report["waited_for"]], [STUCK], report)
+        self.assertEqual(report["waiting"], RANKS - 1)
+        self.assertIn("rank %d is the one the others wait for" % STUCK, report["verdict"])
+        for r in range(RANKS):
+            if r == STUCK:
+                continue
+            c = ranks[r]["communication"]
+            self.assertGreaterEqual(c["open_s"], WAIT_S, ranks[r])
+            self.assertIn("allreduce", c["name"], ranks[r])
+            self.assertTrue(ranks[r]["inside"].startswith("in "), ranks[r])
+        stuck = ranks[STUCK]
+        self.assertIsNone(stuck["communication"], stuck)
+        self.assertRegex(stuck["inside"], r"^in DataLoader\.__next__ for \d+\.\d s$")
+        main = [t for t in stuck["threads"] if t["main"]]
+        self.assertEqual(len(main), 1, stuck)
+        self.assertEqual(main[0]["range"], "DataLoader.__next__")
+        self.assertGreaterEqual(main[0]["open_s"], WAIT_S)
+        # The stack, from faulthandler in the run folder: the Dataset's function, and the
+        # stuck rank still running (asked, not stopped).
+        self.assertIsNotNone(stuck["python_stacks"], stuck["stacks_note"])
+        self.assertIn("in __getitem__", stuck["python_stacks"])
+        self.assertIn("stuck_ddp.py", stuck["python_stacks"])
+        self.assertIsNone(self.proc.poll())
+        # The text form says the same.
+        p = subprocess.run([termsight.find_cli(), "hang", self.job, "--wait-s", "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        text = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("verdict: rank %d is the one the others wait for" % STUCK, text)
+        self.assertRegex(text, r"thread \d+ \(main\): in DataLoader\.__next__ for \d+\.\d s")
+
+    def test_no_session(self):
+        rc, out, err = hang("no-such-job-%d" % os.getpid())
+        self.assertEqual(rc, 1)
+        self.assertIn("no live session of job", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
