@@ -36,9 +36,10 @@ typedef struct hang_proc {
     segment_info info;
     inflight_summary in;
     hang_thread threads[INFLIGHT_RANGES];
-    char comm[256]; /* the oldest communication in flight */
-    double comm_s;  /* < 0: none */
-    double since_s; /* since the last step ended; < 0: unknown */
+    char comm[256];   /* the oldest communication in flight */
+    char inside[300]; /* what it is inside, in one line (job_inside_text) */
+    double comm_s;    /* < 0: none */
+    double since_s;   /* since the last step ended; < 0: unknown */
     double typical_s;
     int stalled;
     int stacks_signal;
@@ -128,16 +129,6 @@ static double secs(uint64_t now, uint64_t then)
     return then && now > then ? (double)(now - then) / 1e9 : 0.0;
 }
 
-static void name_of(const segment *s, uint32_t id, char *out, size_t cap)
-{
-    uint32_t len = 0;
-    const char *b = id != TS_STR_NONE ? strtab_get(s, id, &len) : NULL;
-    if (!b)
-        snprintf(out, cap, "%s", id == TS_STR_NONE ? "(deeper than kept)" : "(unknown name)");
-    else
-        snprintf(out, cap, "%.*s", (int)(len < cap - 1 ? len : cap - 1), b);
-}
-
 /* Reads what p's process is inside now. 0, or -1 when its segment cannot be read. */
 static int hang_read(hang_proc *p, char **cause)
 {
@@ -151,13 +142,14 @@ static int hang_read(hang_proc *p, char **cause)
         t->tid = p->in.ranges[i].tid;
         t->depth = p->in.ranges[i].depth;
         t->open_s = secs(now, p->in.ranges[i].begin_ns);
-        name_of(s, p->in.ranges[i].name, t->name, sizeof t->name);
+        job_name_of(s, p->in.ranges[i].name, t->name, sizeof t->name);
     }
     p->comm_s = -1;
     if (p->in.ncomms) {
         p->comm_s = secs(now, p->in.comms[0].begin_ns);
-        name_of(s, p->in.comms[0].name, p->comm, sizeof p->comm);
+        job_name_of(s, p->in.comms[0].name, p->comm, sizeof p->comm);
     }
+    job_inside_text(s, &p->in, now, p->inside, sizeof p->inside);
     const ts_segment_header *h = segment_header(s);
     p->since_s = secs(now, p->in.last_step_end_ns ? p->in.last_step_end_ns : p->info.start_ns);
     p->typical_s = (double)p->in.typical_step_ns / 1e9;
@@ -269,28 +261,32 @@ static void hang_request_snapshots(hang_proc *p, size_t n)
 
 /* ---- Output ------------------------------------------------------------------------------- */
 
-/* What the hang rule reads of each process. Of a job whose ranks are known, a process of no
- * rank (a launcher, a worker) waits for no one and is waited for by no one: left out. */
+/* What the hang rule reads of each process. */
 static void waits_of(const hang_proc *p, size_t n, job_rank_wait *w)
 {
-    int ranked = 0;
     for (size_t i = 0; i < n; i++)
-        ranked |= p[i].info.rank >= 0;
-    for (size_t i = 0; i < n; i++)
-        w[i] = (job_rank_wait){
-            .live = !ranked || p[i].info.rank >= 0, .comm_s = p[i].comm_s, .since_s = p[i].since_s};
+        w[i] = (job_rank_wait){.live = 1,
+                               .rank = p[i].info.rank,
+                               .pid = p[i].info.pid,
+                               .comm_s = p[i].comm_s,
+                               .since_s = p[i].since_s};
 }
 
 static void verdict_of(const hang_proc *p, size_t n, char *buf, size_t cap)
 {
     job_rank_wait w[HANG_MAX];
-    int32_t rank[HANG_MAX], pid[HANG_MAX];
     waits_of(p, n, w);
-    for (size_t i = 0; i < n; i++) {
-        rank[i] = p[i].info.rank;
-        pid[i] = p[i].info.pid;
+    job_hang_verdict(buf, cap, w, n);
+}
+
+static void print_indented(const char *title, const char *text)
+{
+    puts(title);
+    for (const char *line = text; *line;) {
+        size_t len = strcspn(line, "\n");
+        printf("    %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
     }
-    job_hang_verdict(buf, cap, w, n, rank, pid);
 }
 
 static void print_text(const hang_proc *p, size_t n, const char *verdict)
@@ -316,7 +312,7 @@ static void print_text(const hang_proc *p, size_t n, const char *verdict)
         if (!q->in.nranges && q->comm_s < 0)
             printf("  no open range\n");
         if (q->stacks)
-            printf("  Python stacks:\n%s\n", q->stacks);
+            print_indented("  Python stacks:", q->stacks);
         else if (q->stacks_note)
             printf("  %s\n", q->stacks_note);
     }
@@ -356,14 +352,7 @@ static cJSON *proc_json(const hang_proc *q)
         cJSON_AddNumberToObject(x, "depth", q->threads[t].depth);
         cJSON_AddItemToArray(th, x);
     }
-    /* What the rank is inside, in one line, as top shows it. */
-    char inside[300] = "";
-    if (q->comm_s >= 0)
-        snprintf(inside, sizeof inside, "in %.200s for %.1f s", q->comm, q->comm_s);
-    else if (q->in.main >= 0)
-        snprintf(inside, sizeof inside, "in %.200s for %.1f s", q->threads[q->in.main].name,
-                 q->threads[q->in.main].open_s);
-    cJSON_AddStringToObject(o, "inside", inside);
+    cJSON_AddStringToObject(o, "inside", q->inside); /* in one line, as top shows it */
     if (q->stacks)
         cJSON_AddStringToObject(o, "python_stacks", q->stacks);
     else

@@ -204,6 +204,31 @@ class Hang(Base):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("verdict: rank %d is the one the others wait for" % STUCK, text)
         self.assertRegex(text, r"thread \d+ \(main\): in DataLoader\.__next__ for \d+\.\d s")
+        self.check_top()
+
+    def check_top(self):
+        """termsight top --once on the stuck job: each rank's innermost open range with its
+        duration, and the Ranks screen's verdict naming the stuck rank."""
+        p = subprocess.run([termsight.find_cli(), "top", "--job", self.job, "--once", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        job = json.loads(p.stdout)["job"]
+        ranks = {r["rank"]: r for r in job["ranks"] if r["rank"] >= 0}
+        self.assertEqual(sorted(ranks), list(range(RANKS)), job)
+        for r, row in ranks.items():
+            self.assertTrue(row["stalled"], row)
+            self.assertEqual(row["waited_for"], r == STUCK, row)
+            want = r"^in DataLoader\.__next__ for " if r == STUCK else r"^in \S*allreduce\S* for "
+            self.assertRegex(row["inside"], want + r"\d+\.\d s$")
+        self.assertIn("rank %d is the one the others wait for" % STUCK, job["hang_verdict"])
+        env = dict(os.environ, COLUMNS="140", LINES="40")
+        p = subprocess.run([termsight.find_cli(), "top", "--job", self.job, "--once"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        text = p.stdout.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("INSIDE", text)
+        self.assertIn("rank %d is the one the others wait for" % STUCK, text)
+        self.assertRegex(text, r"stalled in \S+ for \d+\.\d s")
 
     def test_no_session(self):
         rc, out, err = hang("no-such-job-%d" % os.getpid())
