@@ -154,8 +154,10 @@ static int hang_read(hang_proc *p, char **cause)
     p->since_s = secs(now, p->in.last_step_end_ns ? p->in.last_step_end_ns : p->info.start_ns);
     p->typical_s = (double)p->in.typical_step_ns / 1e9;
     p->stalled = job_stalled(p->since_s, p->typical_s);
+    /* A real-time signal only: whatever the segment says, hang sends nothing that stops or
+     * ends a process by default but these, and those only where they are caught (stacks_ask). */
     p->stacks_signal = atomic_load_explicit(&h->stacks_signal, memory_order_acquire);
-    if (p->stacks_signal <= 0 || p->stacks_signal > 64)
+    if (p->stacks_signal < SIGRTMIN || p->stacks_signal > SIGRTMAX)
         p->stacks_signal = 0;
     segment_close(s, 0);
     return 0;
@@ -169,7 +171,25 @@ static off_t file_size(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
 }
 
-/* Asks p's program for its stacks: notes where its file ends, then sends the signal it named. */
+/* Whether pid has a handler for sig now (/proc/<pid>/status, SigCgt): a signal it does not catch
+ * would end it. */
+static int signal_caught(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    unsigned long long mask = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+    fclose(f);
+    return found && sig >= 1 && sig <= 64 && (mask >> (sig - 1) & 1);
+}
+
+/* Asks p's program for its stacks: notes where its file ends, then sends the signal it named,
+ * where the program catches it. */
 static void stacks_ask(hang_proc *p)
 {
     if (!p->stacks_signal) {
@@ -181,6 +201,12 @@ static void stacks_ask(hang_proc *p)
     p->stacks_from = file_size(p->stacks_path);
     if (p->stacks_from < 0) {
         p->stacks_note = "its stacks file is missing";
+        return;
+    }
+    if (!signal_caught(p->info.pid, p->stacks_signal)) {
+        p->stacks_note = kill(p->info.pid, 0) != 0 && errno == ESRCH
+                             ? "the process is gone"
+                             : "no stacks: the program no longer catches its stack signal";
         return;
     }
     /* The segment's process is the one asked: a pid reused since would have no segment of its

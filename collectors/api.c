@@ -9,6 +9,7 @@
  * (open range frames) in a block allocated on the thread's first event. */
 #include "collectors.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,8 +376,8 @@ int termsight_stacks_signal(int signo)
     termsight_session *s = session_current();
     if (!s)
         return TERMSIGHT_E_NO_SESSION;
-    if (signo < 0 || signo >= 65)
-        return TERMSIGHT_E_INVALID;
+    if (signo && (signo < SIGRTMIN || signo > SIGRTMAX))
+        return TERMSIGHT_E_INVALID; /* a real-time signal: no other is sent by termsight hang */
     atomic_store_explicit(&segment_header(s->seg)->stacks_signal, signo, memory_order_release);
     return TERMSIGHT_OK;
 }

@@ -118,8 +118,8 @@ uint64_t inflight_comm_issue(const segment *s, inflight_claims *c, uint32_t name
         if (!atomic_compare_exchange_weak_explicit(&c->busy, &busy, busy | 1u << i,
                                                    memory_order_acquire, memory_order_relaxed))
             continue;
-        uint32_t q = c->seq[i];
-        c->seq[i] = q + 4; /* this issue, and its completion */
+        uint32_t q = atomic_load_explicit(&c->seq[i], memory_order_relaxed);
+        atomic_store_explicit(&c->seq[i], q + 4, memory_order_relaxed); /* issue, completion */
         slot_set(&segment_header(s)->comm[i], q, name, begin_ns ? begin_ns : 1);
         /* The ticket names the slot and this issue of it, so a stale one finds it moved on. */
         return (uint64_t)(q + 4) << 32 | (i + 1);
@@ -130,7 +130,8 @@ void inflight_comm_done(const segment *s, inflight_claims *c, uint64_t ticket)
 {
     uint32_t i = (uint32_t)(ticket & 0xffffffffu) - 1, q = (uint32_t)(ticket >> 32);
     if (!ticket || i >= TS_COMM_SLOTS ||
-        !(atomic_load_explicit(&c->busy, memory_order_acquire) & 1u << i) || c->seq[i] != q)
+        !(atomic_load_explicit(&c->busy, memory_order_acquire) & 1u << i) ||
+        atomic_load_explicit(&c->seq[i], memory_order_relaxed) != q)
         return;
     slot_set(&segment_header(s)->comm[i], q - 2, TS_STR_NONE, 0);
     atomic_fetch_and_explicit(&c->busy, ~(1u << i), memory_order_release);

@@ -1252,8 +1252,10 @@ void inflight_read(const segment *s, uint64_t now_ns, inflight_summary *out);
 /* The creator's private claim on the communication slots (never in the segment, which another
  * process could write). */
 typedef struct inflight_claims {
-    _Atomic uint32_t busy;       /* a bit per slot */
-    uint32_t seq[TS_COMM_SLOTS]; /* each slot's sequence, its owner's for the time it owns it */
+    _Atomic uint32_t busy; /* a bit per slot */
+    /* Each slot's sequence, written by its owner for the time it owns it; atomic because a stale
+     * ticket's completion may read it while a new owner writes it. */
+    _Atomic uint32_t seq[TS_COMM_SLOTS];
 } inflight_claims;
 
 /* Any thread of the creator: publishes a communication issued at begin_ns, not yet complete. A

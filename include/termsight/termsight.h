@@ -176,7 +176,8 @@ TERMSIGHT_API void termsight_comm_done(uint64_t ticket);
 /* Hang triage: tells monitors that the program writes every thread's stack into the file
  * "python-stacks.txt" in its run folder when it gets signal signo (termsight.torch and the Python
  * binding set this up with faulthandler), so that `termsight hang` can ask for them; 0: it does
- * not. TERMSIGHT_OK, TERMSIGHT_E_NO_SESSION, or TERMSIGHT_E_INVALID (not a signal number). */
+ * not. TERMSIGHT_OK, TERMSIGHT_E_NO_SESSION, or TERMSIGHT_E_INVALID (not a real-time signal,
+ * SIGRTMIN to SIGRTMAX). */
 TERMSIGHT_API int termsight_stacks_signal(int signo);
 
 /* Steps: begin numbers the step (1, 2, ... per session) and returns its number. */

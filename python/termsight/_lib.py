@@ -298,7 +298,13 @@ def _stacks_signal():
     try:
         if signal.getsignal(sig) != signal.SIG_DFL:
             return None  # the program's (None: installed outside Python, not ours to take)
-    except (ValueError, OSError):
+        # A handler a C library set after Python started is not in getsignal's table.
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("SigCgt:", "SigIgn:")) and int(line.split()[1], 16) >> (
+                        sig - 1) & 1:
+                    return None
+    except (ValueError, OSError, IndexError):
         return None
     return sig
 

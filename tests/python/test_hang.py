@@ -4,7 +4,9 @@ all-reduce. `termsight hang JOB --json` must name rank 3 as the rank the others 
 the others inside the communication for seconds, rank 3 inside DataLoader.__next__, and rank 3's
 Python stack with the Dataset's function, got through faulthandler (no ptrace, nothing stopped).
 The job is then killed (bounded) and its shared memory and folders removed. Skips without
-PyTorch, as test_torch does.
+PyTorch, as test_torch does. Without PyTorch: one Python process with the binding, a thread
+stuck in a range (its range and stack shown; asked twice, each answer only what was asked), and
+a program with a handler of its own for the signal, which is then never sent.
 """
 
 import json
@@ -78,6 +80,29 @@ SCRIPT = textwrap.dedent("""\
     if __name__ == "__main__":
         launch() if "RANK" not in os.environ else train()
     """) % {"ranks": RANKS, "stuck": STUCK, "steps": STEPS_BEFORE}
+
+
+PLAIN = textwrap.dedent("""\
+    import os, signal, sys, threading, time
+    import termsight
+
+    def wait_for_a_flag_never_set(flag):
+        with termsight.range("waiting for the flag", "wait"):
+            flag.wait()
+
+    own = sys.argv[1] == "own-handler"
+    if own:  # the program's own use of the signal termsight would take
+        signal.signal(signal.SIGRTMAX - 3, lambda *a: print("program's handler ran", flush=True))
+    prof = termsight.Profiler(output_path=sys.argv[2])
+    flag = threading.Event()
+    t = threading.Thread(target=wait_for_a_flag_never_set, args=(flag,), name="waiter")
+    t.start()
+    print("ready", flush=True)
+    sys.stdin.read()  # until the test closes stdin
+    flag.set()
+    t.join()
+    prof.close()
+    """)
 
 
 def hang(job, *args):
@@ -229,6 +254,65 @@ class Hang(Base):
         self.assertIn("INSIDE", text)
         self.assertIn("rank %d is the one the others wait for" % STUCK, text)
         self.assertRegex(text, r"stalled in \S+ for \d+\.\d s")
+
+
+class PlainPython(Base):
+    """termsight hang on one Python process with the binding (no PyTorch needed)."""
+
+    def start(self, mode):
+        path = os.path.join(self.tmp, "plain.py")
+        with open(path, "w") as f:
+            f.write(PLAIN)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.dirname(os.path.dirname(termsight.__file__)) + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        p = subprocess.Popen([sys.executable, path, mode, os.path.join(self.tmp, "data")],
+                             cwd=self.tmp, env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def end():
+            try:
+                p.communicate(b"", timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+        self.addCleanup(end)
+        self.assertEqual(p.stdout.readline(), b"ready\n")
+        deadline = time.monotonic() + 30  # the thread's range open, as a monitor sees it
+        out = err = ""
+        while time.monotonic() < deadline:
+            rc, out, err = hang(str(p.pid), "--wait-s", "0")
+            if rc == 0 and json.loads(out)["ranks"][0]["threads"]:
+                return p
+            time.sleep(0.1)
+        self.fail("the open range never showed: %s %s" % (out, err))
+
+    def test_stacks_and_open_range(self):
+        p = self.start("plain")
+        rc, out, err = hang(str(p.pid), "--wait-s", "20")
+        self.assertEqual(rc, 0, err)
+        proc = json.loads(out)["ranks"][0]
+        self.assertEqual(proc["pid"], p.pid)
+        ranges = [t["range"] for t in proc["threads"]]
+        self.assertIn("waiting for the flag", ranges)
+        self.assertIn("waiting for the flag", proc["inside"])
+        self.assertIn("in wait_for_a_flag_never_set", proc["python_stacks"])
+        self.assertIsNone(p.poll(), "asked for its stacks, the program runs on")
+        # Asked again: only what the second request appended.
+        rc, out, err = hang(str(p.pid), "--wait-s", "20")
+        self.assertEqual(rc, 0, err)
+        again = json.loads(out)["ranks"][0]["python_stacks"]
+        self.assertEqual(again.count("in wait_for_a_flag_never_set"), 1, again)
+
+    def test_a_program_that_uses_the_signal_is_left_alone(self):
+        p = self.start("own-handler")
+        rc, out, err = hang(str(p.pid), "--wait-s", "2")
+        self.assertEqual(rc, 0, err)
+        proc = json.loads(out)["ranks"][0]
+        self.assertIsNone(proc["python_stacks"])
+        self.assertIn("no stack dump registered", proc["stacks_note"])
+        out, _ = p.communicate(b"", timeout=60)
+        self.assertNotIn(b"program's handler ran", out)
 
     def test_no_session(self):
         rc, out, err = hang("no-such-job-%d" % os.getpid())
