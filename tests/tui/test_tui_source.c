@@ -548,15 +548,21 @@ static void draw_ranks(const ranks_table *t, int cols, char *all, size_t cap)
     canvas_free(&c);
 }
 
+/* An empty table of job `job`'s n ranks, all on this machine. */
+static void table_init(ranks_table *t, const char *job, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->job, sizeof t->job, "%s", job);
+    t->world_size = (int32_t)n;
+    t->n = n;
+}
+
 /* Two ranks with steps and no communication recorded (DDP not instrumented): no straggler can
  * be found, and the Ranks screen says why rather than calling them balanced. */
 START_TEST(test_ranks_without_communication)
 {
     static ranks_table t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.job, sizeof t.job, "nocomm");
-    t.world_size = 2;
-    t.n = 2;
+    table_init(&t, "nocomm", 2);
     for (int i = 0; i < 2; i++)
         t.row[i] = (rank_row){.rank = i,
                               .local_rank = i,
@@ -583,10 +589,7 @@ END_TEST
 START_TEST(test_ranks_hang)
 {
     static ranks_table t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.job, sizeof t.job, "stuck");
-    t.world_size = 4;
-    t.n = 4;
+    table_init(&t, "stuck", 4);
     for (int i = 0; i < 4; i++) {
         t.row[i] = (rank_row){.rank = i,
                               .pid = 100 + i,
