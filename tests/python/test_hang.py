@@ -70,7 +70,11 @@ SCRIPT = textwrap.dedent("""\
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         loader = DataLoader(StuckDataset(rank), batch_size=4, num_workers=0)
-        for step, (x, y) in enumerate(loader):
+        batches = loader
+        if os.environ.get("HANG_MODE") == "steps":  # the script marks its steps: DDP comm hook
+            import termsight.torch
+            batches = termsight.torch.steps(loader, model=model)
+        for step, (x, y) in enumerate(batches):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
@@ -119,13 +123,13 @@ def by_rank(report):
 @unittest.skipIf(ASAN_PRELOADED, "ASan's preloaded runtime aborts on PyTorch distributed's C++ "
                  "exceptions (the normal build runs these)")
 class Hang(Base):
-    def start_job(self):
+    def start_job(self, mode="auto"):
         path = os.path.join(self.tmp, "stuck_ddp.py")
         with open(path, "w") as f:
             f.write(SCRIPT)
         self.job = "hangtest-%d" % os.getpid()
         self.pids = set()
-        env = dict(os.environ, TERMSIGHT_JOB=self.job)
+        env = dict(os.environ, TERMSIGHT_JOB=self.job, HANG_MODE=mode)
         env.pop("TERMSIGHT_LIB", None)
         self.log = open(os.path.join(self.tmp, "job.log"), "wb")
         self.addCleanup(self.log.close)
@@ -193,6 +197,21 @@ class Hang(Base):
 
     def test_names_the_rank_the_others_wait_for(self):
         self.start_job()
+        self.check_stuck_job()
+
+    def test_with_steps_and_the_ddp_comm_hook(self):
+        # termsight.torch.steps(loader, model=ddp_model): the all-reduces go through
+        # termsight's DDP comm hook ("DDP/bucket0/allreduce"), the data wait through steps().
+        self.start_job("steps")
+        report = self.wait_stuck()
+        ranks = by_rank(report)
+        self.assertEqual([w["rank"] for w in report["waited_for"]], [STUCK], report)
+        for r in range(RANKS):
+            if r != STUCK:
+                self.assertRegex(ranks[r]["communication"]["name"], r"^DDP/bucket\d+/allreduce$")
+        self.assertRegex(ranks[STUCK]["inside"], r"^in DataLoader\.__next__ for ")
+
+    def check_stuck_job(self):
         self.wait_stuck()
         rc, out, err = hang(self.job, "--wait-s", "20")
         self.assertEqual(rc, 0, err)
