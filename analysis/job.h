@@ -45,6 +45,54 @@ size_t job_stragglers(const job_rank_avg *r, size_t n, job_straggler *out);
  * no communication, so their waits look like work: "stragglers: unknown: ...", into buf. */
 void job_unknown_verdict(char *buf, size_t cap, size_t unmeasured);
 
+/* ---- Hang triage (analysis/hang.c): live, from what each rank is inside now ------------- */
+
+/* A communication in flight this long (seconds) means the rank waits for the others... */
+#define JOB_HANG_COMM_S 2.0
+/* ...and a step that has not ended for JOB_HANG_STEPS typical steps, and JOB_HANG_MIN_S at
+ * least, means the rank has stopped: its open range is worth showing. */
+#define JOB_HANG_STEPS 3.0
+#define JOB_HANG_MIN_S 2.0
+
+/* What one rank is inside now. */
+typedef struct job_rank_wait {
+    int live;       /* 0: the process is gone; left out */
+    int32_t rank;   /* -1: none (a launcher); left out when the others have ranks */
+    int32_t pid;    /* named when the rank is unknown */
+    double comm_s;  /* its oldest communication in flight has waited this long; < 0: none */
+    double since_s; /* since its last step ended (or its session began); < 0: unknown */
+} job_rank_wait;
+
+/* Whether a rank whose last step ended since_s seconds ago, in a run whose typical step takes
+ * typical_s (<= 0: unknown), has stopped: since_s >= JOB_HANG_STEPS * typical_s and
+ * >= JOB_HANG_MIN_S. */
+int job_stalled(double since_s, double typical_s);
+
+/* The hang rule: when some live ranks wait in a communication (in flight JOB_HANG_COMM_S or
+ * more), the live ranks that do not are the ones the others wait for. Processes of no rank (a
+ * launcher) count only where no process has a rank. Their indexes into out (room for n), in
+ * order; returns their count: 0 when no rank waits, or when every live rank does (no rank can
+ * then be named). *waiting: the ranks that wait (may be NULL). */
+size_t job_waited_for(const job_rank_wait *r, size_t n, size_t *out, size_t *waiting);
+
+/* The verdict in words into buf: "rank 3 is the one the others wait for (3 ranks wait in a
+ * communication)" (a process of no rank by its pid), or why no rank is named. */
+void job_hang_verdict(char *buf, size_t cap, const job_rank_wait *r, size_t n);
+
+struct segment;
+struct inflight_summary;
+
+/* What a process is inside, in one line, as top and hang show it: "in <its oldest communication
+ * in flight> for 41.2 s", else "in <its main thread's innermost open range> for 60.1 s" (names
+ * from s's string table, checked); "" when neither. now_ns: the collector clock. Returns how
+ * long it has been inside, -1 when nothing. */
+double job_inside_text(const struct segment *s, const struct inflight_summary *in, uint64_t now_ns,
+                       char *buf, size_t cap);
+
+/* The name of string id in s, checked, into out: "(unknown name)" when it is not published,
+ * "(deeper than kept)" for TS_STR_NONE. */
+void job_name_of(const struct segment *s, uint32_t id, char *out, size_t cap);
+
 /* Whether path is a job folder: a folder with no recording of its own and at least one rank's
  * run folder ("rank<R>-...", holding recording/) directly under it. */
 int job_is_folder(const char *path);

@@ -9,6 +9,7 @@
  * (open range frames) in a block allocated on the thread's first event. */
 #include "collectors.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +91,15 @@ static void make_exit_key(void)
     pthread_key_create(&exit_key, thread_exit);
 }
 
+enum want_lane {
+    BLOCK_ONLY,   /* the thread's block alone (range frames need no lane until they end) */
+    LANE_OR_DROP, /* an event to push: no lane counts it dropped */
+    LANE_IF_ANY,  /* a range begins: a lane shows it open to monitors, if one can be had */
+};
+
 /* Slow path: the thread's first event in this session, or its first since it found no lane.
- * want_lane 0: only the thread's block (for range frames, which need no lane until the range
- * ends and is pushed). NULL when the event must be dropped; a missing lane counts the drop. */
-static __attribute__((noinline)) thread_block *thread_attach(int want_lane)
+ * NULL when the event must be dropped; a missing lane counts the drop (LANE_OR_DROP only). */
+static __attribute__((noinline)) thread_block *thread_attach(enum want_lane want_lane)
 {
     termsight_session *s = session_current();
     if (!s)
@@ -115,14 +121,18 @@ static __attribute__((noinline)) thread_block *thread_attach(int want_lane)
         b->no_lane = 0;
         b->generation = s->generation;
     }
-    if (!want_lane || b->w.lane)
+    if (want_lane == BLOCK_ONLY || b->w.lane)
         return b;
+    if (want_lane == LANE_IF_ANY && b->no_lane)
+        return b; /* the next event's retry claims one */
     if (b->no_lane && ++b->no_lane < NO_LANE_RETRY) {
         atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
         return NULL;
     }
     if (lane_claim(s->seg, b->tid, &b->w) != 0) {
         b->no_lane = 1;
+        if (want_lane == LANE_IF_ANY)
+            return b;
         atomic_fetch_add_explicit(&s->no_lane_drops, 1, memory_order_relaxed);
         return NULL;
     }
@@ -137,7 +147,7 @@ static inline thread_block *block(void)
     if (LIKELY(b && b->w.lane &&
                b->generation == atomic_load_explicit(&ts_generation, memory_order_relaxed)))
         return b;
-    return thread_attach(1);
+    return thread_attach(LANE_OR_DROP);
 }
 
 /* The thread's block, lane or not, for a range's frame. */
@@ -146,7 +156,7 @@ static inline thread_block *frames(void)
     thread_block *b = hot.block;
     if (LIKELY(b && b->generation == atomic_load_explicit(&ts_generation, memory_order_relaxed)))
         return b;
-    return thread_attach(0);
+    return thread_attach(BLOCK_ONLY);
 }
 
 static inline int collecting(void)
@@ -240,10 +250,13 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
     const range_hooks *h = atomic_load_explicit(&range_hooks_on, memory_order_acquire);
     if (UNLIKELY(h))
         h->push(name);
-    /* Only the frame now: a range needs a lane when it ends, and a thread that has none counts
-     * it lost then, not a range that never ends. */
+    /* The frame, and the range shown open in the thread's lane. A thread's first range claims
+     * its lane (the first event of a thread, as any other), so that a thread stuck in it shows
+     * where; one that finds none counts its ranges lost when they end, not while they are open. */
     thread_block *b = frames();
     if (UNLIKELY(!b) || UNLIKELY(b->nframes == TS_MAX_FRAMES))
+        return;
+    if (UNLIKELY(!b->w.lane) && UNLIKELY(!(b = thread_attach(LANE_IF_ANY))))
         return;
     frame *f = &b->frames[b->nframes++];
     f->depth = d;
@@ -252,6 +265,8 @@ void api_range_begin(uint32_t name, uint32_t type, uint32_t corr)
     f->corr = corr;
     f->flops = 0;
     f->begin_ns = now();
+    if (LIKELY(b->w.lane))
+        lane_open_set(&b->w, d + 1, name, hot.window, f->begin_ns);
 }
 
 void termsight_range_begin_id(uint32_t name, uint32_t type)
@@ -266,7 +281,8 @@ void termsight_range_begin(const char *name, const char *type)
     termsight_range_begin_id(termsight_name(name), type ? termsight_name(type) : TS_STR_NONE);
 }
 
-void termsight_range_end(void)
+/* Ends the innermost open range; records it when `record`. */
+static inline void range_end(int record)
 {
     if (UNLIKELY(!collecting()) || !same_window(0) || UNLIKELY(!hot.depth))
         return; /* not collecting, or the range began before this window, or never */
@@ -280,6 +296,14 @@ void termsight_range_end(void)
     frame *f = &b->frames[--b->nframes];
     if (b->generation != atomic_load_explicit(&ts_generation, memory_order_relaxed))
         return;
+    if (LIKELY(b->w.lane)) {
+        /* The enclosing range is the innermost open one again (none kept: none shown). */
+        const frame *up = b->nframes ? &b->frames[b->nframes - 1] : NULL;
+        lane_open_set(&b->w, up ? d : 0, up ? up->name : TS_STR_NONE, hot.window,
+                      up ? up->begin_ns : 0);
+    }
+    if (!record)
+        return;
     ts_event ev = {.kind = TS_KIND_OP_RANGE,
                    .device = TS_DEVICE_HOST,
                    .aux = d,
@@ -291,6 +315,16 @@ void termsight_range_end(void)
                    .v0 = f->flops};
     if (LIKELY(b->w.lane) || (b = block()))
         emit(b, &ev);
+}
+
+void termsight_range_end(void)
+{
+    range_end(1);
+}
+
+void termsight_range_drop(void)
+{
+    range_end(0);
 }
 
 void termsight_range_flops(uint64_t flops)
@@ -331,6 +365,35 @@ void termsight_comm_complete(uint32_t name, uint32_t type, uint64_t begin_ns, ui
                              uint64_t bytes)
 {
     emit_complete(TS_KIND_COMM_OP, TS_EF_COMM, name, type, begin_ns, end_ns, bytes);
+}
+
+uint64_t termsight_comm_issue(uint32_t name, uint64_t begin_ns)
+{
+    termsight_session *s = session_current();
+    if (!s)
+        return 0;
+    uint64_t t = inflight_comm_issue(s->seg, &s->comm_claims, name, begin_ns);
+    /* The session in the ticket's top bits: one from an ended session is not this one's. */
+    return t ? t ^ (uint64_t)(s->generation & 0xffffu) << 16 : 0;
+}
+
+void termsight_comm_done(uint64_t ticket)
+{
+    termsight_session *s = session_current();
+    if (!s || !ticket)
+        return;
+    inflight_comm_done(s->seg, &s->comm_claims, ticket ^ (uint64_t)(s->generation & 0xffffu) << 16);
+}
+
+int termsight_stacks_signal(int signo)
+{
+    termsight_session *s = session_current();
+    if (!s)
+        return TERMSIGHT_E_NO_SESSION;
+    if (signo && (signo < SIGRTMIN || signo > SIGRTMAX))
+        return TERMSIGHT_E_INVALID; /* a real-time signal: no other is sent by termsight hang */
+    atomic_store_explicit(&segment_header(s->seg)->stacks_signal, signo, memory_order_release);
+    return TERMSIGHT_OK;
 }
 
 /* ---- Steps, phases, marks -------------------------------------------------------------- */

@@ -156,6 +156,7 @@ struct termsight_session {
     uint32_t thread_count;
 
     _Atomic uint64_t no_lane_drops; /* events of threads that found no free lane */
+    inflight_claims comm_claims;    /* the communications in flight, published for monitors */
     _Atomic uint64_t step;          /* last step number begun */
 
     /* The /proc sampler's thread and its wake-ups (sampler.c, its own). */

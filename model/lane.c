@@ -143,6 +143,10 @@ int lane_claim(const segment *s, uint32_t tid, lane_writer *w)
         w->cached_tail = atomic_load_explicit(&l->tail, memory_order_acquire);
         if (w->cached_tail < w->ring_from)
             w->cached_tail = w->ring_from;
+        /* The open range goes on from the sequence the lane's last owner left (read once, here:
+         * a sequence that went back could pass a torn read as whole), none open. */
+        w->open_seq = (atomic_load_explicit(&w->mirror->open_seq, memory_order_relaxed) + 1) & ~1u;
+        lane_open_set(w, 0, TS_STR_NONE, 0, 0);
         if (w->mirror != l) {
             atomic_store_explicit(&w->mirror->tid, tid, memory_order_relaxed);
             atomic_store_explicit(&w->mirror->generation, gen, memory_order_relaxed);
@@ -158,6 +162,7 @@ void lane_retire(lane_writer *w)
 {
     if (!w->lane)
         return;
+    lane_open_set(w, 0, TS_STR_NONE, 0, 0);
     /* The mirror first: once the control block says RETIRED the consumer may free the lane. */
     if (w->mirror != w->lane)
         atomic_store_explicit(&w->mirror->state, TS_LANE_RETIRED, memory_order_relaxed);

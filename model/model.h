@@ -505,9 +505,10 @@ void steptrace_load(steptrace *t, const step_totals *tot, const step_row *rows, 
 /* Shared-memory segment                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-#define TS_SEGMENT_MAGIC  0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR  5            /* 4: the step and operator boards; 5: the step split */
-#define TS_SEGMENT_MINOR  2            /* 1: the ledger's id and charge; 2: flight_mb */
+#define TS_SEGMENT_MAGIC 0x5453454753495354ull /* "TSIGSEGT" little-endian */
+#define TS_SEGMENT_MAJOR 5 /* 4: the step and operator boards; 5: the step split */
+#define TS_SEGMENT_MINOR                                                                           \
+    2 /* 1: the ledger's id and charge; 2: flight_mb, open ranges, stacks signal */
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */
 #define TS_NAME_MAX       8192         /* longest name the string table keeps */
 
@@ -521,6 +522,17 @@ enum ts_state {
 
 /* "idle", "collecting", "stopped", "ended", or "unknown". */
 const char *state_name(uint32_t state);
+
+/* One communication in flight, as monitors see it: whole while seq is even; begin_ns 0: the
+ * slot is free. */
+typedef struct ts_comm_slot {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t name; /* string id */
+    _Atomic uint64_t begin_ns;
+} ts_comm_slot;
+
+#define TS_COMM_SLOTS  16                  /* communications in flight a monitor can see */
+#define TS_STACKS_FILE "python-stacks.txt" /* in the run folder: termsight_stacks_signal */
 
 /* The segment starts with this header. Offsets are from the segment's start; the segment holds
  * no pointers. Readers validate every field through segment_attach before using any offset. */
@@ -597,6 +609,12 @@ typedef struct ts_segment_header {
      * own, only snapshots; whatever its lanes hold at its end goes nowhere. */
     uint32_t flight_mb;
     uint32_t pad_minor2;
+    /* Minor 2: hang triage. The signal on which the program writes every thread's stack into
+     * TS_STACKS_FILE in its run folder (termsight_stacks_signal); 0: none. And the
+     * communications issued and not yet complete (comm_slots_issue), for monitors. */
+    _Atomic int32_t stacks_signal;
+    uint32_t pad_hang;
+    ts_comm_slot comm[TS_COMM_SLOTS];
 } ts_segment_header;
 
 enum ts_lane_state {
@@ -615,7 +633,14 @@ enum ts_lane_state {
  * readers go by as by a sequence lock. */
 typedef struct ts_lane {
     _Alignas(64) _Atomic uint64_t head; /* next index the producer writes (producer only) */
-    char pad0[56];
+    /* The producer's innermost open range, for monitors (lane_open_set, lane_open_read): on the
+     * producer's own cache line; the fields below are whole while open_seq is even. */
+    _Atomic uint32_t open_seq;
+    _Atomic uint32_t open_depth;  /* ranges open on the thread; 0: none */
+    _Atomic uint32_t open_name;   /* the innermost kept one's name id */
+    _Atomic uint32_t open_window; /* the collection window it began in */
+    _Atomic uint64_t open_begin_ns;
+    char pad0[32];
     _Atomic uint64_t tail; /* next index the consumer reads (consumer only) */
     char pad1[56];
     _Atomic uint32_t state;      /* enum ts_lane_state */
@@ -640,6 +665,7 @@ typedef struct ts_lane {
 } ts_lane;
 
 _Static_assert(sizeof(ts_lane) == 256, "ts_lane layout");
+_Static_assert(offsetof(ts_lane, open_begin_ns) < 64, "the open range on the head's line");
 _Static_assert(sizeof(ts_segment_header) <= 4096, "header fits its page");
 
 typedef struct segment segment;
@@ -1108,6 +1134,7 @@ typedef struct lane_writer {
     uint64_t ring_from;   /* the first index in ring */
     uint64_t ring_off;
     const segment *seg;
+    uint32_t open_seq; /* our copy of mirror->open_seq */
 } lane_writer;
 
 /* A ring's fields as one reader saw them whole (the lane's sequence lock). */
@@ -1172,6 +1199,81 @@ static inline int lane_push(lane_writer *w, const ts_event *ev)
     atomic_store_explicit(&w->mirror->head, h + 1, memory_order_release);
     return 1;
 }
+
+/* The producer, on its hot path: publishes its thread's innermost open range (depth 0: none open)
+ * in its lane's mirror for monitors, under the open range's sequence lock: two stores of the
+ * sequence around four relaxed ones, on the producer's own cache line; nothing read back. */
+static inline void lane_open_set(lane_writer *w, uint32_t depth, uint32_t name, uint32_t window,
+                                 uint64_t begin_ns)
+{
+    ts_lane *m = w->mirror;
+    uint32_t q = w->open_seq;
+    w->open_seq = q + 2;
+    atomic_store_explicit(&m->open_seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&m->open_depth, depth, memory_order_relaxed);
+    atomic_store_explicit(&m->open_name, name, memory_order_relaxed);
+    atomic_store_explicit(&m->open_window, window, memory_order_relaxed);
+    atomic_store_explicit(&m->open_begin_ns, begin_ns, memory_order_relaxed);
+    atomic_store_explicit(&m->open_seq, q + 2, memory_order_release);
+}
+
+/* ---- Hang triage: what each thread is inside, and the communications in flight ------------- */
+
+/* A thread's innermost open range, or a communication in flight, as a monitor read it whole. */
+typedef struct open_range {
+    uint32_t tid;   /* the lane's thread; 0 for a communication */
+    uint32_t depth; /* ranges open on the thread (1 for a communication) */
+    uint32_t name;  /* string id; TS_STR_NONE when deeper than the frames kept */
+    uint64_t begin_ns;
+} open_range;
+
+/* Reader (any process): the innermost open range of lane l, as published (lane_open_set): 1 and
+ * *out when a range is open in collection window `window`, 0 when none is (or it is from another
+ * window), -1 when the fields stay torn (a writer died mid-way, or damage). */
+int inflight_lane_read(const ts_lane *l, uint32_t window, open_range *out);
+
+/* Reader: the innermost open ranges of s's owned lanes while it collects, up to max of them in
+ * out, each checked (a name id within the string table, a begin at or after the segment's start
+ * and not after now_ns); returns how many. */
+uint32_t inflight_ranges(const segment *s, uint64_t now_ns, open_range *out, uint32_t max);
+
+/* Reader: the communications in flight in s, oldest first, checked as above; up to max in out. */
+uint32_t inflight_comms(const segment *s, uint64_t now_ns, open_range *out, uint32_t max);
+
+#define INFLIGHT_RANGES 16 /* threads' open ranges a summary keeps */
+
+/* What one process is inside now, read whole and checked (inflight_read). */
+typedef struct inflight_summary {
+    uint32_t nranges; /* the threads' innermost open ranges (at most INFLIGHT_RANGES) */
+    open_range ranges[INFLIGHT_RANGES];
+    int main; /* the one to show: the main thread's (tid == pid), else the longest open; -1 */
+    uint32_t ncomms; /* communications in flight, oldest first */
+    open_range comms[TS_COMM_SLOTS];
+    uint64_t steps;            /* steps ended on the board */
+    uint64_t last_step_end_ns; /* the last one's end; 0: none yet */
+    uint64_t typical_step_ns;  /* the median of the last steps; 0: unknown */
+} inflight_summary;
+
+/* Reader: what s's process is inside at now_ns (the collector clock, tsclock_monotonic_ns). */
+void inflight_read(const segment *s, uint64_t now_ns, inflight_summary *out);
+
+/* The creator's private claim on the communication slots (never in the segment, which another
+ * process could write). */
+typedef struct inflight_claims {
+    _Atomic uint32_t busy; /* a bit per slot */
+    /* Each slot's sequence, written by its owner for the time it owns it; atomic because a stale
+     * ticket's completion may read it while a new owner writes it. */
+    _Atomic uint32_t seq[TS_COMM_SLOTS];
+} inflight_claims;
+
+/* Any thread of the creator: publishes a communication issued at begin_ns, not yet complete. A
+ * ticket for inflight_comm_done, 0 when every slot is taken. No lock, no system call. */
+uint64_t inflight_comm_issue(const segment *s, inflight_claims *c, uint32_t name,
+                             uint64_t begin_ns);
+
+/* Any thread: the communication of ticket completed; a ticket already done, or 0, does nothing. */
+void inflight_comm_done(const segment *s, inflight_claims *c, uint64_t ticket);
 
 /* Events as at most two contiguous runs of a ring (where it wraps): what a drain finds in a lane.
  */

@@ -114,6 +114,8 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     x = item(c, r, 1, x, "step", buf, ROLE_HEADER);
     format_duration(ss.steps ? ss.avg_total_ns : -1, buf, sizeof buf);
     x = item(c, r, 1, x, "avg step", buf, ROLE_HEADER);
+    if (st->stalled && !st->gone) /* no step end for a while: where it is (termsight hang) */
+        x = item(c, r, 1, x, "stalled", st->inside, ROLE_BAD);
     if (progress >= 0 && r.w - x > 32) {
         /* The analysis at work: a bar of its progress. */
         int bw = 16, fill = (int)(progress * bw + 0.5);

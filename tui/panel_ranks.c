@@ -30,6 +30,7 @@ enum col {
     COL_DROPS,
     COL_CPU,
     COL_VERDICT,
+    COL_INSIDE,
     COL__COUNT
 };
 
@@ -61,16 +62,25 @@ static const struct column {
     [COL_DROPS] = {"DROPS", 7, 14, 0},
     [COL_CPU] = {"CPU%", 7, 12, 0},
     [COL_VERDICT] = {"STRAGGLER", 11, 4, 1},
+    [COL_INSIDE] = {"INSIDE", 40, 21, 1},
 };
 
-/* Which columns fit in width: by priority, each while it fits. */
-static void choose(int width, int *shown)
+#define INSIDE_PRIO_STALLED 3 /* a rank has stalled: where each is comes before the figures */
+
+static int prio_of(int k, int stalled)
+{
+    return k == COL_INSIDE && stalled ? INSIDE_PRIO_STALLED : columns[k].prio;
+}
+
+/* Which columns fit in width: by priority, each while it fits. stalled: a rank's step has not
+ * ended for a while, so what each rank is inside goes first. */
+static void choose(int width, int *shown, int stalled)
 {
     int order[COL__COUNT];
     for (int i = 0; i < COL__COUNT; i++)
         order[i] = i;
     for (int i = 1; i < COL__COUNT; i++) /* a handful: insertion sort by prio */
-        for (int j = i; j > 0 && columns[order[j]].prio < columns[order[j - 1]].prio; j--) {
+        for (int j = i; j > 0 && prio_of(order[j], stalled) < prio_of(order[j - 1], stalled); j--) {
             int t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
@@ -152,6 +162,9 @@ static int cell_text(const rank_row *r, int k, char *buf, size_t cap)
     case COL_VERDICT:
         snprintf(buf, cap, "%s", r->straggler ? r->cause : "");
         return ROLE_BAD;
+    case COL_INSIDE:
+        snprintf(buf, cap, "%s", r->gone ? "" : r->inside);
+        return r->waited_for ? ROLE_BAD : r->stalled ? ROLE_WARN : ROLE_NORMAL;
     default:
         break;
     }
@@ -173,6 +186,8 @@ static int verdict_lines(const ranks_table *t, canvas *c, rect r, int y)
 {
     int used = 0;
     size_t with = 0;
+    if (t->waited_for) /* a hang: the rank the others wait for, before any straggler */
+        return frame_wrap(c, r, y, 2, ROLE_BAD, t->hang_verdict);
     for (size_t i = 0; i < t->n; i++)
         with += t->row[i].steps > 0;
     if (with < 2)
@@ -226,7 +241,7 @@ static void ranks_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
                  t->hidden, RANKS_MAX);
     frame_title(c, r, "Ranks", extra);
     int shown[COL__COUNT];
-    choose(r.w, shown);
+    choose(r.w, shown, t->stalled > 0);
     rect body = {r.y + 1, r.x, r.h - 1, r.w};
     canvas_fill(c, (rect){body.y, body.x, 1, body.w}, ' ', ROLE_LABEL);
     int x = 1;
@@ -256,7 +271,7 @@ static void ranks_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
         for (int col = 0; col < COL__COUNT; col++) {
             if (!shown[col])
                 continue;
-            char buf[96];
+            char buf[160];
             int role = cell_text(row, col, buf, sizeof buf);
             put_cell(c, body, y, x, col, sel ? ROLE_SELECTED : role, buf);
             if (col == COL_MARK && i == t->selected) /* the rank the other screens show */

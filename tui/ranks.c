@@ -54,11 +54,37 @@ void ranks_row_fill(rank_row *row, const source_status *st, const analysis *a)
     }
     cpu_row c;
     row->cpu = analysis_cpu_recent(a, &c, 1) == 1 ? c.process_user + c.process_system : -1;
+    memcpy(row->inside, st->inside, sizeof row->inside);
+    row->comm_s = st->comm_s;
+    row->since_s = st->since_s;
+    row->stalled = st->stalled;
+}
+
+/* The hang rule over the rows: the ranks the others wait for, and the verdict in words. */
+static void hang_verdict(ranks_table *t, size_t n)
+{
+    job_rank_wait w[RANKS_MAX];
+    size_t idx[RANKS_MAX];
+    t->stalled = 0;
+    for (size_t i = 0; i < n; i++) {
+        const rank_row *r = &t->row[i];
+        w[i] = (job_rank_wait){.live = !r->gone,
+                               .rank = r->rank,
+                               .pid = r->pid,
+                               .comm_s = r->comm_s,
+                               .since_s = r->since_s};
+        t->row[i].waited_for = 0;
+        t->stalled += r->stalled && !r->gone;
+    }
+    t->waited_for = job_waited_for(w, n, idx, NULL);
+    for (size_t k = 0; k < t->waited_for; k++)
+        t->row[idx[k]].waited_for = 1;
+    job_hang_verdict(t->hang_verdict, sizeof t->hang_verdict, w, n);
 }
 
 void ranks_verdict(ranks_table *t)
 {
-    job_rank_avg avg[RANKS_MAX];
+    job_rank_avg avg[RANKS_MAX] = {{0}}; /* gcc cannot tell the loop below fills the n used */
     job_straggler out[RANKS_MAX];
     size_t n = t->n < RANKS_MAX ? t->n : RANKS_MAX;
     for (size_t i = 0; i < n; i++) {
@@ -76,6 +102,7 @@ void ranks_verdict(ranks_table *t)
     for (size_t i = 0; i < n; i++)
         t->unmeasured += t->row[i].steps > 0 && !(t->row[i].avg_comm_ns > 0);
     t->stragglers = job_stragglers(avg, n, out);
+    hang_verdict(t, n);
     for (size_t k = 0; k < t->stragglers; k++) {
         rank_row *r = &t->row[out[k].idx];
         r->straggler = 1;

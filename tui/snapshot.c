@@ -93,6 +93,10 @@ static void json_status(cJSON *o, const source_status *st)
     }
     report_json_u64(o, "missed", st->missed);
     report_json_u64(o, "observed", st->observed);
+    /* Hang triage: what it is inside now, and whether its step has not ended for a while. */
+    add_clean(o, "inside", st->inside);
+    cJSON_AddBoolToObject(o, "stalled", st->stalled);
+    cJSON_AddNumberToObject(o, "since_step_end_s", st->since_s);
     /* One word per view: what the collector's boards give is whole; what comes from the lanes
      * is a sample while the monitor misses some of them. */
     cJSON *live = cJSON_AddObjectToObject(o, "live");
@@ -302,6 +306,9 @@ static void json_job(cJSON *o, const ranks_table *t)
             cJSON_AddNumberToObject(e, "cpu_percent", r->cpu);
         cJSON_AddBoolToObject(e, "straggler", r->straggler);
         cJSON_AddBoolToObject(e, "comm_wait_measured", r->steps && r->avg_comm_ns > 0);
+        add_clean(e, "inside", r->gone ? "" : r->inside);
+        cJSON_AddBoolToObject(e, "stalled", r->stalled);
+        cJSON_AddBoolToObject(e, "waited_for", r->waited_for);
         cJSON_AddItemToArray(arr, e);
     }
     arr = cJSON_AddArrayToObject(j, "stragglers");
@@ -317,6 +324,7 @@ static void json_job(cJSON *o, const ranks_table *t)
         cJSON_AddNumberToObject(e, "others_comm_wait_us", us(r->others_wait_ns));
         cJSON_AddItemToArray(arr, e);
     }
+    add_clean(j, "hang_verdict", t->hang_verdict);
 }
 
 int snapshot_json(FILE *out, const panel_ctx *p)

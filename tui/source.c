@@ -11,6 +11,7 @@
  * The analysis and the ring are bounded, so memory stays flat over a run of days.
  *
  * Commands go through the mailbox of a second, writable mapping opened on the first command. */
+#include "job.h"
 #include "tui_internal.h"
 
 #include <errno.h>
@@ -86,6 +87,26 @@ static uint32_t lanes_used(const source *s)
     return used > s->lanes ? s->lanes : used;
 }
 
+/* What the process is inside now, and whether it has stalled (no step end for a while). */
+static void read_inside(source *s)
+{
+    source_status *st = &s->st;
+    if (st->gone) {
+        st->inside[0] = 0;
+        st->comm_s = -1;
+        st->stalled = 0;
+        return;
+    }
+    inflight_summary in;
+    uint64_t now = tsclock_monotonic_ns();
+    inflight_read(s->seg, now, &in);
+    double inside_s = job_inside_text(s->seg, &in, now, st->inside, sizeof st->inside);
+    st->comm_s = in.ncomms ? (inside_s < 0 ? 0 : inside_s) : -1;
+    uint64_t from = in.last_step_end_ns ? in.last_step_end_ns : segment_header(s->seg)->start_ns;
+    st->since_s = now > from ? (double)(now - from) / 1e9 : 0;
+    st->stalled = st->inside[0] && job_stalled(st->since_s, (double)in.typical_step_ns / 1e9);
+}
+
 static void read_header(source *s)
 {
     ts_segment_header *h = segment_header(s->seg);
@@ -112,6 +133,7 @@ static void read_header(source *s)
     }
     uint64_t now = s->end_realtime_ns ? s->end_realtime_ns : realtime_ns();
     st->elapsed_s = now > h->start_realtime_ns ? (double)(now - h->start_realtime_ns) / 1e9 : 0;
+    read_inside(s);
 }
 
 int source_open(pid_t pid, source **out, char **cause)

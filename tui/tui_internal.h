@@ -270,6 +270,11 @@ typedef struct source_status {
     char job[64];                         /* the job the session is a rank of; "" when none */
     char host[64];                        /* "" when unknown */
     int32_t rank, local_rank, world_size; /* -1 when unknown */
+    /* Hang triage (model/inflight.c, analysis/hang.c): what the process is inside now. */
+    char inside[160]; /* "in c10d::allreduce_ for 41.2 s"; "" when nothing is open */
+    double comm_s;    /* its oldest communication in flight has waited this long; < 0: none */
+    double since_s;   /* since its last step ended (or its session began) */
+    int stalled;      /* no step ended for a while (job_stalled): inside is worth showing */
 } source_status;
 
 /* Attaches read-only to pid's segment and starts observing. An incompatible, damaged or
@@ -328,6 +333,11 @@ typedef struct rank_row {
     int straggler;
     const char *cause;                /* with straggler: "data", "compute" or "tail" */
     double excess_ns, others_wait_ns; /* its busy time past the typical rank's; the others' wait */
+    /* Hang triage: what it is inside (source_status), and the hang rule's verdict. */
+    char inside[160];
+    double comm_s, since_s;
+    int stalled;
+    int waited_for; /* the others wait in a communication; this rank is in none */
 } rank_row;
 
 /* What the Ranks screen and the snapshots read. */
@@ -339,6 +349,9 @@ typedef struct ranks_table {
     int selected;  /* the row of the rank the other screens show */
     size_t stragglers;
     size_t unmeasured; /* ranks with steps that recorded no communication */
+    size_t stalled;    /* ranks whose step has not ended for a while (job_stalled) */
+    size_t waited_for; /* ranks the others wait for (job_waited_for) */
+    char hang_verdict[256];
     rank_row row[RANKS_MAX];
 } ranks_table;
 

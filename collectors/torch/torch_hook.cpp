@@ -228,7 +228,17 @@ bool complete_later(const at::RecordFunction &fn, uint32_t name_id, uint32_t typ
             fut = work->getFuture();
         if (!fut || fut->completed())
             return false;
-        fut->addCallback([name_id, type_id, t0](c10::ivalue::Future &f) {
+        /* In flight until then: a rank whose peers never join shows that it waits here. */
+        uint64_t ticket = termsight_comm_issue(name_id, t0);
+        struct undo { /* the ticket goes back unless the callback that ends it is in place */
+            uint64_t t;
+            ~undo()
+            {
+                termsight_comm_done(t);
+            }
+        } pending{ticket};
+        fut->addCallback([name_id, type_id, t0, ticket](c10::ivalue::Future &f) {
+            termsight_comm_done(ticket);
             uint64_t end = termsight_now_ns();
             uint64_t bytes = 0;
             try {
@@ -238,6 +248,7 @@ bool complete_later(const at::RecordFunction &fn, uint32_t name_id, uint32_t typ
             }
             termsight_comm_complete(name_id, type_id, t0, end, bytes);
         });
+        pending.t = 0;
         return true;
     }
     return false;

@@ -157,6 +157,9 @@ TERMSIGHT_API uint32_t termsight_name_n(const char *bytes, size_t len);
 TERMSIGHT_API void termsight_range_begin(const char *name, const char *type);
 TERMSIGHT_API void termsight_range_begin_id(uint32_t name, uint32_t type);
 TERMSIGHT_API void termsight_range_end(void);
+/* Ends the innermost open range without recording it: a wait that turned out to be none (an
+ * iterator found exhausted). Until it ends, a range shows as open to monitors either way. */
+TERMSIGHT_API void termsight_range_drop(void);
 /* Attaches a FLOPs count to the innermost open range of the calling thread. */
 TERMSIGHT_API void termsight_range_flops(uint64_t flops);
 /* A whole range with its own timestamps (termsight_now_ns clock). */
@@ -171,6 +174,21 @@ TERMSIGHT_API void termsight_range_complete(uint32_t name, uint32_t type, uint64
  * every event; never blocks, drops (and counts) when the thread's lane is full. */
 TERMSIGHT_API void termsight_comm_complete(uint32_t name, uint32_t type, uint64_t begin_ns,
                                            uint64_t end_ns, uint64_t bytes);
+
+/* Hang triage: a communication issued at begin_ns (termsight_now_ns clock) that has not yet
+ * completed, shown to monitors (termsight top, termsight hang) as in flight until
+ * termsight_comm_done(ticket), called from any thread (the one that sees it complete). Whether or
+ * not collecting, while a session exists; no lock, no system call. Returns the ticket, 0 when
+ * there is no session or TS_COMM_SLOTS (16) are in flight already (then it is not shown). */
+TERMSIGHT_API uint64_t termsight_comm_issue(uint32_t name, uint64_t begin_ns);
+TERMSIGHT_API void termsight_comm_done(uint64_t ticket);
+
+/* Hang triage: tells monitors that the program writes every thread's stack into the file
+ * "python-stacks.txt" in its run folder when it gets signal signo (termsight.torch and the Python
+ * binding set this up with faulthandler), so that `termsight hang` can ask for them; 0: it does
+ * not. TERMSIGHT_OK, TERMSIGHT_E_NO_SESSION, or TERMSIGHT_E_INVALID (not a real-time signal,
+ * SIGRTMIN to SIGRTMAX). */
+TERMSIGHT_API int termsight_stacks_signal(int signo);
 
 /* Steps: begin numbers the step (1, 2, ... per session) and returns its number. */
 TERMSIGHT_API uint64_t termsight_step_begin(void);
@@ -234,6 +252,7 @@ extern TERMSIGHT_API volatile int termsight_collecting_;
 #define termsight_range_begin(n, t)    TERMSIGHT_IF_COLLECTING_(termsight_range_begin(n, t))
 #define termsight_range_begin_id(n, t) TERMSIGHT_IF_COLLECTING_(termsight_range_begin_id(n, t))
 #define termsight_range_end()          TERMSIGHT_IF_COLLECTING_(termsight_range_end())
+#define termsight_range_drop()         TERMSIGHT_IF_COLLECTING_(termsight_range_drop())
 #define termsight_range_flops(f)       TERMSIGHT_IF_COLLECTING_(termsight_range_flops(f))
 #define termsight_range_complete(n, t, b, e, f)                                                    \
     TERMSIGHT_IF_COLLECTING_(termsight_range_complete(n, t, b, e, f))

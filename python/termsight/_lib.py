@@ -84,9 +84,13 @@ _PROTOTYPES = {
     "termsight_range_begin": (None, [_S, _S]),
     "termsight_range_begin_id": (None, [_U32, _U32]),
     "termsight_range_end": (None, []),
+    "termsight_range_drop": (None, []),
     "termsight_range_flops": (None, [_U64]),
     "termsight_range_complete": (None, [_U32, _U32, _U64, _U64, _U64]),
     "termsight_comm_complete": (None, [_U32, _U32, _U64, _U64, _U64]),
+    "termsight_comm_issue": (_U64, [_U32, _U64]),
+    "termsight_comm_done": (None, [_U64]),
+    "termsight_stacks_signal": (ctypes.c_int, [ctypes.c_int]),
     "termsight_step_begin": (_U64, []),
     "termsight_step_end": (None, []),
     "termsight_phase_mark": (None, [ctypes.c_int]),
@@ -277,6 +281,61 @@ def _other_libtorch(path, explicit):
 def torch_hook_missing():
     """Why load_torch_hook() found none ("" when it did or was not asked yet)."""
     return "; ".join(_torch_hook_tried)
+
+
+STACKS_FILE = "python-stacks.txt"  # model.h's TS_STACKS_FILE
+_stacks = {}  # pid -> (signal, file) once registered in that process
+
+
+def _stacks_signal():
+    """The signal termsight hang asks for stacks with: SIGRTMAX - 3 (61 on Linux), a real-time
+    signal no Python library we know uses; None when the program has a handler of its own for it
+    (or ignores it), or the platform has none."""
+    import signal
+
+    sig = getattr(signal, "SIGRTMAX", None)
+    if sig is None:
+        return None
+    sig = int(sig) - 3
+    try:
+        if signal.getsignal(sig) != signal.SIG_DFL:
+            return None  # the program's (None: installed outside Python, not ours to take)
+        # A handler a C library set after Python started is not in getsignal's table.
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("SigCgt:", "SigIgn:")) and int(line.split()[1], 16) >> (
+                        sig - 1) & 1:
+                    return None
+    except (ValueError, OSError, IndexError):
+        return None
+    return sig
+
+
+def register_stacks(lib, session):
+    """termsight hang's way to every thread's Python stack, without ptrace and without stopping
+    the program: faulthandler writes them into STACKS_FILE in the run folder on a signal the
+    program does not use, and the segment says which. Once per process; True when registered.
+    Never raises: the program runs on without it."""
+    if os.getpid() in _stacks:
+        return True
+    try:
+        import faulthandler
+
+        folder = lib.termsight_run_folder(session)
+        sig = _stacks_signal()
+        if not folder or sig is None:
+            return False
+        f = open(os.path.join(os.fsdecode(folder), STACKS_FILE), "ab", buffering=0)
+        # chain=False: the signal's default action would end the program.
+        faulthandler.register(sig, file=f, all_threads=True, chain=False)
+        if lib.termsight_stacks_signal(sig) != OK:
+            faulthandler.unregister(sig)
+            f.close()
+            return False
+        _stacks[os.getpid()] = (sig, f)
+        return True
+    except Exception:  # noqa: BLE001 -- the profiler never stops the training
+        return False
 
 
 def collecting_flag():

@@ -514,6 +514,7 @@ class Profiler:
         _open_profilers.add(self)
         _close_on_signals()
         self._remember_folder()
+        _lib.register_stacks(lib, self._session)
 
     # -- state --
 

@@ -453,16 +453,24 @@ def ddp_comm_hook(hook=None, name=None):
             name = name[:-len("_hook")]
     lib = _lib.load()
     now, comm, intern = lib.termsight_now_ns, lib.termsight_comm_complete, lib.termsight_name_n
+    issue, issued = lib.termsight_comm_issue, lib.termsight_comm_done
     tname = name.encode("utf-8", "surrogateescape")
 
     def timed(state, bucket):
         t0 = now()
-        fut = hook(state, bucket)
+        label = ("DDP/bucket%d/%s" % (bucket.index(), name)).encode("utf-8", "surrogateescape")
+        # In flight until it completes: a rank whose peers never join shows it waits here.
+        ticket = issue(intern(label, len(label)), t0)
+        try:
+            fut = hook(state, bucket)
+        except BaseException:
+            issued(ticket)
+            raise
         buf = bucket.buffer()
         nbytes = buf.numel() * buf.element_size()
-        label = ("DDP/bucket%d/%s" % (bucket.index(), name)).encode("utf-8", "surrogateescape")
 
         def done(f):
+            issued(ticket)
             # Interned when it completes: ids belong to the session current then.
             comm(intern(label, len(label)), intern(tname, len(tname)), t0, now(), nbytes)
             return f.value()
@@ -843,20 +851,24 @@ def steps(loader, ops=True, model=None, queue_ms=10, cuda=None):
             if first and begin_first_early:
                 lib.termsight_step_begin()
                 opened, step_ran, mark = True, False, _optim.mark()
-            t0 = lib.termsight_now_ns()
+            # An open range while the loop waits, so that a loader that never delivers shows
+            # where the loop is (termsight top, termsight hang); interned per batch: a session
+            # started or replaced between batches gets its ids.
+            lib.termsight_range_begin_id(lib.termsight_name_n(wait_name, len(wait_name)),
+                                         lib.termsight_name_n(wait_type, len(wait_type)))
             try:
                 batch = next(it)
             except StopIteration:
+                lib.termsight_range_drop()  # no batch came: no wait to count
                 # len() promised a batch that did not come, or micro-batches that no optimizer
                 # step closed: the step ends with the loader.
                 if opened:
                     lib.termsight_step_end()
                 return
-            t1 = lib.termsight_now_ns()
-            # Interned per batch: a session started or replaced between batches gets its ids.
-            lib.termsight_range_complete(lib.termsight_name_n(wait_name, len(wait_name)),
-                                         lib.termsight_name_n(wait_type, len(wait_type)), t0, t1,
-                                         0)
+            except BaseException:
+                lib.termsight_range_drop()
+                raise
+            lib.termsight_range_end()
             if not opened:
                 lib.termsight_step_begin()
                 opened, step_ran, mark = True, False, _optim.mark()
@@ -986,11 +998,13 @@ class _AutoSteps:
                 self.end_step()
             self.owner = None
 
-    def wait(self, t0, t1):
+    def wait_begin(self):
+        """The wait for a batch, open until the loader delivers (then termsight_range_end):
+        a loop stuck there shows where (termsight top, termsight hang)."""
         lib = self.lib
         w, t = DATA_WAIT_NAME.encode(), DATA_WAIT_TYPE.encode()
-        lib.termsight_range_complete(lib.termsight_name_n(w, len(w)),
-                                     lib.termsight_name_n(t, len(t)), t0, t1, 0)
+        lib.termsight_range_begin_id(lib.termsight_name_n(w, len(w)),
+                                     lib.termsight_name_n(t, len(t)))
 
 
 _auto = []
@@ -1019,8 +1033,10 @@ def auto(queue_ms=10):
     if _auto:
         return True
     lib = _lib.load()
-    if not lib.termsight_session_current():
+    session = lib.termsight_session_current()
+    if not session:
         return False
+    _lib.register_stacks(lib, session)
     torch = _import_torch()
     _install_profiler_lend(torch, lib)
     _optim.install(torch)
@@ -1072,10 +1088,11 @@ def auto(queue_ms=10):
             st.eval_end()  # the training loop asks for its next batch: evaluation is over
         if steps and st.open and not _optim.accumulating(st.opt_mark):
             st.end_step()  # the loop asks for the next batch: the step it trained ends
-        t0 = lib.termsight_now_ns()
+        st.wait_begin()
         try:
             batch = base_next(self)
         except StopIteration:
+            lib.termsight_range_drop()  # no batch came: no wait to count
             if evaluating:
                 st.eval_end()  # the evaluation loader is done
             if steps:
@@ -1085,7 +1102,10 @@ def auto(queue_ms=10):
             if sampler is not None:
                 sampler.stop()
             raise
-        st.wait(t0, lib.termsight_now_ns())
+        except BaseException:
+            lib.termsight_range_drop()
+            raise
+        lib.termsight_range_end()
         if steps and torch.is_grad_enabled():
             if owner is None:
                 st.owner = weakref.ref(self, st.dropped)

@@ -18,7 +18,7 @@ man_in=$SOURCE_DIR/packaging/termsight.1.in
 completion=$SOURCE_DIR/packaging/termsight.bash-completion
 # The page as text: roff's escaped minus signs and font changes undone.
 page=$(sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$man_in")
-commands="ls dump analyse diff top run demo snapshot"
+commands="ls dump analyse diff top run demo snapshot hang"
 for c in $commands; do
     echo "$page" | grep -q "^\.B $c\b\|^\.B $c " || fail "termsight(1) has no entry for $c"
     for opt in $("$TERMSIGHT_BIN" "$c" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u); do

@@ -131,6 +131,9 @@ static void event_calls(uint32_t q, uint32_t name, uint32_t type)
     uint64_t t = termsight_now_ns();
     termsight_range_complete(name, type, t, t + 10, 0);
     termsight_comm_complete(name, type, t, t + 10, 4096);
+    termsight_comm_done(termsight_comm_issue(name, t));
+    termsight_range_begin_id(name, type);
+    termsight_range_drop();
     termsight_queue_size(q, 3);
     termsight_counter("loss", 0.5);
     termsight_counter_id(name, 1.5);

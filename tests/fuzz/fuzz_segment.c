@@ -14,6 +14,7 @@
  * Promises: a bad image is refused with a message; from a valid one every pointer handed out lies
  * inside the mapping, names fit the arena, and observing copies at most one ring per lane. */
 #include "fuzz.h"
+#include "job.h"
 #include "tui_internal.h"
 
 #include <fcntl.h>
@@ -104,6 +105,22 @@ static void check_lanes(const segment *s)
     }
 }
 
+/* What termsight hang and top read of what the process is inside: bounded, names checked. */
+static void check_inflight(const segment *s)
+{
+    inflight_summary in;
+    inflight_read(s, UINT64_MAX / 2, &in);
+    FUZZ_CHECK(in.nranges <= INFLIGHT_RANGES && in.ncomms <= TS_COMM_SLOTS);
+    FUZZ_CHECK(in.main >= -1 && in.main < (int)in.nranges);
+    for (uint32_t i = 0; i < in.nranges; i++)
+        check_names(s, in.ranges[i].name);
+    for (uint32_t i = 0; i < in.ncomms; i++)
+        check_names(s, in.comms[i].name);
+    char text[64];
+    job_inside_text(s, &in, UINT64_MAX / 2, text, sizeof text);
+    FUZZ_CHECK(strlen(text) < sizeof text);
+}
+
 static void check_mailbox(const segment *s)
 {
     char arg[TS_MAILBOX_ARG], msg[64];
@@ -185,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         FUZZ_CHECK(segment_size(s) == want);
         check_lanes(s);
+        check_inflight(s);
         check_names(s, 3);
         segment_close(s, 0);
         cause = NULL;

@@ -529,15 +529,40 @@ START_TEST(test_job_ranks)
 }
 END_TEST
 
+/* The Ranks screen drawn at cols x 24, as text lines. */
+static void draw_ranks(const ranks_table *t, int cols, char *all, size_t cap)
+{
+    canvas c;
+    ck_assert_int_eq(canvas_init(&c, 24, cols, &glyphs_ascii), 0);
+    view v;
+    view_init(&v);
+    panel_ctx p = {.rk = t};
+    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, cols}, 1);
+    char line[512];
+    all[0] = 0;
+    for (int y = 0; y < 24; y++) {
+        canvas_line(&c, y, line, sizeof line);
+        strncat(all, line, cap - strlen(all) - 2);
+        strcat(all, "\n");
+    }
+    canvas_free(&c);
+}
+
+/* An empty table of job `job`'s n ranks, all on this machine. */
+static void table_init(ranks_table *t, const char *job, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->job, sizeof t->job, "%s", job);
+    t->world_size = (int32_t)n;
+    t->n = n;
+}
+
 /* Two ranks with steps and no communication recorded (DDP not instrumented): no straggler can
  * be found, and the Ranks screen says why rather than calling them balanced. */
 START_TEST(test_ranks_without_communication)
 {
     static ranks_table t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.job, sizeof t.job, "nocomm");
-    t.world_size = 2;
-    t.n = 2;
+    table_init(&t, "nocomm", 2);
     for (int i = 0; i < 2; i++)
         t.row[i] = (rank_row){.rank = i,
                               .local_rank = i,
@@ -551,21 +576,49 @@ START_TEST(test_ranks_without_communication)
     ranks_verdict(&t);
     ck_assert_uint_eq(t.stragglers, 0);
     ck_assert_uint_eq(t.unmeasured, 2);
-    canvas c;
-    ck_assert_int_eq(canvas_init(&c, 24, 140, &glyphs_ascii), 0);
-    view v;
-    view_init(&v);
-    panel_ctx p = {.rk = &t};
-    panel_ranks.draw(&p, &v, &c, (rect){0, 0, 24, 140}, 1);
-    char line[512], all[8192] = "";
-    for (int y = 0; y < 24; y++) {
-        canvas_line(&c, y, line, sizeof line);
-        strncat(all, line, sizeof all - strlen(all) - 2);
-        strcat(all, "\n");
-    }
+    char all[8192];
+    draw_ranks(&t, 140, all, sizeof all);
     ck_assert_msg(strstr(all, "stragglers: unknown: 2 ranks recorded no communication"), "%s", all);
     ck_assert_msg(!strstr(all, "within the job rule"), "%s", all);
-    canvas_free(&c);
+}
+END_TEST
+
+/* A hang: three ranks inside the all-reduce for 41 s, rank 2 in its data loader. Each rank's
+ * open range shows (the INSIDE column goes first on a stall, even at 80 columns) and the verdict
+ * names rank 2; the same ranks making steps keep the usual columns. */
+START_TEST(test_ranks_hang)
+{
+    static ranks_table t;
+    table_init(&t, "stuck", 4);
+    for (int i = 0; i < 4; i++) {
+        t.row[i] = (rank_row){.rank = i,
+                              .pid = 100 + i,
+                              .steps = 3,
+                              .cpu = -1,
+                              .comm_s = i == 2 ? -1 : 41.2,
+                              .since_s = 41.2,
+                              .stalled = 1};
+        snprintf(t.row[i].inside, sizeof t.row[i].inside, "%s",
+                 i == 2 ? "in DataLoader.__next__ for 60.1 s" : "in c10d::allreduce_ for 41.2 s");
+    }
+    ranks_verdict(&t);
+    ck_assert_uint_eq(t.waited_for, 1);
+    ck_assert_uint_eq(t.stalled, 4);
+    ck_assert(t.row[2].waited_for && !t.row[0].waited_for);
+    char all[8192];
+    draw_ranks(&t, 80, all, sizeof all);
+    ck_assert_msg(strstr(all, "INSIDE"), "%s", all);
+    ck_assert_msg(strstr(all, "in DataLoader.__next__ for 60.1 s"), "%s", all);
+    ck_assert_msg(strstr(all, "in c10d::allreduce_ for 41.2 s"), "%s", all);
+    ck_assert_msg(strstr(all, "rank 2 is the one the others wait for (3 ranks wait in a"), "%s",
+                  all);
+    for (int i = 0; i < 4; i++) {
+        t.row[i].stalled = 0;
+        t.row[i].comm_s = -1;
+    }
+    ranks_verdict(&t);
+    draw_ranks(&t, 80, all, sizeof all);
+    ck_assert_msg(!strstr(all, "INSIDE") && !strstr(all, "wait for"), "%s", all);
 }
 END_TEST
 
@@ -599,6 +652,7 @@ int main(void)
     tcase_add_test(tc, test_list_live);
     tcase_add_test(tc, test_commands);
     tcase_add_test(tc, test_ranks_without_communication);
+    tcase_add_test(tc, test_ranks_hang);
     tcase_add_test(tc, test_foreign_segment);
     tcase_add_test(tc, test_names_bounded_timeline);
     tcase_add_test(tc, test_job_ranks);
