@@ -5,8 +5,8 @@
 # reads the emitter's resident memory (VmRSS) and the shared memory its segment holds (the blocks
 # of /dev/shm/termsight-PID-*); at the middle and at the end it asks for a snapshot
 # (`termsight snapshot PID`) and times it. It prints the samples, then: the resident memory once
-# the ring was full and at the end (the ring must not grow past MB), the largest segment, and each
-# snapshot's time and size.
+# the ring was full and at the end (the ring must not grow past MB), the largest segment, each
+# snapshot's time and size, and the events the collector dropped (termsight ls).
 #
 # usage: bench/bench_flight.sh [--build-dir DIR] [--rate EVENTS_PER_S] [--seconds S] [--mb MB]
 set -euo pipefail
@@ -36,7 +36,8 @@ NAME=bench_flight
 . "$ROOT/bench/emitter.sh"
 emitter_build
 echo "emitter: $RATE events/s for $SECONDS_RUN s, flight recorder of $MB MiB"
-TERMSIGHT_FLIGHT=1 TERMSIGHT_FLIGHT_MB=$MB emitter_start "$RATE" "$SECONDS_RUN"
+# The emitter outlasts the watch by a minute: the last snapshot and its figures come from it alive.
+TERMSIGHT_FLIGHT=1 TERMSIGHT_FLIGHT_MB=$MB emitter_start "$RATE" "$((SECONDS_RUN + 60))"
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$EMITTER/status" 2>/dev/null || echo 0; }
 shm_kib() { du -sk /dev/shm/termsight-"$EMITTER"-* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
@@ -53,7 +54,7 @@ snap() {
 
 full_rss=0 max_rss=0 max_shm=0 half=$((SECONDS_RUN / 2)) t=0 snapped=0
 echo "   s   rss_MiB  shm_MiB"
-while kill -0 "$EMITTER" 2>/dev/null && [ "$t" -lt "$((SECONDS_RUN - 5))" ]; do
+while kill -0 "$EMITTER" 2>/dev/null && [ "$t" -lt "$SECONDS_RUN" ]; do
     sleep 5
     t=$((t + 5))
     r=$(rss_kib) m=$(shm_kib)
@@ -68,6 +69,8 @@ while kill -0 "$EMITTER" 2>/dev/null && [ "$t" -lt "$((SECONDS_RUN - 5))" ]; do
 done
 end_rss=$(rss_kib)
 snap "at the end"
+drops=$("$TOP" ls | awk -v p="$EMITTER" '$1 == p { print $6 }')
+echo "events dropped by the emitter's collector: ${drops:-?}"
 printf 'resident: %.1f MiB at 20 s (ring full), %.1f MiB at the end, %.1f MiB at most\n' \
     "$(echo "$full_rss / 1024" | bc -l)" "$(echo "$end_rss / 1024" | bc -l)" \
     "$(echo "$max_rss / 1024" | bc -l)"
