@@ -82,6 +82,8 @@ void frame_header(canvas *c, rect r, const source_status *st, const analysis *a,
     if (st->gone)
         snprintf(buf, sizeof buf, "ended (%s)",
                  st->state == TS_STATE_ENDED ? "session closed" : "process gone");
+    else if (st->flight_mb && st->state == TS_STATE_COLLECTING)
+        snprintf(buf, sizeof buf, "flight"); /* collecting into its flight recorder */
     else
         snprintf(buf, sizeof buf, "%s", state_name(st->state));
     x = item(c, r, 0, x, NULL, buf, state_role(st));
@@ -371,7 +373,8 @@ static const struct {
               "timeline block; the wheel scrolls tables and moves the timeline"},
     {"", ""},
     {NULL, "The header"},
-    {"state", "idle (no window yet), collecting, stopped, or ended (session closed, or the "
+    {"state", "idle (no window yet), collecting, flight (collecting into a flight recorder: p "
+              "writes a snapshot), stopped, or ended (session closed, or the "
               "process gone: its last figures stay)"},
     {"events/s", "events the process wrote into its lanes per second, counted by the monitor"},
     {"drops", "events the collector lost (a full lane, no free lane, a full disk): the "

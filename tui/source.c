@@ -122,6 +122,7 @@ static void read_header(source *s)
     st->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
     st->lost_threads = segment_lane_losses(s->seg, &st->worst, 1);
     st->window = atomic_load_explicit(&h->window, memory_order_relaxed);
+    st->flight_mb = h->minor >= 2 ? h->flight_mb : 0;
     st->steps = atomic_load_explicit(&h->steps, memory_order_relaxed);
     st->record_error = atomic_load_explicit(&h->record_error, memory_order_acquire);
     if (st->record_error)

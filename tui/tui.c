@@ -221,8 +221,8 @@ static int wants_command(const source_status *st, uint32_t cmd)
         return st->state == TS_STATE_COLLECTING;
     case TS_CMD_SNAPSHOT: /* every live rank: one not in flight mode says so */
         return 1;
-    default: /* flush: ranks that recorded something */
-        return st->window != 0;
+    default: /* flush: ranks that recorded something (a flight recorder records nothing) */
+        return st->window != 0 && !st->flight_mb;
     }
 }
 
@@ -533,7 +533,7 @@ static void conclude(app *a)
         int flushed = 0;
         for (size_t j = 0; j < a->nsent; j++)
             flushed |= a->sent[j].src == s && a->sent[j].answered && a->sent[j].status == 0;
-        if ((flushed || (st->gone && st->window)) && add_folder(a, st) < 0)
+        if ((flushed || (st->gone && st->window && !st->flight_mb)) && add_folder(a, st) < 0)
             break;
     }
     if (!a->nfolders)
@@ -605,6 +605,12 @@ static void on_analyse(app *a)
         return;
     }
     if (!is_job(a)) {
+        if (st->flight_mb) {
+            say(a, ROLE_WARN,
+                "analyse: a flight recorder writes no recording: p takes a snapshot, which "
+                "termsight analyse reads");
+            return;
+        }
         if (!st->window) {
             say(a, ROLE_ERROR,
                 "analyse: nothing recorded yet: press F5 (or c) to start collecting");
@@ -620,11 +626,18 @@ static void on_analyse(app *a)
         return;
     }
     const ranks_table *t = ranks_table_of(a->rk);
-    size_t recorded = 0, live = 0;
+    size_t recorded = 0, live = 0, flight = 0;
     for (size_t i = 0; i < t->n; i++) {
         const source_status *s = source_status_of(ranks_source(a->rk, i));
-        recorded += s->window != 0;
-        live += s->window && !s->gone;
+        flight += s->flight_mb != 0;
+        recorded += s->window != 0 && !s->flight_mb;
+        live += s->window && !s->flight_mb && !s->gone;
+    }
+    if (!recorded && flight) {
+        say(a, ROLE_WARN,
+            "analyse: the ranks keep flight recorders and write no recordings: p takes a "
+            "snapshot of every rank, which termsight analyse reads");
+        return;
     }
     if (!recorded) {
         say(a, ROLE_ERROR, "analyse: no rank has recorded anything yet: press F5 (or c) to start");

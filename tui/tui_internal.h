@@ -264,7 +264,8 @@ typedef struct source_status {
     uint64_t ops_lost;     /* operator events the operator board had no room for */
     uint64_t board_ns;     /* collector clock of the boards' last publication (0: none) */
     uint32_t window;
-    uint64_t steps; /* the last step the training began (its own count; 0: unknown) */
+    uint32_t flight_mb; /* the session keeps a flight recorder (no recording); 0: none */
+    uint64_t steps;     /* the last step the training began (its own count; 0: unknown) */
     uint32_t record_error;
     char record_notice[256];
     char job[64];                         /* the job the session is a rank of; "" when none */
