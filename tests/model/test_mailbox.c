@@ -35,8 +35,9 @@ static const struct {
     {TS_CMD_STOP, "stop"},
     {TS_CMD_FLUSH, "flush"},
     {TS_CMD_MARK, "mark"},
+    {TS_CMD_SNAPSHOT, "snapshot"},
     {TS_CMD_NONE, NULL},
-    {5, NULL},
+    {6, NULL},
     {1000, NULL},
     {UINT32_MAX, NULL},
 };
@@ -156,7 +157,7 @@ START_TEST(test_second_send_refused)
 }
 END_TEST
 
-static const uint32_t unknown_cmds[] = {TS_CMD_NONE, 5, 255, UINT32_MAX};
+static const uint32_t unknown_cmds[] = {TS_CMD_NONE, 6, 255, UINT32_MAX};
 
 START_TEST(test_unknown_command_refused)
 {

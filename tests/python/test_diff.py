@@ -94,7 +94,7 @@ class DiffTest(unittest.TestCase):
         conv = by[("op", "Default/conv/Conv2D-op2")]
         self.assertEqual(mm["verdict"], "slower")
         self.assertEqual(conv["verdict"], "slower")
-        # The sleeps are 3 ms and 1.5 ms plus the timer's slack: a bit under 10 % and 30 %.
+        # The sleeps are 6 ms and 3 ms plus the timer's slack: a bit under 10 % and 30 %.
         self.assertTrue(6 <= mm["change_pct"] <= 12, mm)
         self.assertTrue(20 <= conv["change_pct"] <= 33, conv)
         lo, hi = conv["interval_pct"]

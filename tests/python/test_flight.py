@@ -107,7 +107,10 @@ class Flight(unittest.TestCase):
         out, err = self.finish(self.start(300, 137, 5, 30))
         self.assertIn("step 137", out)
         snaps = self.snapshots()
-        self.assertEqual([os.path.basename(s) for s in snaps], ["01-slow-step137"], err)
+        # One snapshot, step 137's (on a busy machine a hiccup before it may have had one first,
+        # which step 137's then replaced: its number is then 02).
+        self.assertEqual(len(snaps), 1, err)
+        self.assertRegex(os.path.basename(snaps[0]), r"^0[12]-slow-step137$", err)
         self.assertIn("step 137 took", err)
         run = os.path.dirname(os.path.dirname(snaps[0]))
         self.assertFalse(os.path.exists(os.path.join(run, "recording")),
@@ -127,7 +130,8 @@ class Flight(unittest.TestCase):
         env = self.env(TERMSIGHT_FLIGHT_SLOW="4")
         out, err = self.finish(self.start(130, 60, 6, 30, 0, 0, 100, 20, env=env))
         snaps = [os.path.basename(s) for s in self.snapshots()]
-        self.assertEqual(snaps, ["02-slow-step100"], err)
+        self.assertEqual(len(snaps), 1, err)
+        self.assertRegex(snaps[0], r"^0[23]-slow-step100$", err)  # 03: a hiccup came first
         self.assertIn("in place of", err)
         steps, _, summary = self.analyse(self.snapshots()[0])
         self.assertIn(60, steps)
@@ -144,7 +148,8 @@ class Flight(unittest.TestCase):
         env = self.env(TERMSIGHT_FLIGHT_MB="1", TERMSIGHT_FLIGHT_SLOW="8")
         self.finish(self.start(400, 337, 20, 10, 0, 80, env=env))
         snaps = self.snapshots()
-        self.assertEqual([os.path.basename(s) for s in snaps], ["01-slow-step337"])
+        self.assertEqual(len(snaps), 1)
+        self.assertRegex(os.path.basename(snaps[0]), r"^0[12]-slow-step337$")
         steps, ops, _ = self.analyse(snaps[0])
         first = min(steps)
         self.assertGreater(first, 1, "the ring overflowed: older steps are gone")
