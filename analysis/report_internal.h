@@ -103,6 +103,13 @@ void report_csv_sink(report *r, analysis_sink *sink);
  * allocations, FLOPs. */
 void report_csv_tables(report *r, const queue_finding *qf, size_t nqf);
 
+/* ---- report_sqlite.c: report.sqlite -------------------------------------------------------- */
+
+/* report.sqlite from the CSV files the temporary folder holds (the tables, their indexes, the
+ * views), written under a temporary name and renamed; with sqlite_only the CSV files are removed
+ * after. Returns 0, or -1 with the error kept for the commit (nothing left behind). */
+int report_sqlite_write(report *r, int sqlite_only);
+
 /* ---- report_html.c: report.html ------------------------------------------------------------ */
 
 /* The bounded copy of the steps and queue buckets that report.html draws, fed from the sink. */

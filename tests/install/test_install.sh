@@ -110,7 +110,7 @@ if command -v cpack >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 &&
     case "$(basename "$deb")" in "termsight_${want#termsight }_"*.deb) ;;
     *) fail "the package is named $(basename "$deb")" ;; esac
     depends=$(dpkg-deb -f "$deb" Depends)
-    for d in libc6 libncursesw6 libcjson1 libisal2; do
+    for d in libc6 libncursesw6 libcjson1 libisal2 libsqlite3-0 libmicrohttpd12; do
         echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
     done
     echo "$depends" | grep -q torch && fail "the profiler's package depends on PyTorch: $depends"
