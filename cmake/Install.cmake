@@ -42,6 +42,11 @@ configure_file(${PROJECT_SOURCE_DIR}/packaging/termsight.1.in ${PROJECT_BINARY_D
 install(FILES ${PROJECT_BINARY_DIR}/termsight.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/termsight.bash-completion
   DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME termsight)
+# termsight export --prometheus as a systemd user service (lib/systemd/user, as Debian has them).
+configure_file(${PROJECT_SOURCE_DIR}/packaging/termsight-export.service.in
+  ${PROJECT_BINARY_DIR}/termsight-export.service @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/termsight-export.service
+  DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/user)
 
 # The CMake package: find_package(termsight) gives termsight::termsight.
 install(EXPORT termsightTargets NAMESPACE termsight::
