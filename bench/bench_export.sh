@@ -26,6 +26,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+: >"$work/export.log"
 "$bin" export --prometheus --listen 127.0.0.1:0 >"$work/export.log" 2>&1 &
 exporter=$!
 pids="$exporter"
