@@ -7,8 +7,10 @@ a backslash, a line feed and a byte that is not UTF-8 is escaped as the expositi
 other paths get 404 and other methods 405; 100 scrapes at once are all served; a client that
 stalls half-way through its request is dropped while others are served; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
-server, scraping the exporter every second, answers its HTTP API's queries for the step rate
-and the median step time as the program's own report has them, within 5 %.
+server, scraping the exporter every second (honor_labels, as the README's config), answers its
+HTTP API's queries for the step rate and the median step time of a lone program and of each
+rank of a 2-rank job as the programs' own reports have them over the same steps, within 5 %,
+and names the job's straggler.
 
 Environment: TERMSIGHT_BIN, SLOW_STEP, TERMSIGHT_TEST_TMP. Every process started is killed at
 the end of its test, every folder removed. Only loopback addresses are used.
@@ -256,7 +258,7 @@ class Export(unittest.TestCase):
         conf = os.path.join(self.tmp, "prometheus.yml")
         with open(conf, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                    "scrape_configs:\n  - job_name: termsight\n    static_configs:\n"
+                    "scrape_configs:\n  - job_name: termsight\n    honor_labels: true\n    static_configs:\n"
                     "      - targets: ['127.0.0.1:%d']\n" % self.port)
         prom = subprocess.Popen(
             ["prometheus", "--config.file=" + conf,
@@ -266,44 +268,80 @@ class Export(unittest.TestCase):
         self.procs.append(prom)
         api = "http://127.0.0.1:%d/api/v1/query?" % web
 
-        def query(q):
+        def query(q, at=None):
+            args = {"query": q}
+            if at is not None:
+                args["time"] = "%.3f" % at
             try:
-                with urllib.request.urlopen(api + urllib.parse.urlencode({"query": q}),
-                                            timeout=5) as r:
+                with urllib.request.urlopen(api + urllib.parse.urlencode(args), timeout=5) as r:
                     res = json.load(r)["data"]["result"]
             except (urllib.error.URLError, ConnectionError, OSError):
                 return None
             return float(res[0]["value"][1]) if res else None
 
-        # Prometheus up and scraping the exporter before the program starts.
+        # Prometheus up and scraping the exporter before the programs start: a lone program
+        # and a 2-rank job whose rank 1 steps half as fast again.
         self.wait_for("prometheus scrapes the exporter", lambda: query("up") == 1, prom)
-        p = self.start(3000, 20)
-        pid = self.program_pid(p)
-        sel = 'pid="%d"' % pid
-        # Eight scrapes with steps in them, then the rate over the last five seconds and the
-        # median of the last steps, while the program still runs.
-        self.wait_for("prometheus has 8 samples",
-                      lambda: (query("count_over_time(termsight_steps_total{%s}[1m])" % sel)
-                               or 0) >= 8 and (query("termsight_steps_total{%s}" % sel) or 0)
-                      > 50, p)
-        rate = query("rate(termsight_steps_total{%s}[5s])" % sel)
-        median = query('termsight_step_seconds{%s,part="total",quantile="0.5"}' % sel)
-        self.assertIsNotNone(rate)
-        self.assertIsNotNone(median)
-        self.assertIsNone(p.poll(), "the program ended before the queries")
-        # Ended by SIGTERM (termsight run passes it on); its recording holds the steps so far.
-        os.killpg(p.pid, signal.SIGTERM)
-        p.communicate(timeout=DEADLINE_S)
-        run = os.path.join(self.out, os.listdir(self.out)[0])
-        r = subprocess.run([BIN, "analyse", run], capture_output=True, text=True,
-                           timeout=DEADLINE_S)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        with open(os.path.join(run, "report", "step_trace.csv")) as f:
-            totals = [float(row["total_us"]) for row in csv.DictReader(f)]
-        report_rate = 1e6 / statistics.mean(totals)
-        report_median = statistics.median(totals) / 1e6
-        self.assertAlmostEqual(rate, report_rate, delta=0.05 * report_rate)
-        self.assertAlmostEqual(median, report_median, delta=0.05 * report_median)
+        progs = [self.start(3000, 20),
+                 self.start(3000, 20, TERMSIGHT_JOB="pj", TERMSIGHT_RANK="0",
+                            TERMSIGHT_WORLD_SIZE="2"),
+                 self.start(3000, 30, TERMSIGHT_JOB="pj", TERMSIGHT_RANK="1",
+                            TERMSIGHT_WORLD_SIZE="2")]
+        pids = [self.program_pid(p) for p in progs]
+        # Twelve scrapes with steps in them, then, at a time T just past, the step rate over the
+        # WINDOW_S before T and the median of the last steps, while the programs still run. The
+        # report's figures are taken over the same steps: those that ended in that window, and
+        # the last 512 before T (on the wall clock the recording's start maps to).
+        window_s = 8
+        for pid, p in zip(pids, progs):
+            sel = 'pid="%d"' % pid
+            self.wait_for("prometheus has 12 samples of %d" % pid,
+                          lambda: (query("count_over_time(termsight_steps_total{%s}[1m])" % sel)
+                                   or 0) >= 12 and (query("termsight_steps_total{%s}" % sel)
+                                                    or 0) > 50, p)
+        at = time.time() - 0.5
+        got = []
+        for pid in pids:
+            sel = 'pid="%d"' % pid
+            got.append((query("rate(termsight_steps_total{%s}[%ds])" % (sel, window_s), at),
+                        query('termsight_step_seconds{%s,part="total",quantile="0.5"}' % sel,
+                              at)))
+        self.assertEqual(query('termsight_straggler{job="pj",rank="1",cause="compute"}'), 1)
+        self.assertEqual(query('termsight_straggler{job="pj",rank="0"}'), 0)
+        for p in progs:
+            self.assertIsNone(p.poll(), "a program ended before the queries")
+        # Ended by SIGTERM (termsight run passes it on); their recordings hold the steps so far.
+        for p in progs:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.communicate(timeout=DEADLINE_S)
+        folders = {}
+        for root, dirs, _ in os.walk(self.out):
+            for d in dirs:
+                m = re.search(r"-(\d+)-\d{8}-\d{6}-", d)
+                if m:
+                    folders[int(m.group(1))] = os.path.join(root, d)
+        for pid, (rate, median) in zip(pids, got):
+            self.assertIsNotNone(rate)
+            self.assertIsNotNone(median)
+            run = folders[pid]
+            r = subprocess.run([BIN, "analyse", run], capture_output=True, text=True,
+                               timeout=DEADLINE_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(run, "report", "summary.json")) as f:
+                rec = json.load(f)
+            # A step's end on the wall clock: the recording's start, plus its time since then.
+            wall0 = (rec["recording"]["start_realtime_ns"] + rec["time"]["origin_ns"] -
+                     rec["recording"]["start_ns"]) / 1e9
+            with open(os.path.join(run, "report", "step_trace.csv")) as f:
+                steps = [(wall0 + float(row["end_us"]) / 1e6, float(row["total_us"]))
+                         for row in csv.DictReader(f)]
+            before = [t for end, t in steps if end <= at]
+            in_window = [t for end, t in steps if at - window_s < end <= at]
+            self.assertGreater(len(in_window), 100, run)
+            report_rate = len(in_window) / window_s
+            report_median = statistics.median(before[-512:]) / 1e6
+            self.assertAlmostEqual(rate, report_rate, delta=0.05 * report_rate, msg=run)
+            self.assertAlmostEqual(median, report_median, delta=0.05 * report_median, msg=run)
 
 
 if __name__ == "__main__":
