@@ -153,6 +153,14 @@ static int sql_fail(sql_writer *w, const char *what)
     return -1;
 }
 
+/* A failure reading the CSV file (errno), or one it holds no header in (err 0). */
+static int file_fail(sql_writer *w, const char *file, int err)
+{
+    if (!w->err && asprintf(&w->err, "%s: %s", file, err ? strerror(err) : "no header line") < 0)
+        w->err = NULL;
+    return -1;
+}
+
 static int sql_exec(sql_writer *w, const char *sql)
 {
     char *msg = NULL;
@@ -169,11 +177,12 @@ static int import_table(sql_writer *w, int dirfd, const sql_table *t)
 {
     int fd = openat(dirfd, t->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT ? 0 : sql_fail(w, t->file);
+        return errno == ENOENT ? 0 : file_fail(w, t->file, errno);
     FILE *f = fdopen(fd, "r");
     if (!f) {
+        int e = errno;
         close(fd);
-        return sql_fail(w, t->file);
+        return file_fail(w, t->file, e);
     }
     char *line = NULL, *more = NULL, *field[MAX_COLUMNS], *sql = NULL;
     size_t cap = 0, mcap = 0, ncol = 0;
@@ -181,7 +190,7 @@ static int import_table(sql_writer *w, int dirfd, const sql_table *t)
     sqlite3_stmt *st = NULL;
     if (read_record(f, &line, &cap, &more, &mcap) != 1 ||
         !(ncol = report_csv_split(line, field, MAX_COLUMNS))) {
-        sql_fail(w, t->file);
+        file_fail(w, t->file, ferror(f) ? errno : 0);
         goto out;
     }
     sqlite3_str *create = sqlite3_str_new(w->db), *insert = sqlite3_str_new(w->db);
@@ -228,7 +237,7 @@ static int import_table(sql_writer *w, int dirfd, const sql_table *t)
         sqlite3_reset(st);
     }
     if (got < 0 || ferror(f)) {
-        sql_fail(w, t->file);
+        file_fail(w, t->file, got < 0 ? ENOMEM : errno);
         goto out;
     }
     for (size_t k = 0; k < MAX_INDEXES && t->index[k]; k++) {
