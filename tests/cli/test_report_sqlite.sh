@@ -91,6 +91,8 @@ got=$(q "$db" "SELECT op FROM top_ops_per_step WHERE step = $step AND place = 1"
 n=$(q "$db" "SELECT count(*) FROM top_ops_per_step WHERE step = $step")
 m=$(q "$work/csv.db" "SELECT count(*) FROM so WHERE step = '$step'")
 [ "$n" = "$m" ] || fail "top_ops_per_step has $n rows for step $step, step_ops.csv $m"
+top=$(q "$db" "SELECT op, avg(total_us), max(total_us) - min(total_us) AS spread FROM step_ops GROUP BY op ORDER BY spread DESC LIMIT 5" | wc -l)
+[ "$top" = 5 ] || fail "the README's spread query gave $top rows"
 ok "slowest_steps and top_ops_per_step answer as the CSV files do"
 
 # --sqlite-only: the database, no CSV file; the same rows.
@@ -144,4 +146,6 @@ host=$(q "$jrep/report.sqlite" "SELECT count(*) FROM step_stragglers WHERE host 
 [ "$host" = 0 ] || fail "$host straggler rows without their rank's host"
 "$TERMSIGHT_BIN" analyse --sqlite-only "$work/jobs/sq" >/dev/null 2>&1 &&
     fail "--sqlite-only was taken for a job folder"
+ranks=$(q "$jrep/report.sqlite" "SELECT straggler_rank, host, count(*), max(skew_us) FROM step_stragglers GROUP BY straggler_rank ORDER BY 3 DESC" | wc -l)
+[ "$ranks" -ge 1 ] && [ "$ranks" -le 2 ] || fail "the README's straggler count gave $ranks rows"
 ok "the job report's tables and step_stragglers"
