@@ -169,7 +169,7 @@ typedef struct session {
     uint64_t *cursor;
     queue_seen q[EXPORT_QUEUES];
     size_t nq;
-    uint64_t rate_ns, rate_events; /* the previous scrape's clock and events recorded */
+    uint64_t rate_ns, rate_events; /* the previous scrape's clock and events written */
     double events_per_s;
     int rate_known;
     /* This scrape's figures. */
@@ -303,12 +303,29 @@ static queue_seen *queue_of(session *s, uint32_t name)
     return q;
 }
 
+/* Lanes ever claimed, as far as this mapping has them. */
+static uint32_t lanes_in_use(const session *s)
+{
+    uint32_t used = atomic_load_explicit(&segment_header(s->seg)->lanes_used, memory_order_acquire);
+    return used > s->lanes ? s->lanes : used;
+}
+
+/* Events the process wrote into its lanes (their heads: indexes only grow), as top counts them:
+ * a session in flight mode records nothing, yet writes. */
+static uint64_t lanes_written(const session *s)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0, used = lanes_in_use(s); i < used; i++) {
+        ts_lane *l = segment_lane(s->seg, i);
+        sum += l ? atomic_load_explicit(&l->head, memory_order_acquire) : 0;
+    }
+    return sum;
+}
+
 /* The queue samples among the lanes' newest events (at most EXPORT_LANE_TAIL a lane). */
 static void read_queues(exporter *e, session *s)
 {
-    uint32_t used = atomic_load_explicit(&segment_header(s->seg)->lanes_used, memory_order_acquire);
-    if (used > s->lanes)
-        used = s->lanes;
+    uint32_t used = lanes_in_use(s);
     for (uint32_t i = 0; i < used; i++) {
         ts_lane *l = segment_lane(s->seg, i);
         if (!l)
@@ -540,8 +557,7 @@ static void render(exporter *e)
         s->have_tot = board_get_totals(s->seg, &s->tot) == 0;
         if (!s->have_tot)
             memset(&s->tot, 0, sizeof s->tot);
-        uint64_t events =
-            atomic_load_explicit(&segment_header(s->seg)->events_recorded, memory_order_relaxed);
+        uint64_t events = lanes_written(s);
         if (s->rate_ns && now > s->rate_ns) {
             s->events_per_s = (double)(events >= s->rate_events ? events - s->rate_events : 0) /
                               ((double)(now - s->rate_ns) / 1e9);
@@ -605,11 +621,18 @@ static void render(exporter *e)
                 sample(pg, "termsight_queue_empty_ratio", e->s[k], pq.p, q->empty_share);
             free(pq.p);
         }
-    family(pg, "termsight_events_total", "counter", "Events the session recorded.");
+    family(pg, "termsight_events_total", "counter",
+           "Events the process wrote into its lanes (what was dropped included).");
     for (size_t k = 0; k < e->n; k++)
         sample(pg, "termsight_events_total", e->s[k], NULL, (double)e->s[k]->rate_events);
+    family(pg, "termsight_recorded_events_total", "counter",
+           "Events the session's recorder took (into the recording or the flight recorder).");
+    for (size_t k = 0; k < e->n; k++)
+        sample(pg, "termsight_recorded_events_total", e->s[k], NULL,
+               (double)atomic_load_explicit(&segment_header(e->s[k]->seg)->events_recorded,
+                                            memory_order_relaxed));
     family(pg, "termsight_events_per_second", "gauge",
-           "Events recorded per second since the previous scrape.");
+           "Events written per second since the previous scrape.");
     for (size_t k = 0; k < e->n; k++)
         if (e->s[k]->rate_known)
             sample(pg, "termsight_events_per_second", e->s[k], NULL, e->s[k]->events_per_s);
