@@ -177,6 +177,7 @@ typedef struct session {
     int have_tot;
     int straggler;
     const char *cause;
+    double cpu_s, rss; /* /proc: CPU seconds and RSS bytes; < 0 unknown */
 } session;
 
 typedef struct exporter {
@@ -544,6 +545,118 @@ static void verdicts(exporter *e)
     }
 }
 
+/* The figures of one session a family reads: NAN when it has none (no sample is written). */
+static double m_collecting(const session *s)
+{
+    return atomic_load_explicit(&segment_header(s->seg)->state, memory_order_acquire) ==
+           TS_STATE_COLLECTING;
+}
+static double m_steps(const session *s)
+{
+    return (double)s->tot.steps;
+}
+static double m_events(const session *s)
+{
+    return (double)s->rate_events;
+}
+static double m_recorded(const session *s)
+{
+    return (double)atomic_load_explicit(&segment_header(s->seg)->events_recorded,
+                                        memory_order_relaxed);
+}
+static double m_events_per_s(const session *s)
+{
+    return s->rate_known ? s->events_per_s : NAN;
+}
+static double m_drops(const session *s)
+{
+    return (double)atomic_load_explicit(&segment_header(s->seg)->drops, memory_order_relaxed);
+}
+static double m_lossy(const session *s)
+{
+    lane_loss worst;
+    return (double)segment_lane_losses(s->seg, &worst, 1);
+}
+static double m_ops_lost(const session *s)
+{
+    return (double)board_ops_lost(s->seg);
+}
+static double m_cpu(const session *s)
+{
+    return s->cpu_s >= 0 ? s->cpu_s : NAN;
+}
+static double m_rss(const session *s)
+{
+    return s->rss >= 0 ? s->rss : NAN;
+}
+
+typedef struct metric {
+    const char *name, *type, *help;
+    double (*value)(const session *s);
+} metric;
+
+/* The families of one sample a session, in the page's order (the step summary, the queues and
+ * the straggler have labels of their own and are written apart). */
+static const metric session_metrics[] = {
+    {"termsight_events_total", "counter",
+     "Events the process wrote into its lanes (what was dropped included).", m_events},
+    {"termsight_recorded_events_total", "counter",
+     "Events the session's recorder took (into the recording or the flight recorder).", m_recorded},
+    {"termsight_events_per_second", "gauge", "Events written per second since the previous scrape.",
+     m_events_per_s},
+    {"termsight_dropped_events_total", "counter",
+     "Events lost for any reason (full lanes, recording write errors).", m_drops},
+    {"termsight_lossy_threads", "gauge",
+     "Threads that lost events in the collection window under way.", m_lossy},
+    {"termsight_operators_lost_total", "counter",
+     "Operator events the operator board had no room for.", m_ops_lost},
+    {"termsight_process_cpu_seconds_total", "counter", "CPU time (user and system) of the process.",
+     m_cpu},
+    {"termsight_process_resident_memory_bytes", "gauge", "Resident memory of the process.", m_rss},
+};
+
+static void write_metric(exporter *e, const metric *m)
+{
+    family(&e->pg, m->name, m->type, m->help);
+    for (size_t k = 0; k < e->n; k++) {
+        double v = m->value(e->s[k]);
+        if (!isnan(v))
+            sample(&e->pg, m->name, e->s[k], NULL, v);
+    }
+}
+
+static double q_usage(const queue_seen *q)
+{
+    return q->capacity ? (double)q->size / (double)q->capacity : NAN;
+}
+static double q_empty(const queue_seen *q)
+{
+    return q->share_known ? q->empty_share : NAN;
+}
+
+/* A family of one sample a queue, labelled queue too. */
+static void write_queue_metric(exporter *e, const char *name, const char *help,
+                               double (*value)(const queue_seen *q))
+{
+    family(&e->pg, name, "gauge", help);
+    for (size_t k = 0; k < e->n; k++)
+        for (size_t i = 0; i < e->s[k]->nq; i++) {
+            const queue_seen *q = &e->s[k]->q[i];
+            double v = value(q);
+            if (isnan(v))
+                continue;
+            page pq = {0};
+            uint32_t len = 0;
+            const char *qname = strtab_get(e->s[k]->seg, q->name, &len);
+            page_put(&pq, "queue=\"", 7);
+            export_label_value(&pq, qname ? qname : "", qname ? len : 0);
+            page_put(&pq, "\"", 1);
+            if (!pq.failed)
+                sample(&e->pg, name, e->s[k], pq.p, v);
+            free(pq.p);
+        }
+}
+
 /* Every family for every session into e->pg. */
 static void render(exporter *e)
 {
@@ -566,107 +679,31 @@ static void render(exporter *e)
         s->rate_ns = now;
         s->rate_events = events;
         read_queues(e, s);
+        proc_usage(e, s->pid, &s->cpu_s, &s->rss);
     }
     verdicts(e);
 
     family(pg, "termsight_sessions", "gauge", "Live profiler sessions exported.");
     page_printf(pg, "termsight_sessions %zu\n", e->n);
-    family(pg, "termsight_collecting", "gauge",
-           "1 while the session collects (into its recording or flight recorder), else 0.");
-    for (size_t k = 0; k < e->n; k++) {
-        uint32_t st =
-            atomic_load_explicit(&segment_header(e->s[k]->seg)->state, memory_order_acquire);
-        sample(pg, "termsight_collecting", e->s[k], NULL, st == TS_STATE_COLLECTING);
-    }
-    family(pg, "termsight_steps_total", "counter", "Training steps finished.");
-    for (size_t k = 0; k < e->n; k++)
-        sample(pg, "termsight_steps_total", e->s[k], NULL, (double)e->s[k]->tot.steps);
+    write_metric(e, &(const metric){"termsight_collecting", "gauge",
+                                    "1 while the session collects (into its recording or "
+                                    "flight recorder), else 0.",
+                                    m_collecting});
+    write_metric(e, &(const metric){"termsight_steps_total", "counter", "Training steps finished.",
+                                    m_steps});
     family(pg, "termsight_step_seconds", "summary",
            "Step time and its split (part: total, interval, compute, comm_wait, tail, eval); "
            "quantiles over the last 512 steps, sum and count over all.");
     for (size_t k = 0; k < e->n; k++)
         step_summary(e, pg, e->s[k]);
-    family(pg, "termsight_queue_usage_ratio", "gauge",
-           "A data queue's size over its capacity at its latest sample.");
-    for (size_t k = 0; k < e->n; k++)
-        for (size_t i = 0; i < e->s[k]->nq; i++) {
-            const queue_seen *q = &e->s[k]->q[i];
-            if (!q->capacity)
-                continue;
-            page pq = {0};
-            uint32_t len = 0;
-            const char *name = strtab_get(e->s[k]->seg, q->name, &len);
-            page_put(&pq, "queue=\"", 7);
-            export_label_value(&pq, name ? name : "", name ? len : 0);
-            page_put(&pq, "\"", 1);
-            if (!pq.failed)
-                sample(pg, "termsight_queue_usage_ratio", e->s[k], pq.p,
-                       (double)q->size / (double)q->capacity);
-            free(pq.p);
-        }
-    family(pg, "termsight_queue_empty_ratio", "gauge",
-           "The share of a data queue's samples since the previous scrape that found it empty.");
-    for (size_t k = 0; k < e->n; k++)
-        for (size_t i = 0; i < e->s[k]->nq; i++) {
-            const queue_seen *q = &e->s[k]->q[i];
-            if (!q->share_known)
-                continue;
-            page pq = {0};
-            uint32_t len = 0;
-            const char *name = strtab_get(e->s[k]->seg, q->name, &len);
-            page_put(&pq, "queue=\"", 7);
-            export_label_value(&pq, name ? name : "", name ? len : 0);
-            page_put(&pq, "\"", 1);
-            if (!pq.failed)
-                sample(pg, "termsight_queue_empty_ratio", e->s[k], pq.p, q->empty_share);
-            free(pq.p);
-        }
-    family(pg, "termsight_events_total", "counter",
-           "Events the process wrote into its lanes (what was dropped included).");
-    for (size_t k = 0; k < e->n; k++)
-        sample(pg, "termsight_events_total", e->s[k], NULL, (double)e->s[k]->rate_events);
-    family(pg, "termsight_recorded_events_total", "counter",
-           "Events the session's recorder took (into the recording or the flight recorder).");
-    for (size_t k = 0; k < e->n; k++)
-        sample(pg, "termsight_recorded_events_total", e->s[k], NULL,
-               (double)atomic_load_explicit(&segment_header(e->s[k]->seg)->events_recorded,
-                                            memory_order_relaxed));
-    family(pg, "termsight_events_per_second", "gauge",
-           "Events written per second since the previous scrape.");
-    for (size_t k = 0; k < e->n; k++)
-        if (e->s[k]->rate_known)
-            sample(pg, "termsight_events_per_second", e->s[k], NULL, e->s[k]->events_per_s);
-    family(pg, "termsight_dropped_events_total", "counter",
-           "Events lost for any reason (full lanes, recording write errors).");
-    for (size_t k = 0; k < e->n; k++)
-        sample(pg, "termsight_dropped_events_total", e->s[k], NULL,
-               (double)atomic_load_explicit(&segment_header(e->s[k]->seg)->drops,
-                                            memory_order_relaxed));
-    family(pg, "termsight_lossy_threads", "gauge",
-           "Threads that lost events in the collection window under way.");
-    for (size_t k = 0; k < e->n; k++) {
-        lane_loss worst;
-        sample(pg, "termsight_lossy_threads", e->s[k], NULL,
-               (double)segment_lane_losses(e->s[k]->seg, &worst, 1));
-    }
-    family(pg, "termsight_operators_lost_total", "counter",
-           "Operator events the operator board had no room for.");
-    for (size_t k = 0; k < e->n; k++)
-        sample(pg, "termsight_operators_lost_total", e->s[k], NULL,
-               (double)board_ops_lost(e->s[k]->seg));
-    family(pg, "termsight_process_cpu_seconds_total", "counter",
-           "CPU time (user and system) of the process.");
-    double cpu[EXPORT_SESSIONS], rss[EXPORT_SESSIONS];
-    for (size_t k = 0; k < e->n; k++) {
-        proc_usage(e, e->s[k]->pid, &cpu[k], &rss[k]);
-        if (cpu[k] >= 0)
-            sample(pg, "termsight_process_cpu_seconds_total", e->s[k], NULL, cpu[k]);
-    }
-    family(pg, "termsight_process_resident_memory_bytes", "gauge",
-           "Resident memory of the process.");
-    for (size_t k = 0; k < e->n; k++)
-        if (rss[k] >= 0)
-            sample(pg, "termsight_process_resident_memory_bytes", e->s[k], NULL, rss[k]);
+    write_queue_metric(e, "termsight_queue_usage_ratio",
+                       "A data queue's size over its capacity at its latest sample.", q_usage);
+    write_queue_metric(e, "termsight_queue_empty_ratio",
+                       "The share of a data queue's samples since the previous scrape that "
+                       "found it empty.",
+                       q_empty);
+    for (size_t i = 0; i < sizeof session_metrics / sizeof session_metrics[0]; i++)
+        write_metric(e, &session_metrics[i]);
     family(pg, "termsight_straggler", "gauge",
            "1 for the rank the job rule names the straggler among its job's ranks on this "
            "machine (cause: data, compute or tail), else 0; sessions of a job only.");
