@@ -4,7 +4,8 @@ The exporter is started on 127.0.0.1 with a free port (port 0; it prints the one
 programs are slow_step (tests/cli/slow_step.c: steady steps of sleeping operators) under
 `termsight run`. Checked: the page passes `promtool check metrics`; a process name with quotes,
 a backslash, a line feed and a byte that is not UTF-8 is escaped as the exposition format says;
-other paths get 404 and other methods 405; 100 scrapes at once are all served; a client that
+other paths get 404 and other methods 405; mlp_train's data queue has its usage and empty
+share; 100 scrapes at once are all served; a client that
 stalls half-way through its request is dropped while others are served; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
 server, scraping the exporter every second (honor_labels, as the README's config), answers its
@@ -12,7 +13,7 @@ HTTP API's queries for the step rate and the median step time of a lone program 
 rank of a 2-rank job as the programs' own reports have them over the same steps, within 5 %,
 and names the job's straggler.
 
-Environment: TERMSIGHT_BIN, SLOW_STEP, TERMSIGHT_TEST_TMP. Every process started is killed at
+Environment: TERMSIGHT_BIN, SLOW_STEP, MLP_TRAIN, TERMSIGHT_TEST_TMP. Every process started is killed at
 the end of its test, every folder removed. Only loopback addresses are used.
 """
 
@@ -35,6 +36,7 @@ import urllib.request
 
 BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
+MLP_TRAIN = os.environ.get("MLP_TRAIN", "mlp_train")
 DEADLINE_S = 60
 
 
@@ -168,6 +170,24 @@ class Export(unittest.TestCase):
         later = self.wait_for("events per second", lambda: (lambda t: t if self.value(
             t, "termsight_events_per_second", pid) else None)(self.scrape()), p)
         self.assertGreater(self.value(later, "termsight_events_per_second", pid), 0)
+
+    def test_queue_metrics(self):
+        """mlp_train feeds its batches through a data queue: its usage and empty share."""
+        p = subprocess.Popen([MLP_TRAIN, "--steps", "200000", "--batch", "32", "--hidden", "32",
+                              "--output", self.out], env=self.env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(p)
+
+        def queues():
+            t = self.scrape()
+            u = self.value(t, "termsight_queue_usage_ratio", p.pid, 'queue="')
+            z = self.value(t, "termsight_queue_empty_ratio", p.pid, 'queue="')
+            return (t, u, z) if u is not None and z is not None else None
+
+        page, usage, empty = self.wait_for("the data queue's metrics", queues, p)
+        self.assertTrue(0 <= usage <= 1, usage)
+        self.assertTrue(0 <= empty <= 1, empty)
+        self.assertIn('queue="batch_queue"', page)
 
     def test_bad_requests(self):
         for path, method, code in (("/", "GET", 404), ("/metricsx", "GET", 404),
