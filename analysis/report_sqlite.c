@@ -1,10 +1,12 @@
 /* report_sqlite: report.sqlite, the report folder's tables in one SQLite database. Each CSV file
  * the folder holds becomes a table of the same columns and rows (so the two never disagree),
  * with a declared type per column, indexes on the columns people look rows up by, and views
- * for the usual questions. The database is written inside the report's temporary folder under
- * a temporary name, in one transaction, then renamed to report.sqlite; the folder is swapped in
- * whole afterwards (report_dir.c), so a reader never sees a partial database. Any failure
- * removes the temporary file and is kept as the report's write error, which fails the commit. */
+ * for the usual questions. With --sqlite-only the report's tables come row by row from
+ * report_csv.c instead, and no CSV file is written (the job report's always come from its CSV
+ * files). The database is written inside the report's temporary folder under a temporary name,
+ * in one transaction, then renamed to report.sqlite; the folder is swapped in whole afterwards
+ * (report_dir.c), so a reader never sees a partial database. Any failure removes the temporary
+ * file and is kept as the report's write error, which fails the commit. */
 #include "report_internal.h"
 
 #include <sqlite3.h>
@@ -139,11 +141,19 @@ static int read_record(FILE *f, char **line, size_t *cap, char **more, size_t *m
     return 1;
 }
 
+/* A table being filled: its statement and which columns are TEXT. */
+struct sql_rows {
+    sqlite3_stmt *st;
+    const sql_table *t;
+    int istext[MAX_COLUMNS];
+    size_t ncol;
+};
+
 typedef struct sql_writer {
     sqlite3 *db;
-    char *err; /* the first failure, malloc'd */
-    const char *have[N_SQL_TABLES];
-    size_t nhave;
+    char *err;                   /* the first failure, malloc'd */
+    sql_rows rows[N_SQL_TABLES]; /* the tables made, by sql_tables' index */
+    int made[N_SQL_TABLES];
 } sql_writer;
 
 static int sql_fail(sql_writer *w, const char *what)
@@ -172,9 +182,75 @@ static int sql_exec(sql_writer *w, const char *sql)
     return -1;
 }
 
-/* The CSV file t->file of the folder (absent: nothing to do) as table t->table. */
-static int import_table(sql_writer *w, int dirfd, const sql_table *t)
+/* Table i with the columns the header's ncol fields name, and its insert statement: the
+ * writer's rows[i], or NULL with w->err. */
+static sql_rows *make_table(sql_writer *w, size_t i, char **field, size_t ncol)
 {
+    const sql_table *t = &sql_tables[i];
+    sql_rows *rows = &w->rows[i];
+    if (w->made[i] || !ncol) {
+        if (!w->err &&
+            asprintf(&w->err, "%s: %s", t->file, ncol ? "written twice" : "no columns") < 0)
+            w->err = NULL;
+        return NULL;
+    }
+    sqlite3_str *create = sqlite3_str_new(w->db), *insert = sqlite3_str_new(w->db);
+    sqlite3_str_appendf(create, "CREATE TABLE %s (", t->table);
+    sqlite3_str_appendf(insert, "INSERT INTO %s VALUES (", t->table);
+    int bad = 0;
+    for (size_t c = 0; c < ncol; c++) {
+        bad |= !plain_identifier(field[c]);
+        const char *type = column_type(field[c]);
+        rows->istext[c] = !strcmp(type, "TEXT");
+        sqlite3_str_appendf(create, "%s%s %s", c ? ", " : "", field[c], type);
+        sqlite3_str_appendf(insert, "%s?", c ? ", " : "");
+    }
+    sqlite3_str_appendall(create, ")");
+    sqlite3_str_appendall(insert, ")");
+    char *csql = sqlite3_str_finish(create), *isql = sqlite3_str_finish(insert);
+    int ok = !bad && csql && isql;
+    if (!ok && !w->err && asprintf(&w->err, "%s: a column name is not an identifier", t->file) < 0)
+        w->err = NULL;
+    if (ok && (sql_exec(w, csql) < 0 ||
+               sqlite3_prepare_v2(w->db, isql, -1, &rows->st, NULL) != SQLITE_OK)) {
+        sql_fail(w, t->file);
+        ok = 0;
+    }
+    sqlite3_free(csql);
+    sqlite3_free(isql);
+    if (!ok)
+        return NULL;
+    rows->t = t;
+    rows->ncol = ncol;
+    w->made[i] = 1;
+    return rows;
+}
+
+/* Column c of the row under way: text (an empty field of a column that is not TEXT is NULL, as
+ * in the CSV file), an integer or a real. */
+static void put_text(sql_rows *rows, size_t c, const char *v)
+{
+    if (c >= rows->ncol)
+        return;
+    if (!*v && !rows->istext[c])
+        sqlite3_bind_null(rows->st, (int)c + 1);
+    else
+        sqlite3_bind_text(rows->st, (int)c + 1, v, -1, SQLITE_TRANSIENT);
+}
+
+/* The row under way inserted: 0, or -1 with w->err. */
+static int put_row(sql_writer *w, sql_rows *rows)
+{
+    int rc = sqlite3_step(rows->st) == SQLITE_DONE ? 0 : sql_fail(w, rows->t->file);
+    sqlite3_reset(rows->st);
+    sqlite3_clear_bindings(rows->st);
+    return rc;
+}
+
+/* The CSV file of table i in the folder (absent: nothing to do) into the table. */
+static int import_table(sql_writer *w, int dirfd, size_t i)
+{
+    const sql_table *t = &sql_tables[i];
     int fd = openat(dirfd, t->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : file_fail(w, t->file, errno);
@@ -184,74 +260,30 @@ static int import_table(sql_writer *w, int dirfd, const sql_table *t)
         close(fd);
         return file_fail(w, t->file, e);
     }
-    char *line = NULL, *more = NULL, *field[MAX_COLUMNS], *sql = NULL;
+    char *line = NULL, *more = NULL, *field[MAX_COLUMNS];
     size_t cap = 0, mcap = 0, ncol = 0;
-    int rc = -1, istext[MAX_COLUMNS];
-    sqlite3_stmt *st = NULL;
+    int rc = -1, got;
+    sql_rows *rows = NULL;
     if (read_record(f, &line, &cap, &more, &mcap) != 1 ||
         !(ncol = report_csv_split(line, field, MAX_COLUMNS))) {
         file_fail(w, t->file, ferror(f) ? errno : 0);
         goto out;
     }
-    sqlite3_str *create = sqlite3_str_new(w->db), *insert = sqlite3_str_new(w->db);
-    sqlite3_str_appendf(create, "CREATE TABLE %s (", t->table);
-    sqlite3_str_appendf(insert, "INSERT INTO %s VALUES (", t->table);
-    int bad = 0;
-    for (size_t i = 0; i < ncol; i++) {
-        bad |= !plain_identifier(field[i]);
-        const char *type = column_type(field[i]);
-        istext[i] = !strcmp(type, "TEXT");
-        sqlite3_str_appendf(create, "%s%s %s", i ? ", " : "", field[i], type);
-        sqlite3_str_appendf(insert, "%s?", i ? ", " : "");
-    }
-    sqlite3_str_appendall(create, ")");
-    sqlite3_str_appendall(insert, ")");
-    char *csql = sqlite3_str_finish(create);
-    sql = sqlite3_str_finish(insert);
-    if (bad || !csql || !sql) {
-        sqlite3_free(csql);
-        if (!w->err && asprintf(&w->err, "%s: a column name is not an identifier", t->file) < 0)
-            w->err = NULL;
+    if (!(rows = make_table(w, i, field, ncol)))
         goto out;
-    }
-    int made = sql_exec(w, csql);
-    sqlite3_free(csql);
-    if (made < 0 || sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        sql_fail(w, t->file);
-        goto out;
-    }
-    int got;
     while ((got = read_record(f, &line, &cap, &more, &mcap)) == 1) {
         size_t n = report_csv_split(line, field, MAX_COLUMNS);
-        for (size_t i = 0; i < ncol; i++) {
-            const char *v = i < n ? field[i] : "";
-            if (!*v && !istext[i])
-                sqlite3_bind_null(st, (int)i + 1);
-            else
-                sqlite3_bind_text(st, (int)i + 1, v, -1, SQLITE_STATIC);
-        }
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            sql_fail(w, t->file);
+        for (size_t c = 0; c < ncol; c++)
+            put_text(rows, c, c < n ? field[c] : "");
+        if (put_row(w, rows) < 0)
             goto out;
-        }
-        sqlite3_reset(st);
     }
     if (got < 0 || ferror(f)) {
         file_fail(w, t->file, got < 0 ? ENOMEM : errno);
         goto out;
     }
-    for (size_t k = 0; k < MAX_INDEXES && t->index[k]; k++) {
-        char q[256];
-        snprintf(q, sizeof q, "CREATE INDEX %s_%s ON %s (%s)", t->table, t->index[k], t->table,
-                 t->index[k]);
-        if (sql_exec(w, q) < 0)
-            goto out;
-    }
-    w->have[w->nhave++] = t->table;
     rc = 0;
 out:
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
     free(line);
     free(more);
     fclose(f);
@@ -260,14 +292,25 @@ out:
 
 static int have_table(const sql_writer *w, const char *name)
 {
-    for (size_t i = 0; i < w->nhave; i++)
-        if (!strcmp(w->have[i], name))
+    for (size_t i = 0; i < N_SQL_TABLES; i++)
+        if (w->made[i] && !strcmp(sql_tables[i].table, name))
             return 1;
     return 0;
 }
 
-/* The database at path from the CSV files of the folder dirfd; -1 with w->err on failure. */
-static int write_db(sql_writer *w, const char *path, int dirfd)
+static void writer_close(sql_writer *w)
+{
+    for (size_t i = 0; i < N_SQL_TABLES; i++) {
+        sqlite3_finalize(w->rows[i].st);
+        w->rows[i].st = NULL;
+    }
+    if (w->db)
+        sqlite3_close(w->db);
+    w->db = NULL;
+}
+
+/* The database at path, a transaction begun. */
+static int open_db(sql_writer *w, const char *path)
 {
     if (sqlite3_open_v2(path, &w->db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
@@ -275,17 +318,36 @@ static int write_db(sql_writer *w, const char *path, int dirfd)
         return sql_fail(w, "open");
     /* No journal and no syncs: the file is new, and useless unless whole; the folder's swap
      * (after its files are synced) is what makes it visible. */
-    if (sql_exec(w, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=8192; "
-                    "BEGIN") < 0)
-        return -1;
+    return sql_exec(w, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=8192; "
+                       "BEGIN");
+}
+
+/* The tables not written row by row from the CSV files of the folder dirfd, then every table's
+ * indexes, the views, the commit; -1 with w->err on failure. */
+static int finish_db(sql_writer *w, int dirfd)
+{
     for (size_t i = 0; i < N_SQL_TABLES; i++)
-        if (import_table(w, dirfd, &sql_tables[i]) < 0)
+        if (!w->made[i] && import_table(w, dirfd, i) < 0)
             return -1;
+    for (size_t i = 0; i < N_SQL_TABLES; i++) {
+        const sql_table *t = &sql_tables[i];
+        for (size_t k = 0; w->made[i] && k < MAX_INDEXES && t->index[k]; k++) {
+            char q[256];
+            snprintf(q, sizeof q, "CREATE INDEX %s_%s ON %s (%s)", t->table, t->index[k], t->table,
+                     t->index[k]);
+            if (sql_exec(w, q) < 0)
+                return -1;
+        }
+    }
     for (size_t i = 0; i < N_SQL_VIEWS; i++) {
         const sql_view *v = &sql_views[i];
         if (have_table(w, v->need[0]) && (!v->need[1] || have_table(w, v->need[1])) &&
             sql_exec(w, v->sql) < 0)
             return -1;
+    }
+    for (size_t i = 0; i < N_SQL_TABLES; i++) {
+        sqlite3_finalize(w->rows[i].st);
+        w->rows[i].st = NULL;
     }
     if (sql_exec(w, "COMMIT") < 0)
         return -1;
@@ -295,42 +357,117 @@ static int write_db(sql_writer *w, const char *path, int dirfd)
     return 0;
 }
 
+/* A failure of the database: the temporary file removed, the error kept for the commit. */
+static int fail_report(report *r, sql_writer *w)
+{
+    writer_close(w);
+    if (r->dirfd >= 0)
+        unlinkat(r->dirfd, SQLITE_TMP, 0);
+    /* The message is kept in place of a file name: report_commit prints both. */
+    char *what = NULL;
+    if (asprintf(&what, "%s (%s)", REPORT_SQLITE, w->err ? w->err : strerror(EIO)) < 0)
+        what = NULL;
+    report_note_error(r, what ? what : REPORT_SQLITE, EIO);
+    free(what);
+    free(w->err);
+    w->err = NULL;
+    return -1;
+}
+
+int report_sqlite_begin(report *r)
+{
+    if (r->sql)
+        return 0;
+    sql_writer *w = calloc(1, sizeof *w);
+    char *path = w ? report_join(r->tmp, SQLITE_TMP) : NULL;
+    if (!path) {
+        free(w);
+        report_note_error(r, REPORT_SQLITE, ENOMEM);
+        return -1;
+    }
+    r->sql = w;
+    int rc = open_db(w, path);
+    free(path);
+    return rc < 0 ? fail_report(r, w) : 0;
+}
+
+sql_rows *report_sqlite_rows(report *r, const char *file, const char *header)
+{
+    sql_writer *w = r->sql;
+    if (!w || !w->db)
+        return NULL;
+    size_t i = 0;
+    while (i < N_SQL_TABLES && strcmp(sql_tables[i].file, file))
+        i++;
+    char *copy = strdup(header), *field[MAX_COLUMNS];
+    size_t ncol = copy ? report_csv_split(copy, field, MAX_COLUMNS) : 0;
+    sql_rows *rows = NULL;
+    if (i == N_SQL_TABLES) {
+        if (!w->err && asprintf(&w->err, "%s: no table for it", file) < 0)
+            w->err = NULL;
+    } else {
+        rows = make_table(w, i, field, ncol);
+    }
+    free(copy);
+    if (!rows)
+        fail_report(r, w);
+    return rows;
+}
+
+void report_sqlite_text(sql_rows *rows, int col, const char *v)
+{
+    put_text(rows, (size_t)col, v);
+}
+
+void report_sqlite_int(sql_rows *rows, int col, int64_t v)
+{
+    if ((size_t)col < rows->ncol)
+        sqlite3_bind_int64(rows->st, col + 1, v);
+}
+
+void report_sqlite_real(sql_rows *rows, int col, double v)
+{
+    if ((size_t)col < rows->ncol)
+        sqlite3_bind_double(rows->st, col + 1, v);
+}
+
+void report_sqlite_row(report *r, sql_rows *rows)
+{
+    sql_writer *w = r->sql;
+    if (w && w->db && put_row(w, rows) < 0)
+        fail_report(r, w);
+}
+
+void report_sqlite_free(report *r)
+{
+    sql_writer *w = r->sql;
+    if (!w)
+        return;
+    writer_close(w);
+    free(w->err);
+    free(w);
+    r->sql = NULL;
+}
+
 int report_sqlite_write(report *r, int sqlite_only)
 {
     if (r->werr || r->dirfd < 0 || !r->tmp)
         return -1;
-    char *path = report_join(r->tmp, SQLITE_TMP);
-    if (!path) {
-        report_note_error(r, REPORT_SQLITE, ENOMEM);
+    if (!r->sql && report_sqlite_begin(r) < 0)
         return -1;
+    sql_writer *w = r->sql;
+    if (finish_db(w, r->dirfd) < 0)
+        return fail_report(r, w);
+    if (renameat(r->dirfd, SQLITE_TMP, r->dirfd, REPORT_SQLITE) < 0) {
+        if (asprintf(&w->err, "rename: %s", strerror(errno)) < 0)
+            w->err = NULL;
+        return fail_report(r, w);
     }
-    sql_writer w = {0};
-    int rc = write_db(&w, path, r->dirfd);
-    if (w.db)
-        sqlite3_close(w.db);
-    if (rc == 0 && renameat(r->dirfd, SQLITE_TMP, r->dirfd, REPORT_SQLITE) < 0 && !w.err &&
-        asprintf(&w.err, "rename: %s", strerror(errno)) < 0)
-        w.err = NULL;
-    if (rc == 0 && w.err)
-        rc = -1;
-    if (rc < 0) {
-        unlinkat(r->dirfd, SQLITE_TMP, 0);
-        /* The message is kept in place of a file name: report_commit prints both. */
-        char *what = NULL;
-        if (asprintf(&what, "%s (%s)", REPORT_SQLITE, w.err ? w.err : strerror(EIO)) < 0)
-            what = NULL;
-        report_note_error(r, what ? what : REPORT_SQLITE, EIO);
-        free(what);
-        free(w.err);
-        free(path);
-        return -1;
-    }
-    free(w.err);
-    free(path);
     report_file_list(r, REPORT_SQLITE);
     if (!sqlite_only)
         return 0;
-    /* --sqlite-only: the CSV files were the database's source; they leave the folder. */
+    /* --sqlite-only: a CSV file written all the same (none, as the report writes them) leaves
+     * the folder. */
     for (size_t i = 0; i < N_SQL_TABLES; i++) {
         if (unlinkat(r->dirfd, sql_tables[i].file, 0) < 0)
             continue;

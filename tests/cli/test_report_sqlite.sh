@@ -3,8 +3,8 @@
 # run and a 2-rank job; termsight analyse writes their reports. Each table holds as many rows as
 # its CSV file (counted by sqlite3's own CSV import, not by termsight's reader), the columns
 # have their declared types, and the README's example queries (the views slowest_steps,
-# top_ops_per_step, step_stragglers) answer what the CSV files say. --sqlite-only leaves the
-# database and no CSV file. A write that fails half-way (a file-size limit) fails the analyse
+# top_ops_per_step, step_stragglers) answer what the CSV files say. --sqlite-only writes the
+# same database row by row, and no CSV file. A write that fails half-way (a file-size limit) fails the analyse
 # and leaves the earlier report, its database whole, in place; no temporary file remains.
 #
 # Environment: TERMSIGHT_BIN, MLP_TRAIN, TERMSIGHT_TEST_TMP (scratch folder).
@@ -104,7 +104,12 @@ ls "$work/only" | grep -q '\.csv$' && fail "--sqlite-only left CSV files: $(ls "
 grep -q '\.csv' "$work/only/summary.json" && fail "summary.json lists CSV files it lacks"
 [ "$(q "$work/only/report.sqlite" "SELECT count(*) FROM steps")" = "$steps" ] ||
     fail "--sqlite-only's steps differ"
-ok "--sqlite-only writes report.sqlite and no CSV file"
+# Written row by row instead of from CSV files, the database holds the same rows and values.
+sqlite3 -batch "$db" .dump | sort >"$work/csv.dump"
+sqlite3 -batch "$work/only/report.sqlite" .dump | sort >"$work/only.dump"
+cmp -s "$work/csv.dump" "$work/only.dump" ||
+    fail "--sqlite-only's database differs: $(diff "$work/csv.dump" "$work/only.dump" | head -n 4)"
+ok "--sqlite-only writes report.sqlite, the same database, and no CSV file"
 
 # A write cut short: a file-size limit below the database's size (the timeline kept small, so
 # the database is the largest file). analyse fails; the earlier report stays whole.
@@ -123,6 +128,17 @@ kb=$(((size + other) / 2 / 1024))
 grep -q 'report.sqlite' "$work/cut.log" || fail "the failure does not name report.sqlite: $(cat "$work/cut.log")"
 [ "$(cksum <"$work/cut/report.sqlite")" = "$before" ] || fail "the earlier report.sqlite was changed"
 [ "$(q "$work/cut/report.sqlite" "PRAGMA integrity_check")" = ok ] || fail "the earlier database is damaged"
+left=$(ls -a "$work" | grep -c 'tmp')
+[ "$left" = 0 ] || fail "temporary files left: $(ls -a "$work")"
+# The same with --sqlite-only, where the rows go to the database as the analysis goes.
+(
+    trap '' XFSZ
+    ulimit -f "$kb"
+    exec "$TERMSIGHT_BIN" analyse --sqlite-only --timeline-limit 1 -o "$work/cut" "$run"
+) >"$work/cut2.log" 2>&1 && fail "analyse --sqlite-only succeeded under a ${kb} KiB limit"
+grep -q 'report.sqlite' "$work/cut2.log" || fail "the failure does not name report.sqlite: $(cat "$work/cut2.log")"
+[ "$(cksum <"$work/cut/report.sqlite")" = "$before" ] || fail "the earlier report.sqlite was changed"
+[ -f "$work/cut/step_trace.csv" ] || fail "the earlier report lost its CSV files"
 left=$(ls -a "$work" | grep -c 'tmp')
 [ "$left" = 0 ] || fail "temporary files left: $(ls -a "$work")"
 ok "a database write cut short fails the analyse and leaves the earlier report whole"
