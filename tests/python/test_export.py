@@ -5,8 +5,8 @@ programs are slow_step (tests/cli/slow_step.c: steady steps of sleeping operator
 `termsight run`. Checked: the page passes `promtool check metrics`; a process name with quotes,
 a backslash, a line feed and a byte that is not UTF-8 is escaped as the exposition format says;
 other paths get 404 and other methods 405; mlp_train's data queue has its usage and empty
-share; 100 scrapes at once are all served; a client that
-stalls half-way through its request is dropped while others are served; a session that ends
+share; 100 scrapes at once are all served; a client that stalls half-way through its request
+is dropped while others are served; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
 server, scraping the exporter every second (honor_labels, as the README's config), answers its
 HTTP API's queries for the step rate and the median step time of a lone program and of each
@@ -38,6 +38,12 @@ BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
 MLP_TRAIN = os.environ.get("MLP_TRAIN", "mlp_train")
 DEADLINE_S = 60
+
+
+def tool_env():
+    """The environment for Debian's Go programs (promtool, prometheus): without the sanitizer
+    runtime a sanitizer build's tests preload into the programs they start."""
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
 
 def label(raw):
@@ -154,7 +160,7 @@ class Export(unittest.TestCase):
         if shutil.which("promtool") is None:
             self.skipTest("promtool is not installed (apt-get install prometheus)")
         r = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60, env=tool_env())
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # Every family the issue names is there for the session.
         for name in ("termsight_collecting", "termsight_steps_total", "termsight_step_seconds",
@@ -284,7 +290,8 @@ class Export(unittest.TestCase):
             ["prometheus", "--config.file=" + conf,
              "--storage.tsdb.path=" + os.path.join(self.tmp, "tsdb"),
              "--web.listen-address=127.0.0.1:%d" % web, "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            env=tool_env())
         self.procs.append(prom)
         api = "http://127.0.0.1:%d/api/v1/query?" % web
 
