@@ -175,7 +175,7 @@ static int start(report *r, const ts_event *ev, size_t n, char **cause)
     r->origin = pick_origin(r, ev, n);
     if (!r->opt.write)
         return 0;
-    if (report_csv_open_streams(r) < 0)
+    if ((r->opt.sqlite_only && report_sqlite_begin(r) < 0) || report_csv_open_streams(r) < 0)
         return cause_set(cause, "cannot create %s/%s: %s", r->target,
                          r->werr_file ? r->werr_file : "?", strerror(r->werr));
     char proc[sizeof r->meta.process + 1] = "";
@@ -253,7 +253,9 @@ static int finish_files(report *r, int existed, char **cause)
         report_file_list(r, n);
     }
 
-    /* report.html before summary.json, whose "files" lists every file written so far. */
+    /* report.sqlite, then report.html before summary.json, whose "files" lists every file
+     * written so far. */
+    report_sqlite_write(r, r->opt.sqlite_only);
     report_html_write(r, qf, nqf, adv, nadv);
     report_json_write_summary(r, qf, nqf, adv, nadv);
     FILE *f = report_file_create(r, "report.txt");
@@ -276,6 +278,7 @@ void report_free(report *r)
     stepops_destroy(r->so);
     report_picture_free(r->picture);
     report_csv_close_streams(r);
+    report_sqlite_free(r);
     if (r->dirfd >= 0)
         close(r->dirfd);
     if (r->tmp)

@@ -27,6 +27,8 @@
  * each step's operators by total time; what termsight diff reads (diff.c). */
 #define REPORT_STEP_OPS_CSV    "step_ops.csv"
 #define REPORT_STEP_OPS_HEADER "step,op,type,count,total_us"
+/* The report's tables as one SQLite database (report_sqlite.c); the README's "report.sqlite". */
+#define REPORT_SQLITE "report.sqlite"
 
 /* Called after each batch with the share of the recording read so far, 0..1 (1 once, at the
  * end). It runs on the thread that called report_run. */
@@ -42,6 +44,7 @@ typedef struct report_options {
     const char *fp_start_op; /* as analysis_config; NULL: the recording's option or automatic */
     const char *bp_end_op;
     double peak_flops; /* FLOP/s for the utilization; 0: unknown */
+    int sqlite_only;   /* report.sqlite without the CSV files it holds */
     report_progress_fn progress;
     void *progress_ctx;
 } report_options;

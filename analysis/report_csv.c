@@ -5,6 +5,7 @@
 #include "report_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ void report_csv_field(FILE *f, const char *s)
 /* A field of text already cleaned: quoted when it holds a comma, a quote, CR or LF. */
 static void csv_put(csv *c, const char *s)
 {
+    if (c->sql) {
+        report_sqlite_text(c->sql, c->col++, s);
+        return;
+    }
     csv_sep(c);
     report_csv_field(c->f, s);
 }
@@ -46,6 +51,10 @@ static void csv_name(csv *c, const analysis *a, uint32_t id)
 
 static void csv_u64(csv *c, uint64_t v)
 {
+    if (c->sql) {
+        report_sqlite_int(c->sql, c->col++, (int64_t)v);
+        return;
+    }
     csv_sep(c);
     fprintf(c->f, "%" PRIu64, v);
 }
@@ -53,6 +62,10 @@ static void csv_u64(csv *c, uint64_t v)
 /* Nanoseconds as microseconds with three decimals, exactly. */
 static void csv_us(csv *c, int64_t ns)
 {
+    if (c->sql) {
+        report_sqlite_real(c->sql, c->col++, (double)ns / 1000.0);
+        return;
+    }
     csv_sep(c);
     uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
     fprintf(c->f, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", u / 1000, (unsigned)(u % 1000));
@@ -60,25 +73,47 @@ static void csv_us(csv *c, int64_t ns)
 
 static void csv_usd(csv *c, double ns)
 {
+    if (c->sql) {
+        report_sqlite_real(c->sql, c->col++, ns == ns ? round(ns) / 1000.0 : 0.0);
+        return;
+    }
     csv_sep(c);
     fprintf(c->f, "%.3f", ns == ns ? ns / 1000.0 : 0.0);
 }
 
 static void csv_num(csv *c, double v, int decimals)
 {
+    if (c->sql) {
+        double scale = pow(10, decimals);
+        report_sqlite_real(c->sql, c->col++, v == v ? round(v * scale) / scale : 0.0);
+        return;
+    }
     csv_sep(c);
     fprintf(c->f, "%.*f", decimals, v == v ? v : 0.0);
 }
 
-static void csv_end(csv *c)
+static void csv_end(report *r, csv *c)
 {
-    putc_unlocked('\n', c->f);
+    if (c->sql)
+        report_sqlite_row(r, c->sql);
+    else
+        putc_unlocked('\n', c->f);
     c->col = 0;
+}
+
+/* Whether the table is being written (a CSV file, or its table in report.sqlite). */
+static int csv_on(const csv *c)
+{
+    return c->f || c->sql;
 }
 
 static int csv_open(report *r, csv *c, const char *name, const char *header)
 {
     c->col = 0;
+    if (r->sql) {
+        c->sql = report_sqlite_rows(r, name, header);
+        return c->sql ? 0 : -1;
+    }
     c->f = report_file_create(r, name);
     if (!c->f)
         return -1;
@@ -92,6 +127,7 @@ static void csv_close(report *r, csv *c, const char *name)
     if (c->f)
         report_file_close(r, c->f, name);
     c->f = NULL;
+    c->sql = NULL; /* the statement is the database's, finalized with it */
     free(c->sc.p);
     c->sc = (scratch){0};
 }
@@ -102,7 +138,7 @@ static void sink_step(void *ctx, const step_row *s)
 {
     report *r = ctx;
     report_picture_step(r->picture, s);
-    if (r->steps.f) {
+    if (csv_on(&r->steps)) {
         csv *c = &r->steps;
         csv_u64(c, s->step);
         csv_us(c, report_rebase(r, s->begin_ns));
@@ -124,9 +160,9 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->compute_ns);
         csv_us(c, (int64_t)s->comm_wait_ns);
         csv_us(c, (int64_t)s->eval_ns);
-        csv_end(c);
+        csv_end(r, c);
     }
-    if (r->overlap.f) {
+    if (csv_on(&r->overlap)) {
         csv *c = &r->overlap;
         csv_u64(c, s->step);
         csv_us(c, report_rebase(r, s->begin_ns));
@@ -137,9 +173,9 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->pure_comm_ns);
         csv_us(c, (int64_t)s->free_ns);
         csv_us(c, (int64_t)s->gap_ns);
-        csv_end(c);
+        csv_end(r, c);
     }
-    if (r->step_ops.f) {
+    if (csv_on(&r->step_ops)) {
         const stepops_row *rows;
         size_t n = stepops_step(r->so, r->a, s, &rows);
         csv *c = &r->step_ops;
@@ -149,7 +185,7 @@ static void sink_step(void *ctx, const step_row *s)
             csv_name(c, r->a, rows[i].type);
             csv_u64(c, rows[i].count);
             csv_us(c, (int64_t)rows[i].total_ns);
-            csv_end(c);
+            csv_end(r, c);
         }
     }
     if (r->tl)
@@ -179,7 +215,7 @@ static void sink_bucket(void *ctx, const queue_bucket *b)
     report *r = ctx;
     report_picture_bucket(r->picture, b);
     csv *c = &r->qusage;
-    if (!c->f)
+    if (!csv_on(c))
         return;
     csv_name(c, r->a, queue_name(r, b->queue));
     /* Buckets are aligned on the clock; the first may begin before the run: it begins with it. */
@@ -190,14 +226,14 @@ static void sink_bucket(void *ctx, const queue_bucket *b)
     csv_num(c, 100 * b->avg_usage, 3);
     csv_num(c, 100 * b->empty_share, 3);
     csv_num(c, 100 * b->full_share, 3);
-    csv_end(c);
+    csv_end(r, c);
 }
 
 static void sink_cpu(void *ctx, const cpu_row *row)
 {
     report *r = ctx;
     csv *c = &r->cpu;
-    if (c->f) {
+    if (csv_on(c)) {
         csv_us(c, report_rebase(r, row->begin_ns));
         csv_us(c, report_rebase(r, row->end_ns));
         for (int f = 0; f < TS_CPU__COUNT; f++)
@@ -208,7 +244,7 @@ static void sink_cpu(void *ctx, const cpu_row *row)
         csv_num(c, row->process_user, 2);
         csv_num(c, row->process_system, 2);
         csv_u64(c, row->cpus);
-        csv_end(c);
+        csv_end(r, c);
     }
     if (r->tl)
         timeline_cpu(r->tl, row);
@@ -218,7 +254,7 @@ static void sink_memory(void *ctx, const memory_row *row)
 {
     report *r = ctx;
     csv *c = &r->mem;
-    if (c->f) {
+    if (csv_on(c)) {
         csv_us(c, report_rebase(r, row->t_ns));
         if (row->device == TS_DEVICE_HOST)
             csv_put(c, "host");
@@ -226,7 +262,7 @@ static void sink_memory(void *ctx, const memory_row *row)
             csv_u64(c, row->device);
         csv_u64(c, row->bytes);
         csv_u64(c, row->peak_bytes);
-        csv_end(c);
+        csv_end(r, c);
     }
     if (r->tl)
         timeline_memory(r->tl, row);
@@ -274,7 +310,7 @@ static void write_ops(report *r, int by_type)
         csv_us(&c, (int64_t)s->max_ns);
         csv_num(&c, 100 * s->share, 3);
         csv_u64(&c, s->flops);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, name);
@@ -298,7 +334,7 @@ static void write_kernels(report *r)
         csv_us(&c, (int64_t)k->min_ns);
         csv_us(&c, (int64_t)k->max_ns);
         csv_u64(&c, k->comm ? 1 : 0);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "kernel_statistics.csv");
@@ -334,7 +370,7 @@ static void write_queues(report *r, const queue_finding *f, size_t nf)
         text_clean(qf ? qf->suggestion : "",
                    qf ? strnlen(qf->suggestion, sizeof qf->suggestion) : 0, buf, 1);
         csv_put(&c, buf);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "data_queues.csv");
@@ -355,7 +391,7 @@ static void write_threads(report *r)
         csv_num(&c, rows[i].avg_user, 2);
         csv_num(&c, rows[i].avg_system, 2);
         csv_num(&c, rows[i].last_total, 2);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "cpu_threads.csv");
@@ -386,7 +422,7 @@ static void write_children(report *r)
         csv_us(&c, report_rebase(r, p->first_ns));
         csv_us(&c, report_rebase(r, p->last_ns));
         csv_u64(&c, (uint64_t)p->ended);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "cpu_processes.csv");
@@ -410,7 +446,7 @@ static void write_allocations(report *r)
         csv_u64(&c, rows[i].bytes_total);
         csv_u64(&c, rows[i].live_bytes);
         csv_u64(&c, rows[i].peak_live_bytes);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "memory_allocations.csv");
@@ -429,7 +465,7 @@ static void write_flops(report *r)
         csv_u64(&c, rows[i].flops);
         csv_us(&c, (int64_t)rows[i].time_ns);
         csv_num(&c, rows[i].time_ns ? (double)rows[i].flops / (double)rows[i].time_ns : 0, 3);
-        csv_end(&c);
+        csv_end(r, &c);
     }
     free(rows);
     csv_close(r, &c, "flops.csv");

@@ -39,6 +39,7 @@ static const char *const report_files[] = {
     "ranks.csv",
     "job_steps.csv",
     "job_step_trace.csv",
+    REPORT_SQLITE,
 };
 #define N_REPORT_FILES (sizeof report_files / sizeof report_files[0])
 
@@ -470,6 +471,7 @@ int report_dir_fd(const report_dir *d)
 
 int report_dir_commit(report_dir *d, char **cause)
 {
+    report_sqlite_write(d->r, 0);
     int rc = report_commit(d->r, d->existed, cause);
     if (rc == 0) {
         free(d->r->tmp); /* swapped in: nothing to remove */

@@ -22,8 +22,12 @@ typedef struct scratch {
 
 typedef struct report_picture report_picture; /* report_html.c's */
 
+typedef struct sql_rows sql_rows; /* report_sqlite.c's: a table being filled */
+
+/* One table: a CSV file, or with --sqlite-only its table in report.sqlite (sql). */
 typedef struct csv {
     FILE *f;
+    sql_rows *sql;
     int col;
     scratch sc;
 } csv;
@@ -53,6 +57,7 @@ struct report {
     int werr; /* first write error (errno) */
     char *werr_file;
     report_picture *picture; /* what report.html draws, gathered as the analysis goes */
+    struct sql_writer *sql;  /* report.sqlite under way (report_sqlite.c) */
 };
 
 /* ---- report.c: shared helpers ----------------------------------------------------------- */
@@ -102,6 +107,27 @@ void report_csv_sink(report *r, analysis_sink *sink);
 /* The tables written at the end: operators, types, kernels, queues, threads, processes,
  * allocations, FLOPs. */
 void report_csv_tables(report *r, const queue_finding *qf, size_t nqf);
+
+/* ---- report_sqlite.c: report.sqlite -------------------------------------------------------- */
+
+/* With --sqlite-only the tables go to report.sqlite row by row instead of CSV files: the
+ * database opened (under a temporary name in the temporary folder) and a transaction begun;
+ * report_sqlite_rows makes a CSV file's table from its header. Failures are kept as the
+ * report's write error (the database removed) and later calls do nothing. */
+int report_sqlite_begin(report *r);
+sql_rows *report_sqlite_rows(report *r, const char *file, const char *header);
+/* Column col of the row under way (an empty text in a column that is not TEXT is NULL). */
+void report_sqlite_text(sql_rows *rows, int col, const char *v);
+void report_sqlite_int(sql_rows *rows, int col, int64_t v);
+void report_sqlite_real(sql_rows *rows, int col, double v);
+/* The row under way inserted. */
+void report_sqlite_row(report *r, sql_rows *rows);
+/* report.sqlite finished: the tables not written row by row from the CSV files the temporary
+ * folder holds, every table's indexes, the views, the commit, the rename to report.sqlite;
+ * with sqlite_only a CSV file there is removed after. Returns 0, or -1 with the error kept for
+ * the commit (nothing left behind). */
+int report_sqlite_write(report *r, int sqlite_only);
+void report_sqlite_free(report *r);
 
 /* ---- report_html.c: report.html ------------------------------------------------------------ */
 

@@ -27,6 +27,7 @@ extern const cli_command cli_cmd_run;
 extern const cli_command cli_cmd_demo;
 extern const cli_command cli_cmd_snapshot;
 extern const cli_command cli_cmd_hang;
+extern const cli_command cli_cmd_export;
 
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

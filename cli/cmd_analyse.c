@@ -46,6 +46,9 @@ static void analyse_usage(FILE *out)
           "      --peak-tflops X     the device's peak, for the FLOPS utilization\n"
           "      --fp-start OP       the operator that starts the forward pass\n"
           "      --bp-end OP         the operator that ends the backward pass\n"
+          "      --sqlite-only       write the tables only as report.sqlite, without their\n"
+          "                          CSV files (for large recordings; not for a job folder,\n"
+          "                          whose report reads its ranks' CSV files)\n"
           "\n"
           "A recording cut short or damaged is analysed up to its last whole chunk, with a\n"
           "warning saying what was skipped. Exit status: 0 (also after skipping damage), 1\n"
@@ -72,6 +75,7 @@ static int analyse_bad_usage(void)
     fputs(
         "usage: termsight analyse [-o DIR] [--op NAME [--json]] [--pretty] [--timeline-limit MB]\n"
         "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
+        "                         [--sqlite-only]\n"
         "                         RUN_FOLDER_OR_RECORDING\n"
         "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
         "                         [--timeline-limit MB] JOB_FOLDER\n",
@@ -89,7 +93,8 @@ enum {
     OPT_FP,
     OPT_BP,
     OPT_MERGE,
-    OPT_JSON
+    OPT_JSON,
+    OPT_SQLITE_ONLY
 };
 
 static const struct option analyse_longs[] = {
@@ -103,6 +108,7 @@ static const struct option analyse_longs[] = {
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"merge-only", no_argument, NULL, OPT_MERGE},
     {"json", no_argument, NULL, OPT_JSON},
+    {"sqlite-only", no_argument, NULL, OPT_SQLITE_ONLY},
     {NULL, 0, NULL, 0},
 };
 
@@ -435,6 +441,9 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
         case OPT_JSON:
             a->json = 1;
             break;
+        case OPT_SQLITE_ONLY:
+            o->sqlite_only = 1;
+            break;
         case OPT_BP:
             o->bp_end_op = v;
             a->rank_only = 1;
@@ -568,6 +577,12 @@ static int analyse_exec(const analyse_opts *a)
         if (op || o.peak_flops > 0) {
             cli_error("analyse: %s is a job folder: --op and --peak-tflops are for one run "
                       "folder (analyse a rank's folder for them)",
+                      path);
+            return analyse_bad_usage();
+        }
+        if (o.sqlite_only) {
+            cli_error("analyse: %s is a job folder: --sqlite-only is for one run folder (the "
+                      "job report reads its ranks' CSV files; it has report.sqlite too)",
                       path);
             return analyse_bad_usage();
         }

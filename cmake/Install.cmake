@@ -42,6 +42,14 @@ configure_file(${PROJECT_SOURCE_DIR}/packaging/termsight.1.in ${PROJECT_BINARY_D
 install(FILES ${PROJECT_BINARY_DIR}/termsight.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/termsight.bash-completion
   DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME termsight)
+# termsight export --prometheus as a systemd user service (lib/systemd/user, as Debian has them).
+# Its ExecStart names the installed command, so the unit is made at install time, when the
+# prefix is known (cmake --install --prefix, and cpack's /usr).
+install(CODE "
+  set(TERMSIGHT_EXPORT_BIN \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/termsight\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/packaging/termsight-export.service.in\"
+    \"${PROJECT_BINARY_DIR}/termsight-export.service\" @ONLY)")
+install(FILES ${PROJECT_BINARY_DIR}/termsight-export.service DESTINATION lib/systemd/user)
 
 # The CMake package: find_package(termsight) gives termsight::termsight.
 install(EXPORT termsightTargets NAMESPACE termsight::

@@ -14,13 +14,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # What the build needs, and what only some tests and tools need (the TUI tests drive tmux, the
 # CPU checks compare with pidstat, the fuzz targets need clang, formatting needs clang-format).
-required=(build-essential cmake pkg-config libncurses-dev libcjson-dev libisal-dev check zlib1g-dev python3)
+required=(build-essential cmake pkg-config libncurses-dev libcjson-dev libisal-dev libsqlite3-dev libmicrohttpd-dev check zlib1g-dev python3)
 optional=(tmux sysstat clang clang-format)
 # TERMSIGHT_SETUP_TESTS=1 (scripts/test.sh sets it): what the tests need beyond the build, a
 # real PyTorch for termsight.torch's integration test (Debian's CPU build, about 640 MB), Dask
-# distributed for termsight.cluster's, and chromium to load report.html headless.
+# distributed for termsight.cluster's, chromium to load report.html headless, the sqlite3
+# command to query report.sqlite, and prometheus (with promtool) to scrape termsight export.
 if [ "${TERMSIGHT_SETUP_TESTS:-0}" = 1 ]; then
-    required+=(python3-torch libtorch-dev python3-distributed chromium)
+    required+=(python3-torch libtorch-dev python3-distributed chromium sqlite3 prometheus)
 fi
 
 log() { printf 'setup: %s\n' "$*"; }

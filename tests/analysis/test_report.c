@@ -442,14 +442,15 @@ START_TEST(test_files_and_headers)
         expect_header(&f, documented[i].header);
         csv_free(&f);
     }
-    const char *others[] = {"timeline.json", "summary.json", "report.txt", "report.html"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *others[] = {"timeline.json", "summary.json", "report.txt", "report.html",
+                            "report.sqlite"};
+    for (size_t i = 0; i < 5; i++) {
         char *p = path_join(dir, others[i]);
         ck_assert_msg(exists(p), "%s missing", others[i]);
         free(p);
     }
-    /* Nothing else: 14 tables and these 4. */
-    ck_assert_int_eq(count_prefix(dir, ""), 14 + 4 + 2 /* . and .. */);
+    /* Nothing else: 14 tables and these 5. */
+    ck_assert_int_eq(count_prefix(dir, ""), 14 + 5 + 2 /* . and .. */);
     ck_assert_str_eq(report_info_of(r)->dir + strlen(report_info_of(r)->dir) - 7, "/report");
     report_free(r);
     free(dir);
@@ -894,9 +895,10 @@ START_TEST(test_summary)
     ck_assert_int_eq((int)jnum(j, "timeline.left_out"), 0);
     ck_assert_double_eq(jnum(j, "timeline.limit_bytes"), 500.0 * 1024 * 1024);
 
-    /* Every file listed exists, and every file there is listed (report.html too). */
+    /* Every file listed exists, and every file there is listed (report.html and report.sqlite
+     * too). */
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
-    ck_assert_int_eq(cJSON_GetArraySize(files), 18);
+    ck_assert_int_eq(cJSON_GetArraySize(files), 19);
     const cJSON *it;
     cJSON_ArrayForEach(it, files)
     {

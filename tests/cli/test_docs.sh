@@ -18,7 +18,15 @@ man_in=$SOURCE_DIR/packaging/termsight.1.in
 completion=$SOURCE_DIR/packaging/termsight.bash-completion
 # The page as text: roff's escaped minus signs and font changes undone.
 page=$(sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$man_in")
-commands="ls dump analyse diff top run demo snapshot hang"
+# The commands as `termsight --help` lists them: each one in the page and the completion's list.
+commands=$("$TERMSIGHT_BIN" --help | awk '/^commands:/ { on = 1; next } on && /^  [a-z]/ { print $1 } on && /^$/ { on = 0 }')
+[ -n "$commands" ] || fail "termsight --help lists no commands"
+listed=$(bash -c '. "$1"; COMP_WORDS=(termsight ""); COMP_CWORD=1; _termsight; printf "%s\n" "${COMPREPLY[@]}"' _ "$completion")
+helped=$(bash -c '. "$1"; COMP_WORDS=(termsight help ""); COMP_CWORD=2; _termsight; printf "%s\n" "${COMPREPLY[@]}"' _ "$completion")
+for c in $commands; do
+    echo "$listed" | grep -qx "$c" || fail "the bash completion does not complete the command $c"
+    echo "$helped" | grep -qx "$c" || fail "the bash completion does not complete 'help $c'"
+done
 for c in $commands; do
     echo "$page" | grep -q "^\.B $c\b\|^\.B $c " || fail "termsight(1) has no entry for $c"
     for opt in $("$TERMSIGHT_BIN" "$c" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u); do

@@ -44,12 +44,16 @@ for f in "$prefix/include/termsight/termsight.h" "$libdir/pkgconfig/termsight.pc
     "$libdir/cmake/termsight/termsightConfig.cmake" \
     "$libdir/cmake/termsight/termsightConfigVersion.cmake" \
     "$prefix/libexec/termsight/demo_train" "$prefix/share/man/man1/termsight.1" \
-    "$prefix/share/bash-completion/completions/termsight"; do
+    "$prefix/share/bash-completion/completions/termsight" \
+    "$prefix/lib/systemd/user/termsight-export.service"; do
     [ -e "$f" ] || fail "not installed: $f"
 done
 grep -q "^\.TH TERMSIGHT 1 .*${want#termsight }" "$prefix/share/man/man1/termsight.1" ||
     fail "the man page does not carry the version"
-ok "installed under a prefix: bin/termsight, ${libdir#"$prefix/"}/libtermsight.so.0, the header, termsight.pc, the CMake package, libexec/termsight, termsight(1), the bash completion"
+grep -qx "ExecStart=$prefix/bin/termsight export --prometheus --listen 127.0.0.1:9464" \
+    "$prefix/lib/systemd/user/termsight-export.service" ||
+    fail "the systemd unit does not run the installed termsight export"
+ok "installed under a prefix: bin/termsight, ${libdir#"$prefix/"}/libtermsight.so.0, the header, termsight.pc, the CMake package, libexec/termsight, termsight(1), the bash completion, the exporter's systemd unit"
 
 # From here on: an empty folder, and the build tree on no path.
 mkdir "$work/empty" && cd "$work/empty" || exit 1
@@ -110,12 +114,14 @@ if command -v cpack >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 &&
     case "$(basename "$deb")" in "termsight_${want#termsight }_"*.deb) ;;
     *) fail "the package is named $(basename "$deb")" ;; esac
     depends=$(dpkg-deb -f "$deb" Depends)
-    for d in libc6 libncursesw6 libcjson1 libisal2; do
+    for d in libc6 libncursesw6 libcjson1 libisal2 libsqlite3-0 libmicrohttpd12; do
         echo "$depends" | grep -q "$d" || fail "Depends lacks $d: $depends"
     done
     echo "$depends" | grep -q torch && fail "the profiler's package depends on PyTorch: $depends"
     dpkg-deb -x "$deb" "$work/debroot" || fail "dpkg-deb -x"
     "$work/debroot/usr/bin/termsight" --version | grep -qF "$want" || fail "the package's termsight"
+    [ -f "$work/debroot/usr/lib/systemd/user/termsight-export.service" ] ||
+        fail "the package lacks usr/lib/systemd/user/termsight-export.service"
     "$work/debroot/usr/bin/termsight" demo --headless --seconds 2 -o "$work/debdemo" \
         >"$work/debdemo.log" 2>&1 || fail "the package's demo: $(tail -n 5 "$work/debdemo.log")"
     ok "cpack -G DEB makes $(basename "$deb") (Depends: $depends); its tree runs the demo"

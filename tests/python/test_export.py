@@ -1,0 +1,375 @@
+"""termsight export --prometheus: the live sessions as Prometheus metrics over HTTP.
+
+The exporter is started on 127.0.0.1 with a free port (port 0; it prints the one it took), the
+programs are slow_step (tests/cli/slow_step.c: steady steps of sleeping operators) under
+`termsight run`. Checked: the page passes `promtool check metrics`; a process name with quotes,
+a backslash, a line feed and a byte that is not UTF-8 is escaped as the exposition format says;
+other paths get 404 and other methods 405; mlp_train's data queue has its usage and empty
+share; 100 scrapes at once are all served; a client that stalls half-way through its request
+is dropped while others are served; a session that ends
+leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
+server, scraping the exporter every second (honor_labels, as the README's config), answers its
+HTTP API's queries for the step rate and the median step time of a lone program and of each
+rank of a 2-rank job as the programs' own reports have them over the same steps, within 5 %,
+and names the job's straggler.
+
+Environment: TERMSIGHT_BIN, SLOW_STEP, MLP_TRAIN, TERMSIGHT_TEST_TMP. Every process started is killed at
+the end of its test, every folder removed. Only loopback addresses are used.
+"""
+
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
+SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
+MLP_TRAIN = os.environ.get("MLP_TRAIN", "mlp_train")
+DEADLINE_S = 60
+
+
+def tool_env():
+    """The environment for Debian's Go programs (promtool, prometheus): without the sanitizer
+    runtime a sanitizer build's tests preload into the programs they start."""
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+
+
+def label(raw):
+    """The exposition format's escaping of a label value (raw: bytes, valid UTF-8 or not)."""
+    text = raw.decode("utf-8", errors="replace")
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class Export(unittest.TestCase):
+    def setUp(self):
+        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
+        if base:
+            os.makedirs(base, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="export-", dir=base)
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.out = os.path.join(self.tmp, "out")
+        self.procs = []
+        self.addCleanup(self.kill_all)
+        self.exporter = subprocess.Popen(
+            [BIN, "export", "--prometheus", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.procs.append(self.exporter)
+        line = self.exporter.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics \(loopback only", line)
+        self.assertIsNotNone(m, "the exporter's first line: %r" % line)
+        self.port = int(m.group(1))
+        self.url = "http://127.0.0.1:%d/metrics" % self.port
+
+    def kill_all(self):
+        for p in reversed(self.procs):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                    p.communicate(timeout=30)
+                    break
+                except ProcessLookupError:
+                    p.communicate(timeout=30)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+
+    def env(self, **more):
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("TERMSIGHT_") and k not in ("TERMSIGHT_BIN", "TERMSIGHT_LIB"):
+                del env[k]
+        env.update(more)
+        return env
+
+    def start(self, steps, step_ms, program=SLOW_STEP, **env):
+        cmd = [BIN, "run", "-o", self.out, "--", program, str(steps), "0", "1", str(step_ms)]
+        p = subprocess.Popen(cmd, env=self.env(**env), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def scrape(self, timeout=10):
+        with urllib.request.urlopen(self.url, timeout=timeout) as r:
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
+            return r.read().decode("utf-8")
+
+    def wait_for(self, what, check, proc=None, deadline=DEADLINE_S):
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            got = check()
+            if got:
+                return got
+            if proc is not None and proc.poll() is not None:
+                self.fail("%s: the program ended first: %s" % (what, proc.communicate()[1]))
+            time.sleep(0.05)
+        self.fail("%s: not within %d s" % (what, deadline))
+
+    @staticmethod
+    def pid_of_run(p):
+        """The program's pid: `termsight run` execs nothing; its child is the program."""
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+
+    def program_pid(self, p):
+        return self.wait_for("the program starts", lambda: self.pid_of_run(p), p)
+
+    @staticmethod
+    def value(page, name, pid, extra=""):
+        """The value of metric name of pid (with extra labels after process=...)."""
+        for line in page.splitlines():
+            if line.startswith(name + "{") and 'pid="%d"' % pid in line and extra in line:
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def test_promtool_and_hostile_names(self):
+        raw = b'q"x\\y\nz\xff'
+        hostile = os.path.join(os.fsencode(self.tmp), raw)
+        shutil.copy(SLOW_STEP, hostile)
+        p = self.start(400, 20, program=os.fsdecode(hostile))
+        pid = self.program_pid(p)
+        page = self.wait_for("the session in the metrics",
+                             lambda: (lambda t: t if 'pid="%d"' % pid in t and
+                                      self.value(t, "termsight_steps_total", pid) else None)(
+                                          self.scrape()), p)
+        with open("/proc/%d/comm" % pid, "rb") as f:
+            comm = f.read().rstrip(b"\n")
+        self.assertIn(b'"', comm)
+        want = 'process="%s"' % label(comm)
+        self.assertIn(want, page)
+        self.assertIn("\\n", want)
+        self.assertIn('\\"', want)
+        self.assertIn("\\\\", want)
+        self.assertIn("\ufffd", want)
+        for line in page.splitlines():
+            if 'pid="%d"' % pid in line:
+                self.assertIn(want, line)
+        if shutil.which("promtool") is None:
+            self.skipTest("promtool is not installed (apt-get install prometheus)")
+        r = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
+                           text=True, timeout=60, env=tool_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # Every family the issue names is there for the session.
+        for name in ("termsight_collecting", "termsight_steps_total", "termsight_step_seconds",
+                     "termsight_step_seconds_sum", "termsight_step_seconds_count",
+                     "termsight_events_total", "termsight_dropped_events_total",
+                     "termsight_process_cpu_seconds_total",
+                     "termsight_process_resident_memory_bytes"):
+            self.assertIsNotNone(self.value(page, name, pid), name)
+        for part in ("total", "interval", "compute", "comm_wait", "tail"):
+            self.assertIsNotNone(self.value(page, "termsight_step_seconds", pid,
+                                            'part="%s",quantile="0.5"' % part), part)
+        self.assertEqual(self.value(page, "termsight_collecting", pid), 1)
+        later = self.wait_for("events per second", lambda: (lambda t: t if self.value(
+            t, "termsight_events_per_second", pid) else None)(self.scrape()), p)
+        self.assertGreater(self.value(later, "termsight_events_per_second", pid), 0)
+
+    def test_queue_metrics(self):
+        """mlp_train feeds its batches through a data queue: its usage and empty share."""
+        p = subprocess.Popen([MLP_TRAIN, "--steps", "200000", "--batch", "32", "--hidden", "32",
+                              "--output", self.out], env=self.env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(p)
+
+        def queues():
+            t = self.scrape()
+            u = self.value(t, "termsight_queue_usage_ratio", p.pid, 'queue="')
+            z = self.value(t, "termsight_queue_empty_ratio", p.pid, 'queue="')
+            return (t, u, z) if u is not None and z is not None else None
+
+        page, usage, empty = self.wait_for("the data queue's metrics", queues, p)
+        self.assertTrue(0 <= usage <= 1, usage)
+        self.assertTrue(0 <= empty <= 1, empty)
+        self.assertIn('queue="batch_queue"', page)
+
+    def test_bad_requests(self):
+        for path, method, code in (("/", "GET", 404), ("/metricsx", "GET", 404),
+                                   ("/metrics", "POST", 405), ("/metrics", "DELETE", 405)):
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path),
+                                         method=method, data=b"x" if method == "POST" else None)
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=10)
+            self.assertEqual(e.exception.code, code, (path, method))
+            if code == 405:
+                self.assertIn("GET", e.exception.headers["Allow"])
+        req = urllib.request.Request(self.url, method="HEAD")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.read(), b"")
+
+    def test_concurrent_scrapes(self):
+        p = self.start(2000, 10)
+        pid = self.program_pid(p)
+        self.wait_for("the session", lambda: 'pid="%d"' % pid in self.scrape(), p)
+        n = 100
+        barrier = threading.Barrier(n)
+        results = [None] * n
+
+        def one(i):
+            barrier.wait(timeout=30)
+            try:
+                results[i] = self.scrape(timeout=30)
+            except Exception as e:  # noqa: BLE001 - recorded and asserted below
+                results[i] = e
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=DEADLINE_S)
+        self.assertLess(time.monotonic() - t0, DEADLINE_S)
+        bad = [r for r in results if not isinstance(r, str) or 'pid="%d"' % pid not in r]
+        self.assertEqual(bad, [], "of %d scrapes at once" % n)
+        self.assertIsNone(self.exporter.poll())
+
+    def test_stalled_client_dropped(self):
+        stalled = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        self.addCleanup(stalled.close)
+        stalled.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends
+        t0 = time.monotonic()
+        self.scrape(timeout=5)
+        self.assertLess(time.monotonic() - t0, 2, "a stalled client delayed another's scrape")
+        # The exporter closes it: EOF (or a reset) within its 5 s timeout and some slack.
+        stalled.settimeout(20)
+        t0 = time.monotonic()
+        try:
+            data = stalled.recv(4096)
+        except ConnectionResetError:
+            data = b""
+        self.assertEqual(data, b"", "the stalled client got an answer to half a request")
+        self.assertLess(time.monotonic() - t0, 15)
+        self.scrape(timeout=5)
+
+    def test_session_ends_and_straggler(self):
+        fast = self.start(60, 20, TERMSIGHT_JOB="exp", TERMSIGHT_RANK="0",
+                          TERMSIGHT_WORLD_SIZE="2")
+        slow = self.start(45, 40, TERMSIGHT_JOB="exp", TERMSIGHT_RANK="1",
+                          TERMSIGHT_WORLD_SIZE="2")
+        pf, ps = self.program_pid(fast), self.program_pid(slow)
+
+        def both_stepped():
+            t = self.scrape()
+            a = self.value(t, "termsight_steps_total", pf)
+            b = self.value(t, "termsight_steps_total", ps)
+            return t if a and b and a >= 10 and b >= 10 else None
+
+        page = self.wait_for("both ranks step", both_stepped, fast)
+        self.assertEqual(self.value(page, "termsight_straggler", ps, 'cause="compute"'), 1)
+        self.assertEqual(self.value(page, "termsight_straggler", pf), 0)
+        self.assertIn('job="exp",rank="1"', page)
+        self.assertEqual(fast.wait(timeout=DEADLINE_S), 0)
+        self.wait_for("the ended session leaves the metrics",
+                      lambda: 'pid="%d"' % pf not in self.scrape())
+
+    def test_prometheus_scrapes(self):
+        if shutil.which("prometheus") is None:
+            self.skipTest("prometheus is not installed (apt-get install prometheus)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            web = s.getsockname()[1]
+        conf = os.path.join(self.tmp, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: termsight\n    honor_labels: true\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % self.port)
+        prom = subprocess.Popen(
+            ["prometheus", "--config.file=" + conf,
+             "--storage.tsdb.path=" + os.path.join(self.tmp, "tsdb"),
+             "--web.listen-address=127.0.0.1:%d" % web, "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            env=tool_env())
+        self.procs.append(prom)
+        api = "http://127.0.0.1:%d/api/v1/query?" % web
+
+        def query(q, at=None):
+            args = {"query": q}
+            if at is not None:
+                args["time"] = "%.3f" % at
+            try:
+                with urllib.request.urlopen(api + urllib.parse.urlencode(args), timeout=5) as r:
+                    res = json.load(r)["data"]["result"]
+            except (urllib.error.URLError, ConnectionError, OSError):
+                return None
+            return float(res[0]["value"][1]) if res else None
+
+        # Prometheus up and scraping the exporter before the programs start: a lone program
+        # and a 2-rank job whose rank 1 steps half as fast again.
+        self.wait_for("prometheus scrapes the exporter", lambda: query("up") == 1, prom)
+        progs = [self.start(3000, 20),
+                 self.start(3000, 20, TERMSIGHT_JOB="pj", TERMSIGHT_RANK="0",
+                            TERMSIGHT_WORLD_SIZE="2"),
+                 self.start(3000, 30, TERMSIGHT_JOB="pj", TERMSIGHT_RANK="1",
+                            TERMSIGHT_WORLD_SIZE="2")]
+        pids = [self.program_pid(p) for p in progs]
+        # Twelve scrapes with steps in them, then, at a time T just past, the step rate over the
+        # WINDOW_S before T and the median of the last steps, while the programs still run. The
+        # report's figures are taken over the same steps: those that ended in that window, and
+        # the last 512 before T (on the wall clock the recording's start maps to).
+        window_s = 8
+        for pid, p in zip(pids, progs):
+            sel = 'pid="%d"' % pid
+            self.wait_for("prometheus has 12 samples of %d" % pid,
+                          lambda: (query("count_over_time(termsight_steps_total{%s}[1m])" % sel)
+                                   or 0) >= 12 and (query("termsight_steps_total{%s}" % sel)
+                                                    or 0) > 50, p)
+        at = time.time() - 0.5
+        got = []
+        for pid in pids:
+            sel = 'pid="%d"' % pid
+            got.append((query("rate(termsight_steps_total{%s}[%ds])" % (sel, window_s), at),
+                        query('termsight_step_seconds{%s,part="total",quantile="0.5"}' % sel,
+                              at)))
+        self.assertEqual(query('termsight_straggler{job="pj",rank="1",cause="compute"}'), 1)
+        self.assertEqual(query('termsight_straggler{job="pj",rank="0"}'), 0)
+        for p in progs:
+            self.assertIsNone(p.poll(), "a program ended before the queries")
+        # Ended by SIGTERM (termsight run passes it on); their recordings hold the steps so far.
+        for p in progs:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.communicate(timeout=DEADLINE_S)
+        folders = {}
+        for root, dirs, _ in os.walk(self.out):
+            for d in dirs:
+                m = re.search(r"-(\d+)-\d{8}-\d{6}-", d)
+                if m:
+                    folders[int(m.group(1))] = os.path.join(root, d)
+        for pid, (rate, median) in zip(pids, got):
+            self.assertIsNotNone(rate)
+            self.assertIsNotNone(median)
+            run = folders[pid]
+            r = subprocess.run([BIN, "analyse", run], capture_output=True, text=True,
+                               timeout=DEADLINE_S)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(run, "report", "summary.json")) as f:
+                rec = json.load(f)
+            # A step's end on the wall clock: the recording's start, plus its time since then.
+            wall0 = (rec["recording"]["start_realtime_ns"] + rec["time"]["origin_ns"] -
+                     rec["recording"]["start_ns"]) / 1e9
+            with open(os.path.join(run, "report", "step_trace.csv")) as f:
+                steps = [(wall0 + float(row["end_us"]) / 1e6, float(row["total_us"]))
+                         for row in csv.DictReader(f)]
+            before = [t for end, t in steps if end <= at]
+            in_window = [t for end, t in steps if at - window_s < end <= at]
+            self.assertGreater(len(in_window), 100, run)
+            report_rate = len(in_window) / window_s
+            report_median = statistics.median(before[-512:]) / 1e6
+            self.assertAlmostEqual(rate, report_rate, delta=0.05 * report_rate, msg=run)
+            self.assertAlmostEqual(median, report_median, delta=0.05 * report_median, msg=run)
+
+
+if __name__ == "__main__":
+    unittest.main()
