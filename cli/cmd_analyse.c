@@ -350,6 +350,9 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
         report_options rank_opt = *o;
         rank_opt.out_dir = NULL; /* each rank's own report/ */
         rank_opt.progress = NULL;
+        /* Lean: what the merge reads, each rank's timeline cut to its share of the job's. */
+        rank_opt.lean = 1;
+        rank_opt.timeline_limit_mb = job_timeline_share_mb(o->timeline_limit_mb, n);
         analyse_ranks(folders, n, &rank_opt, threads);
     }
     job_folders_free(folders, n);

@@ -715,9 +715,12 @@ START_TEST(test_analyse_job)
         ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
         free(p);
     }
-    /* Each rank has its own report too. */
+    /* Each rank has its own report too, lean: its tables and summary, no report.html. */
     char *p0 = path_join(r0, "report/summary.json");
     ck_assert_int_eq(access(p0, F_OK), 0);
+    free(p0);
+    p0 = path_join(r0, "report/report.html");
+    ck_assert_int_ne(access(p0, F_OK), 0);
     free(p0);
 
     /* A rank's report removed: merged again without it, saying so. */
