@@ -63,7 +63,10 @@ static void analyse_usage(FILE *out)
           "\n"
           "  -j, --jobs N            rank analyses at a time (default: the CPUs, at most 8)\n"
           "      --merge-only        merge the reports the ranks have, analysing none (when\n"
-          "                          they were analysed elsewhere, e.g. on a Dask cluster)\n",
+          "                          they were analysed elsewhere, e.g. on a Dask cluster)\n"
+          "      --rank R            write the full report of rank R only (its timeline and\n"
+          "                          report.html, which the job's analysis leaves out) into\n"
+          "                          its run folder's report/ (or DIR), as for one run\n",
           out);
 }
 
@@ -74,7 +77,8 @@ static int analyse_bad_usage(void)
         "                         [--peak-tflops X] [--fp-start OP] [--bp-end OP]\n"
         "                         RUN_FOLDER_OR_RECORDING\n"
         "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
-        "                         [--timeline-limit MB] JOB_FOLDER\n",
+        "                         [--timeline-limit MB] JOB_FOLDER\n"
+        "       termsight analyse [-o DIR] [--pretty] [--timeline-limit MB] --rank R JOB_FOLDER\n",
         stderr);
     return 2;
 }
@@ -89,7 +93,8 @@ enum {
     OPT_FP,
     OPT_BP,
     OPT_MERGE,
-    OPT_JSON
+    OPT_JSON,
+    OPT_RANK
 };
 
 static const struct option analyse_longs[] = {
@@ -103,6 +108,7 @@ static const struct option analyse_longs[] = {
     {"jobs", required_argument, NULL, OPT_JOBS},
     {"merge-only", no_argument, NULL, OPT_MERGE},
     {"json", no_argument, NULL, OPT_JSON},
+    {"rank", required_argument, NULL, OPT_RANK},
     {NULL, 0, NULL, 0},
 };
 
@@ -381,6 +387,7 @@ typedef struct analyse_opts {
     report_options report;
     const char *path, *op;
     int threads, merge_only, rank_only, json;
+    long rank; /* --rank: -1 when not given */
 } analyse_opts;
 
 /* Parses and checks argv into a: 0, or 2 after saying what is wrong. */
@@ -388,6 +395,7 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
 {
     memset(a, 0, sizeof *a);
     report_options_init(&a->report);
+    a->rank = -1;
     report_options *o = &a->report;
     int c, first = 1;
     while ((c = cli_getopt("analyse", argc, argv, "o:j:", analyse_longs, 0, &first)) != -1) {
@@ -437,6 +445,13 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
             break;
         case OPT_JSON:
             a->json = 1;
+            break;
+        case OPT_RANK:
+            if ((d = parse_number(v)) < 0 || d > INT32_MAX || d != floor(d)) {
+                cli_error("analyse: --rank needs a rank number, not '%s'", v);
+                return analyse_bad_usage();
+            }
+            a->rank = (long)d;
             break;
         case OPT_BP:
             o->bp_end_op = v;
@@ -561,12 +576,61 @@ static void suggest_runs(const char *path)
     free(list);
 }
 
+/* The run folder of rank `rank` in a job folder (malloc'd; of several, the one recorded last),
+ * or NULL after saying why. */
+static char *rank_folder(const char *job, long rank)
+{
+    char **folders = NULL, *cause = NULL, *best = NULL;
+    int n = job_rank_folders(job, &folders, &cause);
+    if (n < 0) {
+        cli_error("analyse: %s", cause ? cause : "cannot read the job folder");
+        free(cause);
+        return NULL;
+    }
+    time_t newest = 0;
+    for (int i = 0; i < n; i++) {
+        const char *b = strrchr(folders[i], '/') + 1;
+        char *end;
+        if (strncmp(b, "rank", 4) || b[4] < '0' || b[4] > '9' || strtol(b + 4, &end, 10) != rank ||
+            *end != '-')
+            continue;
+        char file[4200];
+        snprintf(file, sizeof file, "%.4000s/%s/%s", folders[i], TS_RECORDING_DIR,
+                 TS_RECORDING_FILE);
+        struct stat st;
+        time_t when = stat(file, &st) == 0 ? st.st_mtime : 0;
+        if (!best || when >= newest) {
+            free(best);
+            best = strdup(folders[i]);
+            newest = when;
+        }
+    }
+    job_folders_free(folders, n);
+    if (!best)
+        cli_error("analyse: %s holds no run folder of rank %ld (rank%ld-...)", job, rank, rank);
+    return best;
+}
+
+static int analyse_one(const char *path, report_options o, const char *op, int json);
+
 /* Analyses a->path (a run folder, a recording or a job folder) as a asks. */
 static int analyse_exec(const analyse_opts *a)
 {
     report_options o = a->report;
     const char *path = a->path, *op = a->op;
     int threads = a->threads;
+    if (a->rank >= 0 && (!job_is_folder(path) || a->merge_only || threads)) {
+        cli_error("analyse: --rank is for a job folder, without --merge-only or --jobs");
+        return analyse_bad_usage();
+    }
+    if (a->rank >= 0) {
+        char *folder = rank_folder(path, a->rank);
+        if (!folder)
+            return 1;
+        int rc = analyse_one(folder, o, op, a->json);
+        free(folder);
+        return rc;
+    }
     if (job_is_folder(path)) {
         if (op || o.peak_flops > 0) {
             cli_error("analyse: %s is a job folder: --op and --peak-tflops are for one run "
@@ -589,6 +653,12 @@ static int analyse_exec(const analyse_opts *a)
         cli_error("analyse: --jobs and --merge-only are for a job folder, and %s is none", path);
         return analyse_bad_usage();
     }
+    return analyse_one(path, o, op, a->json);
+}
+
+/* One run folder or recording: its report folder, or with op that op's statistics. */
+static int analyse_one(const char *path, report_options o, const char *op, int json)
+{
     int last = -1;
     if (isatty(STDERR_FILENO)) {
         o.progress = progress;
@@ -608,7 +678,7 @@ static int analyse_exec(const analyse_opts *a)
     const report_info *info = report_info_of(r);
     int rc = 0;
     if (op)
-        rc = print_op(report_analysis(r), op, a->json);
+        rc = print_op(report_analysis(r), op, json);
     else
         report_print(r, stdout, 1);
     if (fflush(stdout) != 0 || ferror(stdout)) {
