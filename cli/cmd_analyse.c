@@ -4,6 +4,7 @@
  * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
  * seeds' op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
  * several at a time on threads of this process, then the job report (analysis/job.h). */
+#include "analyse_dask.h"
 #include "cli.h"
 #include "job.h"
 #include "report.h"
@@ -64,6 +65,16 @@ static void analyse_usage(FILE *out)
           "  -j, --jobs N            rank analyses at a time (default: the CPUs, at most 8)\n"
           "      --merge-only        merge the reports the ranks have, analysing none (when\n"
           "                          they were analysed elsewhere, e.g. on a Dask cluster)\n"
+          "      --scheduler ADDR    analyse the ranks as tasks on the Dask cluster whose\n"
+          "                          scheduler is at ADDR (tcp://HOST:PORT; default: the\n"
+          "                          TERMSIGHT_SCHEDULER variable), then merge here; each\n"
+          "                          worker runs the termsight command and must see the job\n"
+          "                          folder at the same path (README: \"A job on a Dask\n"
+          "                          cluster\")\n"
+          "      --task-timeout S    with --scheduler: seconds a rank's analysis may take on\n"
+          "                          a worker (default 600)\n"
+          "      --lean              for a run folder: the lean report a job's rank gets (no\n"
+          "                          report.html, files not synced one by one)\n"
           "      --rank R            write the full report of rank R only (its timeline and\n"
           "                          report.html, which the job's analysis leaves out) into\n"
           "                          its run folder's report/ (or DIR), as for one run\n",
@@ -94,7 +105,10 @@ enum {
     OPT_BP,
     OPT_MERGE,
     OPT_JSON,
-    OPT_RANK
+    OPT_RANK,
+    OPT_SCHEDULER,
+    OPT_TASK_TIMEOUT,
+    OPT_LEAN
 };
 
 static const struct option analyse_longs[] = {
@@ -109,6 +123,9 @@ static const struct option analyse_longs[] = {
     {"merge-only", no_argument, NULL, OPT_MERGE},
     {"json", no_argument, NULL, OPT_JSON},
     {"rank", required_argument, NULL, OPT_RANK},
+    {"scheduler", required_argument, NULL, OPT_SCHEDULER},
+    {"task-timeout", required_argument, NULL, OPT_TASK_TIMEOUT},
+    {"lean", no_argument, NULL, OPT_LEAN},
     {NULL, 0, NULL, 0},
 };
 
@@ -342,7 +359,47 @@ static void analyse_ranks(char **folders, int n, const report_options *opt, int 
     free(w.causes);
 }
 
-static int analyse_job(const char *path, const report_options *o, int threads, int merge_only)
+/* The rank analyses as tasks on a Dask cluster: `termsight analyse --lean` with the options
+ * that shape a rank's report. 0, or -1 when the cluster could not be used. */
+static int analyse_ranks_dask(char **folders, int n, const report_options *o, const char *sched,
+                              double timeout_s)
+{
+    char share[32];
+    snprintf(share, sizeof share, "%.6f", o->timeline_limit_mb);
+    char *opts[10];
+    int k = 0;
+    opts[k++] = "--lean";
+    opts[k++] = "--timeline-limit";
+    opts[k++] = share;
+    if (o->pretty)
+        opts[k++] = "--pretty";
+    if (o->fp_start_op) {
+        opts[k++] = "--fp-start";
+        opts[k++] = (char *)o->fp_start_op;
+    }
+    if (o->bp_end_op) {
+        opts[k++] = "--bp-end";
+        opts[k++] = (char *)o->bp_end_op;
+    }
+    opts[k] = NULL;
+    /* The workers see the folders at the same paths, from their own working folders. */
+    char **abs = calloc((size_t)n, sizeof *abs);
+    if (!abs) {
+        cli_error("analyse: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        abs[i] = realpath(folders[i], NULL);
+    for (int i = 0; i < n; i++)
+        if (!abs[i])
+            abs[i] = strdup(folders[i]);
+    int rc = analyse_dask_ranks(sched, timeout_s > 0 ? timeout_s : 600, abs, n, opts);
+    job_folders_free(abs, n);
+    return rc;
+}
+
+static int analyse_job(const char *path, const report_options *o, int threads, int merge_only,
+                       const char *sched, double timeout_s)
 {
     char **folders;
     char *cause = NULL;
@@ -359,7 +416,12 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
         /* Lean: what the merge reads, each rank's timeline cut to its share of the job's. */
         rank_opt.lean = 1;
         rank_opt.timeline_limit_mb = job_timeline_share_mb(o->timeline_limit_mb, n);
-        analyse_ranks(folders, n, &rank_opt, threads);
+        if (sched && analyse_ranks_dask(folders, n, &rank_opt, sched, timeout_s) < 0) {
+            job_folders_free(folders, n);
+            return 1;
+        }
+        if (!sched)
+            analyse_ranks(folders, n, &rank_opt, threads);
     }
     job_folders_free(folders, n);
     job_options jo;
@@ -387,7 +449,9 @@ typedef struct analyse_opts {
     report_options report;
     const char *path, *op;
     int threads, merge_only, rank_only, json;
-    long rank; /* --rank: -1 when not given */
+    long rank;             /* --rank: -1 when not given */
+    const char *scheduler; /* --scheduler, else TERMSIGHT_SCHEDULER; NULL: none */
+    double task_timeout;   /* --task-timeout; 0: the default */
 } analyse_opts;
 
 /* Parses and checks argv into a: 0, or 2 after saying what is wrong. */
@@ -452,6 +516,24 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
                 return analyse_bad_usage();
             }
             a->rank = (long)d;
+            break;
+        case OPT_SCHEDULER:
+            if (!*v) {
+                cli_error("analyse: --scheduler needs an address (tcp://HOST:PORT)");
+                return analyse_bad_usage();
+            }
+            a->scheduler = v;
+            break;
+        case OPT_TASK_TIMEOUT:
+            if ((d = parse_number(v)) <= 0) {
+                cli_error("analyse: --task-timeout needs a positive number of seconds, not '%s'",
+                          v);
+                return analyse_bad_usage();
+            }
+            a->task_timeout = d;
+            break;
+        case OPT_LEAN:
+            o->lean = 1;
             break;
         case OPT_BP:
             o->bp_end_op = v;
@@ -647,10 +729,20 @@ static int analyse_exec(const analyse_opts *a)
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
         }
-        return analyse_job(path, &o, threads, a->merge_only);
+        const char *sched = a->scheduler ? a->scheduler : getenv("TERMSIGHT_SCHEDULER");
+        if (sched && !*sched)
+            sched = NULL;
+        if (a->scheduler && (a->merge_only || a->threads)) {
+            cli_error("analyse: --scheduler analyses the ranks on the cluster: no use with "
+                      "--merge-only or --jobs");
+            return analyse_bad_usage();
+        }
+        return analyse_job(path, &o, threads, a->merge_only, sched, a->task_timeout);
     }
-    if (threads || a->merge_only) {
-        cli_error("analyse: --jobs and --merge-only are for a job folder, and %s is none", path);
+    if (threads || a->merge_only || a->scheduler || a->task_timeout > 0) {
+        cli_error("analyse: --jobs, --merge-only, --scheduler and --task-timeout are for a job "
+                  "folder, and %s is none",
+                  path);
         return analyse_bad_usage();
     }
     return analyse_one(path, o, op, a->json);

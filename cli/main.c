@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 static const cli_command *const commands[] = {
-    &cli_cmd_demo, &cli_cmd_ls,  &cli_cmd_dump,     &cli_cmd_analyse, &cli_cmd_diff,
-    &cli_cmd_top,  &cli_cmd_run, &cli_cmd_snapshot,
+    &cli_cmd_demo, &cli_cmd_ls,  &cli_cmd_dump, &cli_cmd_analyse,
+    &cli_cmd_diff, &cli_cmd_top, &cli_cmd_run,  &cli_cmd_snapshot,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
