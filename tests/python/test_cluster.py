@@ -146,7 +146,9 @@ class SchedulerOption(unittest.TestCase):
 
     def start(self, args, path, log):
         env = dict(os.environ, PATH=path)
-        env.pop("TERMSIGHT_BIN", None)
+        # Workers with the command alone: no termsight Python package, no TERMSIGHT_BIN.
+        for k in ("TERMSIGHT_BIN", "TERMSIGHT_LIB", "PYTHONPATH"):
+            env.pop(k, None)
         f = open(os.path.join(self.tmp, log), "wb")
         self.addCleanup(f.close)
         # A bound of its own too: the process ends even if this test is killed.
