@@ -15,7 +15,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 RANKS=${1:-1024}
 EVENTS=${2:-20000}
-bin=$PWD/$BUILD_DIR/cli/termsight
+case $BUILD_DIR in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
+bin=$BUILD_DIR/cli/termsight
 gen=$BUILD_DIR/bench/bench_job_ranks
 [ -x "$bin" ] && [ -x "$gen" ] || { echo "bench_job: build first (cmake --build $BUILD_DIR)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-job.XXXXXX")
