@@ -50,6 +50,17 @@ void job_options_init(job_options *o)
     o->timeline_limit_mb = -1;
 }
 
+/* The merge writes a rank's events a few bytes longer (a pid of up to 7 digits, a time from the
+ * job's origin, "rank R: " before a process's name): a rank writes this much of its share. */
+#define SHARE_SLACK 0.9
+
+double job_timeline_share_mb(double limit_mb, int ranks)
+{
+    if (limit_mb < 0)
+        limit_mb = REPORT_TIMELINE_LIMIT_MB;
+    return ranks > 0 ? limit_mb / ranks * SHARE_SLACK : 0;
+}
+
 /* ---- Finding the ranks --------------------------------------------------------------------- */
 
 static int has_recording(int dirfd, const char *name)
@@ -153,6 +164,10 @@ typedef struct rank_in {
     /* Its communication wait was measured: the report has the column and the rank recorded
      * communication (without it a wait cannot be seen, and 0 means nothing). */
     int have_wait;
+
+    /* Its timeline: events merged, and left out (by its own analysis's limit, from its summary,
+     * and by its share of the job's). */
+    uint64_t tl_events, tl_left_out;
 } rank_in;
 
 struct job_report {
@@ -281,6 +296,8 @@ static int load_summary(rank_in *r, char *why, size_t cap)
     r->chunks_skipped = num(rec, "chunks_skipped", 0);
     r->lost = num(ev, "lost", 0);
     r->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, "steps"), "avg_comm_us", 0);
+    r->tl_left_out =
+        (uint64_t)num(cJSON_GetObjectItemCaseSensitive(root, "timeline"), "left_out", 0);
     const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(ev, "by_kind");
     char ended[64];
     text(ev, "ended", ended, sizeof ended);
@@ -674,6 +691,75 @@ static void find_stragglers(job_report *j, size_t used)
 
 /* ---- The merged timeline ------------------------------------------------------------------- */
 
+/* The first top-level key `key` (",\"ts\":") of an event line the timeline writer wrote,
+ * before its "args": the text after the key, or NULL. A key's quotes cannot be in a string
+ * (there a quote is escaped), and the writer puts "ts" and "pid" before "args". */
+static const char *key_at(const char *line, size_t len, const char *key)
+{
+    size_t kl = strlen(key);
+    const char *end = line + len;
+    for (const char *p = line; (p = memchr(p, ',', (size_t)(end - p))); p++) {
+        size_t left = (size_t)(end - p);
+        if (left >= 8 && !memcmp(p, ",\"args\":", 8))
+            return NULL;
+        if (left >= kl && !memcmp(p, key, kl))
+            return p + kl;
+    }
+    return NULL;
+}
+
+/* A decimal of at most 3 places at p as an integer of thousandths: the digits' end, or NULL. */
+static const char *thousandths(const char *p, const char *end, int64_t *out)
+{
+    int64_t v = 0;
+    int digits = 0, places = -1;
+    for (; p < end && ((*p >= '0' && *p <= '9') || (*p == '.' && places < 0)); p++) {
+        if (*p == '.') {
+            places = 0;
+            continue;
+        }
+        if (++digits > 15 || places >= 3)
+            return NULL;
+        v = v * 10 + (*p - '0');
+        places += places >= 0;
+    }
+    if (!digits || places == 0)
+        return NULL;
+    for (int k = places < 0 ? 0 : places; k < 3; k++)
+        v *= 10;
+    *out = v;
+    return p;
+}
+
+/* move_event for the lines that are most of a timeline, as its writer prints them: an event with
+ * a "ts" of three decimals and a whole "pid", both before its "args", no process name. Rewrites
+ * them as text (no parse); NULL for any other line. */
+static char *move_event_fast(const char *line, size_t len, const rank_in *r, int64_t shift_ms3)
+{
+    const char *end = line + len;
+    const char *ts = key_at(line, len, ",\"ts\":"), *pid = key_at(line, len, ",\"pid\":");
+    if (!ts || !pid || ts > pid || memmem(line, len, "\"process_name\"", 14))
+        return NULL;
+    int64_t t, p;
+    const char *ts_end = thousandths(ts, end, &t), *pid_end = thousandths(pid, end, &p);
+    if (!ts_end || !pid_end || memchr(pid, '.', (size_t)(pid_end - pid)) || ts_end > pid)
+        return NULL;
+    t += shift_ms3;
+    p = p / 1000 + (int64_t)(r->rank + 1) * PID_STRIDE;
+    char *out = malloc(len + 64);
+    if (!out)
+        return NULL;
+    int n = snprintf(out, len + 64, "%.*s%s%" PRId64 ".%03" PRId64 "%.*s%" PRId64 "%.*s",
+                     (int)(ts - line), line, t < 0 ? "-" : "", (t < 0 ? -t : t) / 1000,
+                     (t < 0 ? -t : t) % 1000, (int)(pid - ts_end), ts_end, p, (int)(end - pid_end),
+                     pid_end);
+    if (n < 0 || (size_t)n >= len + 64) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* Moves one trace event line of rank r into the job's trace: its pid renumbered, a process's
  * name prefixed with the rank, its time moved by shift_us. Returns the text to write (malloc'd)
  * or NULL for a line that is no event. */
@@ -683,6 +769,9 @@ static char *move_event(const char *line, size_t len, const rank_in *r, double s
         len--;
     if (!len || line[0] != '{')
         return NULL;
+    char *fast = move_event_fast(line, len, r, llround(shift_us * 1000));
+    if (fast)
+        return fast;
     cJSON *ev = cJSON_ParseWithLength(line, len);
     if (!cJSON_IsObject(ev)) {
         cJSON_Delete(ev);
@@ -730,6 +819,49 @@ static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k)
     return f;
 }
 
+/* Rank r's timeline files into out, up to budget bytes (lines with their separators): what is
+ * past it is counted as left out. Returns the bytes written. */
+static uint64_t merge_rank_timeline(job_report *j, rank_in *r, FILE *out, uint64_t budget,
+                                    double shift_us, int *first, char **line, size_t *lcap)
+{
+    uint64_t bytes = 0;
+    int any = 0, full = 0;
+    for (unsigned k = 0;; k++) {
+        FILE *f = open_timeline(j, r, k);
+        if (!f)
+            break;
+        any = 1;
+        ssize_t len;
+        while ((len = report_read_line(f, line, lcap, &j->long_lines)) > 0) {
+            if (full) {
+                /* The rest is counted, not moved: a line that is an event begins with '{'. */
+                r->tl_left_out += (*line)[0] == '{';
+                continue;
+            }
+            char *ev = move_event(*line, (size_t)len, r, shift_us);
+            if (!ev)
+                continue;
+            size_t el = strlen(ev) + 2;
+            if (bytes + el > budget) {
+                full = 1;
+                r->tl_left_out++;
+            } else {
+                fputs(*first ? "\n" : ",\n", out);
+                fputs(ev, out);
+                bytes += el;
+                *first = 0;
+                r->tl_events++;
+            }
+            free(ev);
+        }
+        fclose(f);
+    }
+    j->timeline_ranks += any;
+    return bytes;
+}
+
+/* The job's timeline: each rank's, in rank order, within its share of the limit (a share a rank
+ * leaves unused goes to the ranks after it). */
 static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t limit)
 {
     FILE *out = report_dir_file(d, "timeline.json");
@@ -742,43 +874,46 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
     static const char head[] = "{\"traceEvents\":[", tail[] = "\n]}\n";
     uint64_t bytes = sizeof head - 1 + sizeof tail - 1;
     fputs(head, out);
-    int first = 1, full = 0;
+    int first = 1;
     char *line = NULL;
     size_t lcap = 0;
     for (size_t i = 0; i < used; i++) {
         rank_in *r = &j->r[i];
-        int any = 0;
-        for (unsigned k = 0;; k++) {
-            FILE *f = open_timeline(j, r, k);
-            if (!f)
-                break;
-            any = 1;
-            ssize_t len;
-            while ((len = report_read_line(f, &line, &lcap, &j->long_lines)) > 0) {
-                char *ev = move_event(line, (size_t)len, r, r->origin_wall_us - origin);
-                if (!ev)
-                    continue;
-                size_t el = strlen(ev) + 2;
-                if (full || bytes + el > limit) {
-                    full = 1;
-                    j->timeline_left_out++;
-                } else {
-                    fputs(first ? "\n" : ",\n", out);
-                    fputs(ev, out);
-                    bytes += el;
-                    first = 0;
-                    j->timeline_events++;
-                }
-                free(ev);
-            }
-            fclose(f);
-        }
-        j->timeline_ranks += any;
+        uint64_t left = limit > bytes ? limit - bytes : 0;
+        bytes += merge_rank_timeline(j, r, out, left / (used - i), r->origin_wall_us - origin,
+                                     &first, &line, &lcap);
+        j->timeline_events += r->tl_events;
+        j->timeline_left_out += r->tl_left_out;
     }
     free(line);
     fputs(tail, out);
     j->timeline_bytes = bytes;
     return report_dir_close_file(d, out, "timeline.json");
+}
+
+/* Names the ranks whose timelines lost events to the limit, in one warning. */
+static void warn_timeline_cut(job_report *j, size_t used, double mb)
+{
+    size_t cut = 0;
+    char names[160] = "";
+    size_t nl = 0;
+    for (size_t i = 0; i < used; i++) {
+        if (!j->r[i].tl_left_out)
+            continue;
+        if (nl < sizeof names - 24) {
+            int w = snprintf(names + nl, sizeof names - nl, "%s%ld", cut ? ", " : "", j->r[i].rank);
+            nl += w > 0 ? (size_t)w : 0;
+        } else if (!strstr(names, "...")) {
+            snprintf(names + nl, sizeof names - nl, ", ...");
+        }
+        cut++;
+    }
+    if (cut)
+        warn(j,
+             "the timeline limit (%.6g MiB, shared by %zu ranks) left out %" PRIu64
+             " events of %zu rank%s (%s; each rank's count is ranks[].timeline_left_out in "
+             "summary.json): a larger --timeline-limit keeps more",
+             mb, used, j->timeline_left_out, cut, cut == 1 ? "" : "s", names);
 }
 
 /* ---- Files --------------------------------------------------------------------------------- */
@@ -987,6 +1122,8 @@ static cJSON *summary_json(const job_report *j, size_t used)
         cJSON_AddNumberToObject(o, "workers", r->workers);
         cJSON_AddStringToObject(o, "state", r->state);
         report_json_u64(o, "last_step", r->last_step);
+        report_json_u64(o, "timeline_events", r->tl_events);
+        report_json_u64(o, "timeline_left_out", r->tl_left_out);
         if (r->ended_why[0])
             cJSON_AddStringToObject(o, "ended", r->ended_why);
         else
@@ -1280,8 +1417,10 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     write_ranks_csv(j, d, used);
 
     double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
-    if (mb > 0)
+    if (mb > 0) {
         write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024));
+        warn_timeline_cut(j, used, mb);
+    }
     if (j->long_lines)
         warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",
              j->long_lines, REPORT_MAX_LINE_BYTES);

@@ -110,6 +110,11 @@ typedef struct job_options {
 
 void job_options_init(job_options *o);
 
+/* The MiB of timeline each of `ranks` ranks writes for a job timeline of limit_mb MiB (< 0:
+ * REPORT_TIMELINE_LIMIT_MB; 0: none), with room left for the merge's renumbering, so that the
+ * merge keeps every rank's share whole. */
+double job_timeline_share_mb(double limit_mb, int ranks);
+
 typedef struct job_report job_report;
 
 /* Merges the reports the job folder's ranks have (each <rank folder>/report/, written before)

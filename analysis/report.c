@@ -256,7 +256,8 @@ static int finish_files(report *r, int existed, char **cause)
     /* report.sqlite, then report.html before summary.json, whose "files" lists every file
      * written so far. */
     report_sqlite_write(r, r->opt.sqlite_only);
-    report_html_write(r, qf, nqf, adv, nadv);
+    if (!r->opt.lean)
+        report_html_write(r, qf, nqf, adv, nadv);
     report_json_write_summary(r, qf, nqf, adv, nadv);
     FILE *f = report_file_create(r, "report.txt");
     if (f) {

@@ -45,6 +45,9 @@ typedef struct report_options {
     const char *bp_end_op;
     double peak_flops; /* FLOP/s for the utilization; 0: unknown */
     int sqlite_only;   /* report.sqlite without the CSV files it holds */
+    /* A rank of a job analysed for the job report: no report.html, and the files are not synced
+     * one by one (the job report that reads them is; a lost one is made again by analysing). */
+    int lean;
     report_progress_fn progress;
     void *progress_ctx;
 } report_options;

@@ -408,10 +408,11 @@ int report_commit(report *r, int existed, char **cause)
     if (r->werr)
         return cause_set(cause, "cannot write %s/%s: %s", r->target,
                          r->werr_file ? r->werr_file : "?", strerror(r->werr));
-    sync_dir_files(r->dirfd);
+    if (!r->opt.lean)
+        sync_dir_files(r->dirfd);
     if (swap_in(r, existed, cause) < 0)
         return -1;
-    char *parent = parent_of(r->target);
+    char *parent = r->opt.lean ? NULL : parent_of(r->target);
     int pfd = parent ? open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (pfd >= 0) {
         fsync(pfd);

@@ -1,89 +1,89 @@
 #!/usr/bin/env bash
 # The job report's scaling (bench/RESULTS.md, "Job analysis"): a synthetic job of RANKS ranks of
-# EVENTS events each (bench_job_ranks), analysed by `termsight analyse JOB_FOLDER` with one rank
-# at a time (serial), with as many at a time as this machine has CPUs (parallel), and by
-# termsight.cluster.analyse on a Dask LocalCluster of two worker processes; then the merge alone
-# of 1,000 ranks' reports (copies of the first rank's, renumbered).
+# EVENTS events each (bench_job_ranks: steps of 1,000 events, the last rank 2 ms late in each
+# step), then `termsight analyse JOB_FOLDER` timed by /usr/bin/time (wall, CPU, peak RSS) with
+# the extra disk it leaves (du of the job folder after, less before): with the default timeline
+# limit (500 MiB for the job), with --timeline-limit 1, the merge alone, and the rank analyses on
+# a Dask cluster of one scheduler and two one-thread workers on 127.0.0.1 (--scheduler).
 #
-#   bash bench/bench_job.sh [RANKS [EVENTS]]        (default 64 ranks of 1,000,000 events)
+#   bash bench/bench_job.sh [RANKS [EVENTS]]        (default 1024 ranks of 20,000 events)
 #
-# BUILD_DIR (default build). Timelines are limited to 1 MiB per rank (--timeline-limit 1), so
-# that the figures are the analysis's, not the disk's (a 1 M-event timeline is about 150 MB).
-# Needs about 70 MB of disk per million events per rank under $TMPDIR; removed at the end.
+# BUILD_DIR (default build). The job lies under $TMPDIR (about 1.3 MB of recording per 20,000
+# events and rank; removed at the end). Each analysis starts from rank folders without reports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-RANKS=${1:-64}
-EVENTS=${2:-1000000}
+RANKS=${1:-1024}
+EVENTS=${2:-20000}
+case $BUILD_DIR in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
 bin=$BUILD_DIR/cli/termsight
 gen=$BUILD_DIR/bench/bench_job_ranks
 [ -x "$bin" ] && [ -x "$gen" ] || { echo "bench_job: build first (cmake --build $BUILD_DIR)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-job.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
 job=$work/out/bj
 
-secs() { python3 -c 'import sys,time; print("%.2f" % (time.time() - float(sys.argv[1])))' "$1"; }
-now() { python3 -c 'import time; print(time.time())'; }
-
 echo "bench_job: recording $RANKS ranks of $EVENTS events ($(nproc) CPUs)"
-t=$(now)
-"$gen" "$work/out" bj "$RANKS" "$EVENTS" | awk '{r += $3; d += $6} END {print "recorded", r, "dropped", d}'
-echo "  recorded in $(secs "$t") s, $(du -sh "$job" | cut -f1) on disk"
+"$gen" "$work/out" bj "$RANKS" "$EVENTS" | awk '{r += $3; d += $6} END {print "  recorded", r, "dropped", d}'
+rec_kb=$(du -sk "$job" | cut -f1)
+echo "  recordings: $((rec_kb / 1024)) MB"
 
-python=python3
-[ -x /usr/bin/python3 ] && python=/usr/bin/python3
-cat >"$work/dask_job.py" <<'PY'
-import sys, time
-sys.path.insert(0, sys.argv[3])
-import termsight.cluster
-from distributed import Client, LocalCluster
-if __name__ == "__main__":
-    t0 = time.time()
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        t1 = time.time()
-        res = termsight.cluster.analyse(sys.argv[1], client, timeline_limit=1)
-        t2 = time.time()
-    bad = [r for r in res.ranks if not r.ok]
-    print("dask, 2 workers: %.2f s (cluster start %.2f s more); %d ranks, %d failed"
-          % (t2 - t1, t1 - t0, len(res.ranks), len(bad)))
-PY
-# Twice each, the three in turn (the machine is shared: compare within a round).
+# measure NAME ARGS...: one analysis from rank folders without reports (--merge-only keeps them).
+measure() {
+    local name=$1
+    shift
+    case " $* " in *" --merge-only "*) ;; *) rm -rf "$job"/rank*/report ;; esac
+    rm -rf "$job/report"
+    sync
+    local before
+    before=$(du -sk "$job" | cut -f1)
+    /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" analyse "$@" "$job" >"$work/out.txt" 2>"$work/err.txt" ||
+        { echo "  $name: failed: $(tail -1 "$work/err.txt")"; return; }
+    read -r wall user sys rss <"$work/time"
+    local after
+    after=$(du -sk "$job" | cut -f1)
+    printf "  %-34s wall %6.2f s  CPU %6.2f s  peak RSS %4d MB  extra disk %5d MB\n" "$name" \
+        "$wall" "$(echo "$user + $sys" | bc)" $((rss / 1024)) $(((after - before) / 1024))
+}
+
 for round in 1 2; do
     echo "round $round"
-    t=$(now)
-    "$bin" analyse -j 1 --timeline-limit 1 "$job" >"$work/serial.txt"
-    echo "  serial (-j 1): $(secs "$t") s"
-    t=$(now)
-    "$bin" analyse -j "$(nproc)" --timeline-limit 1 "$job" >"$work/parallel.txt"
-    echo "  parallel (-j $(nproc)): $(secs "$t") s"
-    echo -n "  "
-    TERMSIGHT_BIN=$PWD/$bin "$python" "$work/dask_job.py" "$job" x "$PWD/python"
-    t=$(now)
-    "$bin" analyse --merge-only --timeline-limit 1 "$job" >/dev/null
-    echo "  merge alone ($RANKS ranks, 1 MiB timelines): $(secs "$t") s"
+    measure "default (-j $(nproc))"
+    measure "--timeline-limit 1 (-j $(nproc))" --timeline-limit 1
+    measure "--merge-only (after the one above)" --merge-only --timeline-limit 1
 done
-grep -E "straggler|job:" "$work/parallel.txt" | sed 's/^/  /'
+grep -E "straggler|job:" "$work/out.txt" | head -3 | sed 's/^/  /'
 
-# 1,000 ranks: the first rank's report copied, its rank renumbered in summary.json.
-big=$work/big/bj
-mkdir -p "$big"
-first=$(ls -d "$job"/rank0-* | head -1)
-"$python" - "$first" "$big" <<'PY'
-import json, os, shutil, sys
-src, dst = sys.argv[1], sys.argv[2]
-with open(os.path.join(src, "report", "summary.json")) as f:
-    s = json.load(f)
-for r in range(1000):
-    d = os.path.join(dst, "rank%d-h-%d-20261124-000000-%08x" % (r, 1000 + r, r))
-    os.makedirs(os.path.join(d, "recording"))
-    os.makedirs(os.path.join(d, "report"))
-    s["job"]["rank"] = r
-    s["job"]["world_size"] = 1000
-    with open(os.path.join(d, "report", "summary.json"), "w") as f:
-        json.dump(s, f)
-    shutil.copy(os.path.join(src, "report", "step_trace.csv"), os.path.join(d, "report"))
+# Dask: a scheduler and two workers of one thread each, this machine only, bounded.
+if command -v dask-scheduler >/dev/null && [ -x /usr/bin/python3 ]; then
+    sfile=$work/scheduler.json
+    setsid timeout 600 dask-scheduler --host 127.0.0.1 --port 0 --no-dashboard \
+        --scheduler-file "$sfile" >"$work/sched.log" 2>&1 &
+    pids+=($!)
+    disown $!
+    for _ in $(seq 200); do [ -s "$sfile" ] && break; sleep 0.1; done
+    for w in 1 2; do
+        PATH=$(dirname "$bin"):$PATH setsid timeout 600 dask-worker --scheduler-file "$sfile" \
+            --nthreads 1 --no-dashboard --host 127.0.0.1 >"$work/worker$w.log" 2>&1 &
+        pids+=($!)
+        disown $!
+    done
+    addr=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["address"])' "$sfile")
+    /usr/bin/python3 - "$addr" <<'PY'
+import sys, time
+from distributed import Client
+c = Client(sys.argv[1], timeout=30)
+end = time.time() + 60
+while len(c.scheduler_info()["workers"]) < 2 and time.time() < end:
+    time.sleep(0.1)
+c.close()
 PY
-t=$(now)
-"$bin" analyse --merge-only --timeline-limit 0 "$big" >/dev/null
-echo "merge alone (1000 ranks, no timeline): $(secs "$t") s"
+    export TERMSIGHT_PYTHON=/usr/bin/python3
+    measure "Dask, 2 workers (--scheduler)" --scheduler "$addr"
+    measure "Dask, 2 workers, --timeline-limit 1" --scheduler "$addr" --timeline-limit 1
+fi

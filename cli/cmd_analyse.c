@@ -4,6 +4,7 @@
  * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
  * seeds' op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
  * several at a time on threads of this process, then the job report (analysis/job.h). */
+#include "analyse_dask.h"
 #include "cli.h"
 #include "job.h"
 #include "report.h"
@@ -66,7 +67,20 @@ static void analyse_usage(FILE *out)
           "\n"
           "  -j, --jobs N            rank analyses at a time (default: the CPUs, at most 8)\n"
           "      --merge-only        merge the reports the ranks have, analysing none (when\n"
-          "                          they were analysed elsewhere, e.g. on a Dask cluster)\n",
+          "                          they were analysed elsewhere, e.g. on a Dask cluster)\n"
+          "      --scheduler ADDR    analyse the ranks as tasks on the Dask cluster whose\n"
+          "                          scheduler is at ADDR (tcp://HOST:PORT; default: the\n"
+          "                          TERMSIGHT_SCHEDULER variable), then merge here; each\n"
+          "                          worker runs the termsight command and must see the job\n"
+          "                          folder at the same path (README: \"A job on a Dask\n"
+          "                          cluster\")\n"
+          "      --task-timeout S    with --scheduler: seconds a rank's analysis may take on\n"
+          "                          a worker (default 600)\n"
+          "      --lean              for a run folder: the lean report a job's rank gets (no\n"
+          "                          report.html, files not synced one by one)\n"
+          "      --rank R            write the full report of rank R only (its timeline and\n"
+          "                          report.html, which the job's analysis leaves out) into\n"
+          "                          its run folder's report/ (or DIR), as for one run\n",
           out);
 }
 
@@ -78,7 +92,8 @@ static int analyse_bad_usage(void)
         "                         [--sqlite-only]\n"
         "                         RUN_FOLDER_OR_RECORDING\n"
         "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
-        "                         [--timeline-limit MB] JOB_FOLDER\n",
+        "                         [--timeline-limit MB] JOB_FOLDER\n"
+        "       termsight analyse [-o DIR] [--pretty] [--timeline-limit MB] --rank R JOB_FOLDER\n",
         stderr);
     return 2;
 }
@@ -94,7 +109,11 @@ enum {
     OPT_BP,
     OPT_MERGE,
     OPT_JSON,
-    OPT_SQLITE_ONLY
+    OPT_SQLITE_ONLY,
+    OPT_RANK,
+    OPT_SCHEDULER,
+    OPT_TASK_TIMEOUT,
+    OPT_LEAN
 };
 
 static const struct option analyse_longs[] = {
@@ -109,6 +128,10 @@ static const struct option analyse_longs[] = {
     {"merge-only", no_argument, NULL, OPT_MERGE},
     {"json", no_argument, NULL, OPT_JSON},
     {"sqlite-only", no_argument, NULL, OPT_SQLITE_ONLY},
+    {"rank", required_argument, NULL, OPT_RANK},
+    {"scheduler", required_argument, NULL, OPT_SCHEDULER},
+    {"task-timeout", required_argument, NULL, OPT_TASK_TIMEOUT},
+    {"lean", no_argument, NULL, OPT_LEAN},
     {NULL, 0, NULL, 0},
 };
 
@@ -342,7 +365,47 @@ static void analyse_ranks(char **folders, int n, const report_options *opt, int 
     free(w.causes);
 }
 
-static int analyse_job(const char *path, const report_options *o, int threads, int merge_only)
+/* The rank analyses as tasks on a Dask cluster: `termsight analyse --lean` with the options
+ * that shape a rank's report. 0, or -1 when the cluster could not be used. */
+static int analyse_ranks_dask(char **folders, int n, const report_options *o, const char *sched,
+                              double timeout_s)
+{
+    char share[32];
+    snprintf(share, sizeof share, "%.6f", o->timeline_limit_mb);
+    char *opts[10];
+    int k = 0;
+    opts[k++] = "--lean";
+    opts[k++] = "--timeline-limit";
+    opts[k++] = share;
+    if (o->pretty)
+        opts[k++] = "--pretty";
+    if (o->fp_start_op) {
+        opts[k++] = "--fp-start";
+        opts[k++] = (char *)o->fp_start_op;
+    }
+    if (o->bp_end_op) {
+        opts[k++] = "--bp-end";
+        opts[k++] = (char *)o->bp_end_op;
+    }
+    opts[k] = NULL;
+    /* The workers see the folders at the same paths, from their own working folders. */
+    char **abs = calloc((size_t)n, sizeof *abs);
+    if (!abs) {
+        cli_error("analyse: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        abs[i] = realpath(folders[i], NULL);
+    for (int i = 0; i < n; i++)
+        if (!abs[i])
+            abs[i] = strdup(folders[i]);
+    int rc = analyse_dask_ranks(sched, timeout_s > 0 ? timeout_s : 600, abs, n, opts);
+    job_folders_free(abs, n);
+    return rc;
+}
+
+static int analyse_job(const char *path, const report_options *o, int threads, int merge_only,
+                       const char *sched, double timeout_s)
 {
     char **folders;
     char *cause = NULL;
@@ -356,7 +419,15 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
         report_options rank_opt = *o;
         rank_opt.out_dir = NULL; /* each rank's own report/ */
         rank_opt.progress = NULL;
-        analyse_ranks(folders, n, &rank_opt, threads);
+        /* Lean: what the merge reads, each rank's timeline cut to its share of the job's. */
+        rank_opt.lean = 1;
+        rank_opt.timeline_limit_mb = job_timeline_share_mb(o->timeline_limit_mb, n);
+        if (sched && analyse_ranks_dask(folders, n, &rank_opt, sched, timeout_s) < 0) {
+            job_folders_free(folders, n);
+            return 1;
+        }
+        if (!sched)
+            analyse_ranks(folders, n, &rank_opt, threads);
     }
     job_folders_free(folders, n);
     job_options jo;
@@ -384,6 +455,9 @@ typedef struct analyse_opts {
     report_options report;
     const char *path, *op;
     int threads, merge_only, rank_only, json;
+    long rank;             /* --rank: -1 when not given */
+    const char *scheduler; /* --scheduler, else TERMSIGHT_SCHEDULER; NULL: none */
+    double task_timeout;   /* --task-timeout; 0: the default */
 } analyse_opts;
 
 /* Parses and checks argv into a: 0, or 2 after saying what is wrong. */
@@ -391,6 +465,7 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
 {
     memset(a, 0, sizeof *a);
     report_options_init(&a->report);
+    a->rank = -1;
     report_options *o = &a->report;
     int c, first = 1;
     while ((c = cli_getopt("analyse", argc, argv, "o:j:", analyse_longs, 0, &first)) != -1) {
@@ -443,6 +518,31 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
             break;
         case OPT_SQLITE_ONLY:
             o->sqlite_only = 1;
+            break;
+        case OPT_RANK:
+            if ((d = parse_number(v)) < 0 || d > INT32_MAX || d != floor(d)) {
+                cli_error("analyse: --rank needs a rank number, not '%s'", v);
+                return analyse_bad_usage();
+            }
+            a->rank = (long)d;
+            break;
+        case OPT_SCHEDULER:
+            if (!*v) {
+                cli_error("analyse: --scheduler needs an address (tcp://HOST:PORT)");
+                return analyse_bad_usage();
+            }
+            a->scheduler = v;
+            break;
+        case OPT_TASK_TIMEOUT:
+            if ((d = parse_number(v)) <= 0) {
+                cli_error("analyse: --task-timeout needs a positive number of seconds, not '%s'",
+                          v);
+                return analyse_bad_usage();
+            }
+            a->task_timeout = d;
+            break;
+        case OPT_LEAN:
+            o->lean = 1;
             break;
         case OPT_BP:
             o->bp_end_op = v;
@@ -567,12 +667,61 @@ static void suggest_runs(const char *path)
     free(list);
 }
 
+/* The run folder of rank `rank` in a job folder (malloc'd; of several, the one recorded last),
+ * or NULL after saying why. */
+static char *rank_folder(const char *job, long rank)
+{
+    char **folders = NULL, *cause = NULL, *best = NULL;
+    int n = job_rank_folders(job, &folders, &cause);
+    if (n < 0) {
+        cli_error("analyse: %s", cause ? cause : "cannot read the job folder");
+        free(cause);
+        return NULL;
+    }
+    time_t newest = 0;
+    for (int i = 0; i < n; i++) {
+        const char *b = strrchr(folders[i], '/') + 1;
+        char *end;
+        if (strncmp(b, "rank", 4) || b[4] < '0' || b[4] > '9' || strtol(b + 4, &end, 10) != rank ||
+            *end != '-')
+            continue;
+        char file[4200];
+        snprintf(file, sizeof file, "%.4000s/%s/%s", folders[i], TS_RECORDING_DIR,
+                 TS_RECORDING_FILE);
+        struct stat st;
+        time_t when = stat(file, &st) == 0 ? st.st_mtime : 0;
+        if (!best || when >= newest) {
+            free(best);
+            best = strdup(folders[i]);
+            newest = when;
+        }
+    }
+    job_folders_free(folders, n);
+    if (!best)
+        cli_error("analyse: %s holds no run folder of rank %ld (rank%ld-...)", job, rank, rank);
+    return best;
+}
+
+static int analyse_one(const char *path, report_options o, const char *op, int json);
+
 /* Analyses a->path (a run folder, a recording or a job folder) as a asks. */
 static int analyse_exec(const analyse_opts *a)
 {
     report_options o = a->report;
     const char *path = a->path, *op = a->op;
     int threads = a->threads;
+    if (a->rank >= 0 && (!job_is_folder(path) || a->merge_only || threads)) {
+        cli_error("analyse: --rank is for a job folder, without --merge-only or --jobs");
+        return analyse_bad_usage();
+    }
+    if (a->rank >= 0) {
+        char *folder = rank_folder(path, a->rank);
+        if (!folder)
+            return 1;
+        int rc = analyse_one(folder, o, op, a->json);
+        free(folder);
+        return rc;
+    }
     if (job_is_folder(path)) {
         if (op || o.peak_flops > 0) {
             cli_error("analyse: %s is a job folder: --op and --peak-tflops are for one run "
@@ -595,12 +744,28 @@ static int analyse_exec(const analyse_opts *a)
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
         }
-        return analyse_job(path, &o, threads, a->merge_only);
+        const char *sched = a->scheduler ? a->scheduler : getenv("TERMSIGHT_SCHEDULER");
+        if (sched && !*sched)
+            sched = NULL;
+        if (a->scheduler && (a->merge_only || a->threads)) {
+            cli_error("analyse: --scheduler analyses the ranks on the cluster: no use with "
+                      "--merge-only or --jobs");
+            return analyse_bad_usage();
+        }
+        return analyse_job(path, &o, threads, a->merge_only, sched, a->task_timeout);
     }
-    if (threads || a->merge_only) {
-        cli_error("analyse: --jobs and --merge-only are for a job folder, and %s is none", path);
+    if (threads || a->merge_only || a->scheduler || a->task_timeout > 0) {
+        cli_error("analyse: --jobs, --merge-only, --scheduler and --task-timeout are for a job "
+                  "folder, and %s is none",
+                  path);
         return analyse_bad_usage();
     }
+    return analyse_one(path, o, op, a->json);
+}
+
+/* One run folder or recording: its report folder, or with op that op's statistics. */
+static int analyse_one(const char *path, report_options o, const char *op, int json)
+{
     int last = -1;
     if (isatty(STDERR_FILENO)) {
         o.progress = progress;
@@ -620,7 +785,7 @@ static int analyse_exec(const analyse_opts *a)
     const report_info *info = report_info_of(r);
     int rc = 0;
     if (op)
-        rc = print_op(report_analysis(r), op, a->json);
+        rc = print_op(report_analysis(r), op, json);
     else
         report_print(r, stdout, 1);
     if (fflush(stdout) != 0 || ferror(stdout)) {

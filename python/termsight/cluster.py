@@ -6,7 +6,9 @@
     result = termsight.cluster.analyse("/shared/termsight-data/my-job", client)
     print(result.report)                              # /shared/termsight-data/my-job/report
 
-Each rank's run folder is analysed by `termsight analyse RUN_FOLDER` in a task on a worker (the
+Each rank's run folder is analysed by `termsight analyse --lean RUN_FOLDER` in a task on a worker
+that is a command line (subprocess.run: a worker needs the termsight command, not this package;
+`termsight analyse JOB_FOLDER --scheduler ADDR` does the same without Python here) (the
 job folder must be on a file system the workers share: the tasks read each rank's recording and
 write its report/ beside it); the job report is then merged on the client by `termsight analyse
 --merge-only JOB_FOLDER`, which reads only the ranks' reports. Without a client, the whole runs
@@ -18,7 +20,6 @@ module, never from standard input.
 """
 
 import os
-import socket
 import subprocess
 import time
 
@@ -29,7 +30,8 @@ __all__ = ["analyse", "rank_folders", "JobAnalysis", "RankAnalysis"]
 
 class RankAnalysis:
     """How one rank's analysis went: folder, worker (the Dask worker's address, None when run
-    here), host, seconds, ok, and error (its stderr when it failed)."""
+    here or unknown), host (None: not known), seconds (from the submission to its result), ok,
+    and error (its stderr, or why its task failed)."""
 
     def __init__(self, folder, worker, host, seconds, ok, error):
         self.folder = folder
@@ -73,21 +75,37 @@ def _run(args):
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
-def _analyse_rank(folder, options):
-    """A worker's task: `termsight analyse folder` with the worker's own termsight command."""
-    worker = None
-    try:
-        from distributed import get_worker
-        worker = get_worker().address
-    except (ImportError, ValueError):
-        pass
+def _gather_ranks(client, folders, options, timeout):
+    """Each folder's `termsight analyse --lean OPTIONS FOLDER` as a task that is a command line
+    (the command: TERMSIGHT_WORKER_COMMAND, else the one this machine finds, find_cli, by the
+    same path on the workers):
+    subprocess.run from the standard library, so a worker needs the termsight command and no
+    part of this package. A RankAnalysis per folder, failures included (never raised)."""
+    cmd = [os.environ.get("TERMSIGHT_WORKER_COMMAND") or find_cli(), "analyse", "--lean"]
+    futures = [client.submit(subprocess.run, cmd + list(options) + [f], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, timeout=timeout, pure=False)
+               for f in folders]
     start = time.monotonic()
-    rc, _out, err = _run([find_cli(), "analyse"] + list(options) + [folder])
-    return RankAnalysis(folder, worker, socket.gethostname(), time.monotonic() - start, rc == 0,
-                        err.strip() or None)
+    out = []
+    for folder, fut in zip(folders, futures):
+        error = None
+        try:
+            p = fut.result(timeout=timeout + 60)
+            if p.returncode != 0:
+                error = p.stderr.decode("utf-8", "replace").strip() or "exit %d" % p.returncode
+        except FileNotFoundError as e:
+            error = "a worker cannot run %s: %s" % (cmd[0], e.strerror)
+        except Exception as e:  # the task's own failure, or no answer in time
+            error = "%s: %s" % (type(e).__name__, e)
+        holders = client.who_has([fut]).get(fut.key) or ()
+        worker = sorted(holders)[0] if holders else None
+        out.append(RankAnalysis(folder, worker, None, time.monotonic() - start, error is None,
+                                error))
+    return out
 
 
-def analyse(job_folder, client=None, timeline_limit=None, pretty=False, output=None):
+def analyse(job_folder, client=None, timeline_limit=None, pretty=False, output=None,
+            task_timeout=600):
     """Analyses a job folder: its ranks on the Dask client's workers (or here, without a
     client), then the job report, merged here. Returns a JobAnalysis; raises RuntimeError when
     no rank could be merged (with termsight's message). A rank whose analysis failed is left out
@@ -110,8 +128,12 @@ def analyse(job_folder, client=None, timeline_limit=None, pretty=False, output=N
         folders = rank_folders(job_folder)
         if not folders:
             raise RuntimeError("termsight.cluster.analyse: %s holds no run folders" % job_folder)
-        futures = client.map(_analyse_rank, folders, options=options, pure=False)
-        ranks = client.gather(futures)
+        # Each rank's timeline cut to its share of the job's, as the command shares it
+        # (job_timeline_share_mb in analysis/job.c: 0.9 of the limit over the ranks).
+        limit = 500.0 if timeline_limit is None else float(timeline_limit)
+        rank_options = (["--pretty"] if pretty else []) + [
+            "--timeline-limit", "%.6f" % (limit / len(folders) * 0.9)]
+        ranks = _gather_ranks(client, folders, rank_options, task_timeout)
         rc, out, err = _run(merge + ["--merge-only", job_folder])
     if rc != 0:
         raise RuntimeError("termsight analyse %s failed: %s" % (job_folder, err.strip()))

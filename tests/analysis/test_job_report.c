@@ -39,6 +39,9 @@ typedef struct rank_spec {
 /* Set by a test: the ranks made next recorded no communication (summary's steps.avg_comm_us
  * 0). */
 static int ranks_without_comm;
+/* Set by a test: the ranks made next have this many operator events a step in their timelines,
+ * written as report_run writes them ("ts" before "pid"). */
+static int timeline_ops_per_step;
 
 static void make_rank(const char *job_dir, const rank_spec *s, int idx)
 {
@@ -129,9 +132,14 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
     ck_assert_ptr_nonnull(f);
     fputs("{\"traceEvents\":[\n"
           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"python3\"}},\n"
-          "{\"name\":\"step 1\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":100.000,\"dur\":5.000}\n"
-          "]}\n",
+          "{\"name\":\"step 1\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":100.000,\"dur\":5.000}",
           f);
+    for (int k = 0; k < s->steps * timeline_ops_per_step; k++)
+        fprintf(f,
+                ",\n{\"name\":\"Default/net/MatMul-op%d\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%d."
+                "250,\"dur\":1.5,\"pid\":1,\"tid\":2,\"args\":{\"type\":\"MatMul\"}}",
+                k, 200 + 10 * k);
+    fputs("\n]}\n", f);
     fclose(f);
     free(p);
     free(rep);
@@ -187,8 +195,10 @@ static int has_warning(const job_report *j, const char *needle)
     return 0;
 }
 
-/* Builds the job folder from specs, merges, returns the report (and the folder in *dir). */
-static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
+/* Builds the job folder from specs, merges with options o (NULL: the defaults), returns the
+ * report (and the folder in *dir). */
+static job_report *merge_specs_with(const rank_spec *specs, size_t n, const job_options *o,
+                                    char **dir)
 {
     *dir = tmp_make();
     char *job = path_join(*dir, "j");
@@ -197,9 +207,14 @@ static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
         make_rank(job, &specs[i], (int)i);
     job_report *j = NULL;
     char *cause = NULL;
-    ck_assert_msg(job_report_run(job, NULL, &j, &cause) == 0, "merge: %s", cause);
+    ck_assert_msg(job_report_run(job, o, &j, &cause) == 0, "merge: %s", cause);
     free(job);
     return j;
+}
+
+static job_report *merge_specs(const rank_spec *specs, size_t n, char **dir)
+{
+    return merge_specs_with(specs, n, NULL, dir);
 }
 
 /* Every row of the job's job_step_trace.csv: interval + compute + comm_wait + tail + eval is
@@ -579,6 +594,67 @@ START_TEST(merged_timeline)
 }
 END_TEST
 
+/* 64 ranks, rank 63 late for data in every step, a timeline limit far below what they have:
+ * every rank is in the timeline with its share, what each left out is counted per rank and in
+ * all, and said in the warnings and report.txt. */
+START_TEST(timeline_shared_by_ranks)
+{
+    enum { N = 64 };
+    rank_spec s[N];
+    for (int r = 0; r < N; r++)
+        s[r] = (rank_spec){.job = "j",
+                           .rank = r,
+                           .world = N,
+                           .steps = 20,
+                           .interval = r == N - 1 ? 3000 : 1000,
+                           .compute = 30000,
+                           .wait = 100,
+                           .tail = 500,
+                           .start_s = 100.0};
+    timeline_ops_per_step = 50; /* 1,000 events a rank, about 100 KB */
+    job_options o;
+    job_options_init(&o);
+    o.timeline_limit_mb = 1; /* 16 KiB a rank */
+    char *dir;
+    job_report *j = merge_specs_with(s, N, &o, &dir);
+    timeline_ops_per_step = 0;
+    cJSON *tl = json_of(job_report_dir(j), "timeline.json");
+    int events[N] = {0};
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(tl, "traceEvents"))
+    {
+        int pid = cJSON_GetObjectItem(ev, "pid")->valueint;
+        ck_assert_int_eq(pid % 1000, 1);
+        ck_assert(pid / 1000 >= 1 && pid / 1000 <= N);
+        events[pid / 1000 - 1]++;
+    }
+    cJSON_Delete(tl);
+    cJSON *root = summary_of(job_report_dir(j));
+    double left = 0;
+    for (int r = 0; r < N; r++) {
+        ck_assert_msg(events[r] > 10, "rank %d: %d events", r, events[r]);
+        ck_assert_double_eq(rank_field(root, r, "timeline_events"), events[r]);
+        ck_assert_msg(rank_field(root, r, "timeline_left_out") > 0, "rank %d", r);
+        ck_assert_double_eq(rank_field(root, r, "timeline_events") +
+                                rank_field(root, r, "timeline_left_out"),
+                            2 + 20 * 50);
+        left += rank_field(root, r, "timeline_left_out");
+    }
+    const cJSON *t = cJSON_GetObjectItem(root, "timeline");
+    ck_assert_double_eq(cJSON_GetObjectItem(t, "left_out")->valuedouble, left);
+    ck_assert_double_eq(cJSON_GetObjectItem(t, "ranks")->valuedouble, N);
+    ck_assert(cJSON_GetObjectItem(t, "bytes")->valuedouble <= 1024 * 1024);
+    cJSON_Delete(root);
+    ck_assert(has_warning(j, "the timeline limit (1 MiB, shared by 64 ranks) left out"));
+    ck_assert(has_warning(j, "of 64 ranks (0, 1, 2,"));
+    char *txt = text_of(job_report_dir(j), "report.txt");
+    ck_assert_ptr_nonnull(strstr(txt, "the timeline limit (1 MiB, shared by 64 ranks)"));
+    free(txt);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
 START_TEST(job_folder_detection)
 {
     char *dir = tmp_make();
@@ -666,6 +742,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, workers_are_no_ranks);
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
+    tcase_add_test(tc, timeline_shared_by_ranks);
     tcase_add_test(tc, job_folder_detection);
     tcase_add_test(tc, straggler_rule_on_averages);
     suite_add_tcase(s, tc);

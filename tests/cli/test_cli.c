@@ -715,10 +715,26 @@ START_TEST(test_analyse_job)
         ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
         free(p);
     }
-    /* Each rank has its own report too. */
+    /* Each rank has its own report too, lean: its tables and summary, no report.html. */
     char *p0 = path_join(r0, "report/summary.json");
     ck_assert_int_eq(access(p0, F_OK), 0);
     free(p0);
+    p0 = path_join(r0, "report/report.html");
+    ck_assert_int_ne(access(p0, F_OK), 0);
+    /* --rank: that rank's full report, on demand; a rank the job lacks is said. */
+    cli_run(tmp, (const char *const[]){"analyse", "--rank", "0", job, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "rank 0 of 2"), "%s", r.out);
+    cli_result_free(&r);
+    ck_assert_int_eq(access(p0, F_OK), 0);
+    free(p0);
+    cli_run(tmp, (const char *const[]){"analyse", "--rank", "5", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "no run folder of rank 5"));
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--rank", "0", "--merge-only", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    cli_result_free(&r);
 
     /* A rank's report removed: merged again without it, saying so. */
     char *sum1 = path_join(r1, "report/summary.json");

@@ -8,10 +8,12 @@ slowed in its step interval), so the report has a known straggler."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,14 +50,19 @@ def record_job(out):
     return os.path.join(out, "dj")
 
 
+def job_in_tmp(prefix):
+    """A new temporary folder (under TERMSIGHT_TEST_TMP when set) and the job recorded in it."""
+    base = os.environ.get("TERMSIGHT_TEST_TMP") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
+    return tmp, record_job(os.path.join(tmp, "data"))
+
+
 class Cluster(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
-        if base:
-            os.makedirs(base, exist_ok=True)
-        cls.tmp = tempfile.mkdtemp(prefix="pycluster-", dir=base)
-        cls.job = record_job(os.path.join(cls.tmp, "data"))
+        cls.tmp, cls.job = job_in_tmp("pycluster-")
 
     @classmethod
     def tearDownClass(cls):
@@ -100,6 +107,134 @@ class Cluster(unittest.TestCase):
         with self.assertRaises(RuntimeError) as cm:
             termsight.cluster.analyse(empty)
         self.assertIn("holds no termsight recording", str(cm.exception))
+
+
+def wait_for(cond, seconds, what):
+    """Polls cond until it holds, at most `seconds`; fails naming what was awaited."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("no %s within %d s" % (what, seconds))
+
+
+def stop(p):
+    """Kills a process started in a session of its own, with what it started (timeout's child)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=30)
+
+
+class SchedulerOption(unittest.TestCase):
+    """`termsight analyse JOB --scheduler`: a real dask-scheduler and dask-worker processes on
+    127.0.0.1, every process bounded in time and killed at the end."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp, cls.job = job_in_tmp("pysched-")
+        cls.cli = termsight.find_cli()
+        cls.procs = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in cls.procs:
+            stop(p)
+        shutil.rmtree(cls.tmp, True)
+
+    def start(self, args, path, log):
+        env = dict(os.environ, PATH=path)
+        # Workers with the command alone: no termsight Python package, no TERMSIGHT_BIN.
+        for k in ("TERMSIGHT_BIN", "TERMSIGHT_LIB", "PYTHONPATH"):
+            env.pop(k, None)
+        f = open(os.path.join(self.tmp, log), "wb")
+        self.addCleanup(f.close)
+        # A bound of its own too: the process ends even if this test is killed.
+        p = subprocess.Popen(["timeout", "300"] + args, env=env, cwd=self.tmp, stdout=f,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def cluster(self, name, worker_paths):
+        """A scheduler and one worker per PATH; returns the scheduler's address."""
+        sfile = os.path.join(self.tmp, name + "-scheduler.json")
+        sched = self.start(["/usr/bin/dask-scheduler", "--host", "127.0.0.1", "--port", "0",
+                            "--no-dashboard", "--scheduler-file", sfile],
+                           "/usr/bin:/bin", name + "-scheduler.log")
+        wait_for(lambda: os.path.exists(sfile) and os.path.getsize(sfile) > 0, 60,
+                 "scheduler file")
+        with open(sfile) as f:
+            addr = json.load(f)["address"]
+        workers = []
+        for k, path in enumerate(worker_paths):
+            workers.append(self.start(["/usr/bin/dask-worker", "--scheduler-file", sfile,
+                                       "--nthreads", "1", "--no-dashboard", "--host",
+                                       "127.0.0.1"], path, "%s-worker%d.log" % (name, k)))
+
+        def all_in():
+            code = ("import sys; from distributed import Client; c = Client(sys.argv[1], "
+                    "timeout=10); print(len(c.scheduler_info()['workers'])); c.close()")
+            r = subprocess.run(["/usr/bin/python3", "-c", code, addr], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, timeout=60)
+            return r.stdout.strip() == str(len(worker_paths)).encode()
+        wait_for(all_in, 120, "workers at the scheduler")
+        self.addCleanup(lambda: [stop(p) for p in [sched] + workers])
+        return addr
+
+    def analyse(self, args, env=None, timeout=240):
+        e = dict(os.environ, TERMSIGHT_PYTHON="/usr/bin/python3")
+        e.update(env or {})
+        return subprocess.run([self.cli, "analyse"] + args, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=e, timeout=timeout)
+
+    def report_of(self, folder):
+        with open(os.path.join(folder, "summary.json")) as f:
+            s = json.load(f)
+        with open(os.path.join(folder, "ranks.csv")) as f:
+            ranks = f.read()
+        with open(os.path.join(folder, "job_steps.csv")) as f:
+            steps = f.read()
+        return s["ranks"], s["stragglers"], s["timeline"], ranks, steps
+
+    def test_same_report_as_here(self):
+        here = os.path.join(self.tmp, "here")
+        r = self.analyse(["-o", here, self.job])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        bindir = os.path.dirname(os.path.abspath(self.cli))
+        addr = self.cluster("good", [bindir + ":/usr/bin:/bin"] * 2)
+        there = os.path.join(self.tmp, "there")
+        r = self.analyse(["-o", there, "--scheduler", addr, self.job])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"straggler:  rank 2 (data)", r.stdout)
+        self.assertEqual(self.report_of(here), self.report_of(there))
+        # TERMSIGHT_SCHEDULER does the same.
+        r = self.analyse(["-o", there, self.job], env={"TERMSIGHT_SCHEDULER": addr})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.report_of(here), self.report_of(there))
+
+    def test_worker_without_the_command(self):
+        job = os.path.join(self.tmp, "copy", "dj")
+        shutil.copytree(self.job, job, ignore=shutil.ignore_patterns("report"))
+        addr = self.cluster("bad", ["/usr/bin:/bin"])
+        r = self.analyse(["--scheduler", addr, "--task-timeout", "60", job])
+        err = r.stderr.decode()
+        lines = [l for l in err.splitlines() if "a worker cannot run termsight" in l]
+        self.assertEqual(len(lines), 3, err)   # one line per rank
+        self.assertNotEqual(r.returncode, 0)   # nothing to merge
+        self.assertIn("no rank of a job could be used", err)
+
+    def test_scheduler_that_does_not_answer(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))               # a port nobody listens on
+        port = s.getsockname()[1]
+        s.close()
+        r = self.analyse(["--scheduler", "tcp://127.0.0.1:%d" % port, self.job], timeout=120)
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(err.count("does not answer"), 3, err)
 
 
 if __name__ == "__main__":
