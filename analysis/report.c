@@ -254,10 +254,13 @@ static int finish_files(report *r, int existed, char **cause)
     }
 
     /* report.sqlite, then report.html before summary.json, whose "files" lists every file
-     * written so far. */
-    report_sqlite_write(r, r->opt.sqlite_only);
-    if (!r->opt.lean)
+     * written so far. A job's lean rank report has neither (the job report has its database;
+     * analyse --rank R writes a rank's whole report): one a rank added 17 MB to a 64-rank job's
+     * 6 MB of reports (bench_job.sh 64, --timeline-limit 1). */
+    if (!r->opt.lean) {
+        report_sqlite_write(r, r->opt.sqlite_only);
         report_html_write(r, qf, nqf, adv, nadv);
+    }
     report_json_write_summary(r, qf, nqf, adv, nadv);
     FILE *f = report_file_create(r, "report.txt");
     if (f) {

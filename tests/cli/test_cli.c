@@ -715,10 +715,16 @@ START_TEST(test_analyse_job)
         ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
         free(p);
     }
-    /* Each rank has its own report too, lean: its tables and summary, no report.html. */
+    /* Each rank has its own report too, lean: its tables and summary, no report.html and no
+     * report.sqlite (the job report has its database). */
     char *p0 = path_join(r0, "report/summary.json");
     ck_assert_int_eq(access(p0, F_OK), 0);
     free(p0);
+    char *db0 = path_join(r0, "report/report.sqlite"),
+         *dbj = path_join(job, "report/report.sqlite");
+    ck_assert_int_ne(access(db0, F_OK), 0);
+    ck_assert_int_eq(access(dbj, F_OK), 0);
+    free(dbj);
     p0 = path_join(r0, "report/report.html");
     ck_assert_int_ne(access(p0, F_OK), 0);
     /* --rank: that rank's full report, on demand; a rank the job lacks is said. */
@@ -728,6 +734,8 @@ START_TEST(test_analyse_job)
     cli_result_free(&r);
     ck_assert_int_eq(access(p0, F_OK), 0);
     free(p0);
+    ck_assert_int_eq(access(db0, F_OK), 0); /* the whole report has its database */
+    free(db0);
     cli_run(tmp, (const char *const[]){"analyse", "--rank", "5", job, NULL}, &r);
     ck_assert_int_eq(r.status, 1);
     ck_assert_ptr_nonnull(strstr(r.err, "no run folder of rank 5"));
