@@ -859,6 +859,8 @@ int session_window_close_locked(termsight_session *s)
 
 int session_recording_open_locked(termsight_session *s)
 {
+    if (s->flight)
+        return TERMSIGHT_OK; /* snapshots record, when they come */
     if (atomic_load(&s->record_error))
         return session_fail(TERMSIGHT_E_RECORDING, "recording stopped earlier: %s",
                             s->record_notice);
