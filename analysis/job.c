@@ -192,7 +192,8 @@ struct job_report {
     int no_wait; /* ranks of a job of several whose communication wait was not measured */
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
-    uint32_t workers;    /* the ranks' forked children with sessions */
+    uint64_t steps_first, steps_last; /* the timeline's step window; steps_last 0: none */
+    uint32_t workers;                 /* the ranks' forked children with sessions */
     uint64_t long_lines; /* lines of the ranks' files past REPORT_MAX_LINE_BYTES, passed over */
 };
 
@@ -978,7 +979,7 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
 }
 
 /* Names the ranks whose timelines lost events to the limit, in one warning. */
-static void warn_timeline_cut(job_report *j, size_t used, double mb)
+static void warn_timeline_cut(job_report *j, size_t used, double mb, const job_options *o)
 {
     size_t cut = 0;
     char names[160] = "";
@@ -994,12 +995,18 @@ static void warn_timeline_cut(job_report *j, size_t used, double mb)
         }
         cut++;
     }
+    char window[80] = "";
+    if (o->steps_last)
+        snprintf(window, sizeof window, " and the step window (--steps %" PRIu64 "-%" PRIu64 ")",
+                 o->steps_first, o->steps_last);
     if (cut)
         warn(j,
-             "the timeline limit (%.6g MiB, shared by %zu ranks) left out %" PRIu64
+             "the timeline limit (%.6g MiB, shared by %zu ranks)%s left out %" PRIu64
              " events of %zu rank%s (%s; each rank's count is ranks[].timeline_left_out in "
-             "summary.json): a larger --timeline-limit keeps more",
-             mb, used, j->timeline_left_out, cut, cut == 1 ? "" : "s", names);
+             "summary.json): %s",
+             mb, used, window, j->timeline_left_out, cut, cut == 1 ? "" : "s", names,
+             o->steps_last ? "a larger --timeline-limit or a wider --steps keeps more"
+                           : "a larger --timeline-limit keeps more");
 }
 
 /* ---- Files --------------------------------------------------------------------------------- */
@@ -1251,6 +1258,13 @@ static cJSON *summary_json(const job_report *j, size_t used)
     report_json_u64(tl, "left_out", j->timeline_left_out);
     report_json_u64(tl, "bytes", j->timeline_bytes);
     cJSON_AddNumberToObject(tl, "ranks", j->timeline_ranks);
+    if (j->steps_last) {
+        cJSON *w = cJSON_AddObjectToObject(tl, "steps");
+        report_json_u64(w, "first", j->steps_first);
+        report_json_u64(w, "last", j->steps_last);
+    } else {
+        cJSON_AddNullToObject(tl, "steps");
+    }
     cJSON *w = cJSON_AddArrayToObject(root, "warnings");
     for (size_t i = 0; i < j->nwarn; i++)
         cJSON_AddItemToArray(w, cJSON_CreateString(j->warn[i]));
@@ -1505,9 +1519,11 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     write_ranks_csv(j, d, used);
 
     double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
+    j->steps_first = o->steps_first;
+    j->steps_last = o->steps_last;
     if (mb > 0) {
         write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024), o);
-        warn_timeline_cut(j, used, mb);
+        warn_timeline_cut(j, used, mb, o);
     }
     if (j->long_lines)
         warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",

@@ -164,10 +164,10 @@ static uint64_t limit_bytes(double mb)
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
 
-/* A lean report given its share of a job's timeline. */
+/* A lean report given its share of a job's timeline, or a step window. */
 static int lean_share(const report *r)
 {
-    return r->opt.lean && r->opt.timeline_limit_mb >= 0;
+    return r->opt.lean && (r->opt.timeline_limit_mb >= 0 || r->opt.steps_last);
 }
 
 static int start(report *r, const ts_event *ev, size_t n, char **cause)

@@ -680,6 +680,61 @@ START_TEST(timeline_shared_by_ranks)
 }
 END_TEST
 
+/* --steps 5-6: every rank is in the timeline with the events of steps 5 and 6 only (and its
+ * names); the rest counted per rank as left out, the window in summary.json and the warning. */
+START_TEST(timeline_step_window)
+{
+    enum { N = 4, OPS = 20 };
+    rank_spec s[N];
+    for (int r = 0; r < N; r++)
+        s[r] = (rank_spec){.job = "j",
+                           .rank = r,
+                           .world = N,
+                           .steps = 10,
+                           .interval = 1000,
+                           .compute = 30000,
+                           .wait = 100,
+                           .tail = 500,
+                           .start_s = 100.0};
+    timeline_ops_per_step = OPS;
+    job_options o;
+    job_options_init(&o);
+    o.steps_first = 5;
+    o.steps_last = 6;
+    char *dir;
+    job_report *j = merge_specs_with(s, N, &o, &dir);
+    timeline_ops_per_step = 0;
+    const double step = 1000 + 30000 + 100 + 500;
+    cJSON *tl = json_of(job_report_dir(j), "timeline.json");
+    int ops[N] = {0};
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(tl, "traceEvents"))
+    {
+        int pid = cJSON_GetObjectItem(ev, "pid")->valueint;
+        const cJSON *ts = cJSON_GetObjectItem(ev, "ts");
+        if (!ts)
+            continue; /* a name */
+        ck_assert_msg(ts->valuedouble >= 4 * step && ts->valuedouble <= 6 * step,
+                      "ts %.3f outside steps 5-6", ts->valuedouble);
+        ops[pid / 1000 - 1]++;
+    }
+    cJSON_Delete(tl);
+    cJSON *root = summary_of(job_report_dir(j));
+    for (int r = 0; r < N; r++) {
+        ck_assert_int_eq(ops[r], 2 * OPS);
+        ck_assert_double_eq(rank_field(root, r, "timeline_events"), 1 + 2 * OPS);
+        ck_assert_double_eq(rank_field(root, r, "timeline_left_out"), 1 + 8 * OPS);
+    }
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "timeline"), "steps");
+    ck_assert_double_eq(cJSON_GetObjectItem(w, "first")->valuedouble, 5);
+    ck_assert_double_eq(cJSON_GetObjectItem(w, "last")->valuedouble, 6);
+    cJSON_Delete(root);
+    ck_assert(has_warning(j, "and the step window (--steps 5-6) left out"));
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
 START_TEST(job_folder_detection)
 {
     char *dir = tmp_make();
@@ -768,6 +823,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
     tcase_add_test(tc, timeline_shared_by_ranks);
+    tcase_add_test(tc, timeline_step_window);
     tcase_add_test(tc, job_folder_detection);
     tcase_add_test(tc, straggler_rule_on_averages);
     suite_add_tcase(s, tc);
