@@ -826,9 +826,6 @@ static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k, int say)
  * choice of a rank's events weighs each this much longer than the rank wrote it. */
 #define MOVE_GROWTH 24
 
-/* A timeline file's events pass through the choice twice only when they may not all fit: its
- * events are each at least this many times the size of MOVE_GROWTH. */
-#define MIN_EVENT_BYTES (2 * MOVE_GROWTH)
 
 /* One pass over rank r's timeline files: each event line (its text, length) to fn, which
  * returns 0 to stop. The files' size in all. */
@@ -914,7 +911,10 @@ static uint64_t merge_rank_timeline(job_report *j, rank_in *r, FILE *out, uint64
         .j = j, .r = r, .out = out, .budget = budget, .shift_us = shift_us, .first = first};
     int windowed = o->steps_last > 0;
     uint64_t size = each_rank_event(j, r, 0, NULL, NULL, line, lcap);
-    if (windowed || size + size / MIN_EVENT_BYTES * MOVE_GROWTH > budget) {
+    /* A rank's own analysis wrote its share within SHARE_SLACK of it, chosen the same way:
+     * taken as it is. Larger files (a full report, a share made for another limit) are chosen
+     * from. */
+    if (windowed || (double)size > SHARE_SLACK * (double)budget) {
         m.pick = timeline_pick_create(r->spans, r->nspans, o->steps_first,
                                       windowed ? o->steps_last : UINT64_MAX);
         if (m.pick) {

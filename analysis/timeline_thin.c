@@ -1,7 +1,7 @@
 /* timeline_thin: a finished timeline cut down to a size by steps (timeline.h). A lean rank
  * report keeps its share of the job's timeline this way rather than the beginning of its run:
- * two passes over its files through timeline_pick (weigh, then take), the events kept written in
- * their order into one timeline.json, what is cut counted as left out. */
+ * two passes over its files (mapped) through timeline_pick (weigh, then take), the events kept
+ * written in their order into one timeline.json, what is cut counted as left out. */
 #include "timeline_internal.h"
 
 #include <errno.h>
@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct thin {
@@ -35,32 +37,63 @@ static void one_event(thin *th, const char *ev, size_t len)
     th->events++;
 }
 
-/* Every event line of the finished files through one_event. -1 on a read error. */
-static int each_event(timeline *t, thin *th)
+/* The finished files, mapped: read twice (weigh, then take) without copying them. */
+typedef struct mapped {
+    char *p;
+    size_t len;
+} mapped;
+
+static void unmap_all(mapped *m, uint32_t n)
 {
-    char *line = NULL;
-    size_t cap = 0;
-    for (uint32_t k = 0; k < t->st.files; k++) {
+    for (uint32_t k = 0; m && k < n; k++)
+        if (m[k].p)
+            munmap(m[k].p, m[k].len);
+    free(m);
+}
+
+static mapped *map_all(timeline *t)
+{
+    mapped *m = calloc(t->st.files + 1, sizeof *m);
+    for (uint32_t k = 0; m && k < t->st.files; k++) {
         char name[64];
         timeline_file_name(k, name, sizeof name);
         int fd = openat(t->cfg.dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-        if (!f) {
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
             if (fd >= 0)
                 close(fd);
-            free(line);
-            return -1;
+            unmap_all(m, k);
+            return NULL;
         }
-        ssize_t n;
-        while ((n = getline(&line, &cap, f)) > 0) {
-            size_t len = timeline_event_text(line, (size_t)n);
-            if (len)
-                one_event(th, line, len);
+        if (st.st_size > 0) {
+            void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p == MAP_FAILED) {
+                close(fd);
+                unmap_all(m, k);
+                return NULL;
+            }
+            m[k].p = p;
+            m[k].len = (size_t)st.st_size;
         }
-        fclose(f);
+        close(fd);
     }
-    free(line);
-    return 0;
+    return m;
+}
+
+/* Every event line of the mapped files through one_event. */
+static void each_event(const mapped *m, uint32_t files, thin *th)
+{
+    for (uint32_t k = 0; k < files; k++) {
+        const char *p = m[k].p, *end = p + m[k].len;
+        while (p && p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            const char *stop = nl ? nl + 1 : end;
+            size_t len = timeline_event_text(p, (size_t)(stop - p));
+            if (len)
+                one_event(th, p, len);
+            p = stop;
+        }
+    }
 }
 
 int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t last, char **cause)
@@ -75,10 +108,13 @@ int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t las
     if (!th.pick)
         return cause_set(cause, "out of memory");
     int rc = -1;
-    if (each_event(t, &th) < 0) {
+    uint32_t files = t->st.files;
+    mapped *m = map_all(t);
+    if (!m) {
         cause_set(cause, "cannot read the timeline to thin it: %s", strerror(errno));
         goto done;
     }
+    each_event(m, files, &th);
     timeline_pick_plan(th.pick, keep_bytes > frame ? keep_bytes - frame : 0);
     th.weighing = 0;
     int fd = openat(t->cfg.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -90,10 +126,10 @@ int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t las
         goto done;
     }
     fputs(FILE_HEAD, th.out);
-    int rd = each_event(t, &th);
+    each_event(m, files, &th);
     fputs(FILE_TAIL, th.out);
     int werr = ferror(th.out);
-    if (fclose(th.out) != 0 || werr || rd < 0 ||
+    if (fclose(th.out) != 0 || werr ||
         renameat(t->cfg.dirfd, tmp, t->cfg.dirfd, "timeline.json") < 0) {
         cause_set(cause, "cannot thin the timeline: %s", strerror(errno ? errno : EIO));
         unlinkat(t->cfg.dirfd, tmp, 0);
@@ -111,6 +147,7 @@ int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t las
     t->cfg.limit_bytes = keep_bytes;
     rc = 0;
 done:
+    unmap_all(m, files);
     timeline_pick_free(th.pick);
     return rc;
 }
