@@ -164,10 +164,12 @@ static uint64_t limit_bytes(double mb)
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
 
-/* A lean report given its share of a job's timeline, or a step window. */
+/* A lean report given its share of a job's timeline, or a step window: its timeline is cut by
+ * steps once written (timeline_thin; a pretty-printed one, whose events span lines, is cut at
+ * its share as it is written). */
 static int lean_share(const report *r)
 {
-    return r->opt.lean && (r->opt.timeline_limit_mb >= 0 || r->opt.steps_last);
+    return r->opt.lean && !r->opt.pretty && (r->opt.timeline_limit_mb >= 0 || r->opt.steps_last);
 }
 
 static int start(report *r, const ts_event *ev, size_t n, char **cause)
