@@ -6,10 +6,13 @@
  *   duplicates) and sorted by rank;
  * - each rank's step_trace.csv, streamed: its per-step rows go to job_step_trace.csv in rank
  *   order, its averages are summed, and per step number the slowest and fastest rank are kept
- *   (arrays indexed by step number, not by rank: memory grows with the steps, not the ranks);
+ *   (arrays indexed by step number, not by rank: memory grows with the steps, not the ranks),
+ *   and its steps' spans;
  * - each rank's timeline files, streamed line by line into one Chrome trace: each rank's
  *   processes renumbered (rank R's pid p becomes (R + 1) * 1000 + p) and renamed ("rank R:
- *   ..."), its times moved onto one clock (each rank's wall clock at its start).
+ *   ..."), its times moved onto one clock (each rank's wall clock at its start), within its
+ *   share of the limit, chosen by its steps (timeline_pick: the slowest whole first) when it may
+ *   not all fit: a pass to weigh, then one to write.
  *
  * A rank's "busy" time in a step is the step minus the time it waited in communication: what it
  * spent on its own work (data, compute, tail). The ranks of a synchronous job have the same step
@@ -168,6 +171,10 @@ typedef struct rank_in {
     /* Its timeline: events merged, and left out (by its own analysis's limit, from its summary,
      * and by its share of the job's). */
     uint64_t tl_events, tl_left_out;
+    /* Its steps' spans on its own clock (step_trace.csv's begin_us, end_us): which of its
+     * timeline's events each step holds (timeline_pick). */
+    step_span *spans;
+    size_t nspans, cap_spans;
 } rank_in;
 
 struct job_report {
@@ -185,7 +192,8 @@ struct job_report {
     int no_wait; /* ranks of a job of several whose communication wait was not measured */
     uint64_t timeline_events, timeline_left_out, timeline_bytes;
     uint32_t timeline_ranks;
-    uint32_t workers;    /* the ranks' forked children with sessions */
+    uint64_t steps_first, steps_last; /* the timeline's step window; steps_last 0: none */
+    uint32_t workers;                 /* the ranks' forked children with sessions */
     uint64_t long_lines; /* lines of the ranks' files past REPORT_MAX_LINE_BYTES, passed over */
 };
 
@@ -344,9 +352,22 @@ static void csv_text(FILE *f, const char *text, size_t cap)
     free(c);
 }
 
-enum { C_STEP, C_TOTAL, C_INTERVAL, C_FPBP, C_TAIL, C_COMPUTE, C_WAIT, C_EVAL, N_COLS };
-static const char *const col_names[N_COLS] = {"step",    "total_us",   "interval_us",  "fpbp_us",
-                                              "tail_us", "compute_us", "comm_wait_us", "eval_us"};
+enum {
+    C_STEP,
+    C_TOTAL,
+    C_INTERVAL,
+    C_FPBP,
+    C_TAIL,
+    C_COMPUTE,
+    C_WAIT,
+    C_EVAL,
+    C_BEGIN,
+    C_END,
+    N_COLS
+};
+static const char *const col_names[N_COLS] = {"step",     "total_us",   "interval_us",  "fpbp_us",
+                                              "tail_us",  "compute_us", "comm_wait_us", "eval_us",
+                                              "begin_us", "end_us"};
 
 /* Per step number: the slowest and fastest rank by busy time. */
 typedef struct step_agg {
@@ -457,6 +478,10 @@ static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
         r->sum_compute += compute;
         r->sum_wait += v[C_WAIT];
         r->sum_eval += v[C_EVAL];
+        if (col[C_BEGIN] >= 0 && col[C_END] >= 0)
+            step_spans_add(&r->spans, &r->nspans, &r->cap_spans,
+                           (step_span){(uint64_t)v[C_STEP], llround(v[C_BEGIN] * 1000),
+                                       llround(v[C_END] * 1000)});
         if (m->trace)
             fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", v[C_STEP],
                     r->rank, v[C_TOTAL], v[C_INTERVAL], v[C_FPBP], compute, v[C_WAIT], v[C_TAIL],
@@ -708,29 +733,6 @@ static const char *key_at(const char *line, size_t len, const char *key)
     return NULL;
 }
 
-/* A decimal of at most 3 places at p as an integer of thousandths: the digits' end, or NULL. */
-static const char *thousandths(const char *p, const char *end, int64_t *out)
-{
-    int64_t v = 0;
-    int digits = 0, places = -1;
-    for (; p < end && ((*p >= '0' && *p <= '9') || (*p == '.' && places < 0)); p++) {
-        if (*p == '.') {
-            places = 0;
-            continue;
-        }
-        if (++digits > 15 || places >= 3)
-            return NULL;
-        v = v * 10 + (*p - '0');
-        places += places >= 0;
-    }
-    if (!digits || places == 0)
-        return NULL;
-    for (int k = places < 0 ? 0 : places; k < 3; k++)
-        v *= 10;
-    *out = v;
-    return p;
-}
-
 /* move_event for the lines that are most of a timeline, as its writer prints them: an event with
  * a "ts" of three decimals and a whole "pid", both before its "args", no process name. Rewrites
  * them as text (no parse); NULL for any other line. */
@@ -741,7 +743,8 @@ static char *move_event_fast(const char *line, size_t len, const rank_in *r, int
     if (!ts || !pid || ts > pid || memmem(line, len, "\"process_name\"", 14))
         return NULL;
     int64_t t, p;
-    const char *ts_end = thousandths(ts, end, &t), *pid_end = thousandths(pid, end, &p);
+    const char *ts_end = timeline_thousandths(ts, end, &t),
+               *pid_end = timeline_thousandths(pid, end, &p);
     if (!ts_end || !pid_end || memchr(pid, '.', (size_t)(pid_end - pid)) || ts_end > pid)
         return NULL;
     t += shift_ms3;
@@ -806,71 +809,152 @@ static char *move_event(const char *line, size_t len, const rank_in *r, double s
 }
 
 /* The rank's timeline files in order: timeline.json, timeline-1.json, ... NULL after the last
- * one, and for one that cannot be read (a warning says why). */
-static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k)
+ * one, and for one that cannot be read (a warning says why, when say). */
+static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k, int say)
 {
     char name[64], why[512];
     timeline_file_name(k, name, sizeof name);
     uint64_t size;
     FILE *f = report_file_read(r->folder, name, MAX_TIMELINE_BYTES, &size, why, sizeof why);
-    if (!f && errno != ENOENT)
+    if (!f && errno != ENOENT && say)
         warn(j, "rank %ld (%s): %s: its timeline is merged up to there", r->rank,
              base_name(r->folder), why);
     return f;
 }
 
-/* Rank r's timeline files into out, up to budget bytes (lines with their separators): what is
- * past it is counted as left out. Returns the bytes written. */
-static uint64_t merge_rank_timeline(job_report *j, rank_in *r, FILE *out, uint64_t budget,
-                                    double shift_us, int *first, char **line, size_t *lcap)
+/* Bytes a moved event may grow by (its pid renumbered, its ts from the job's origin): the
+ * choice of a rank's events weighs each this much longer than the rank wrote it. */
+#define MOVE_GROWTH 24
+
+
+/* One pass over rank r's timeline files: each event line (its text, length) to fn, which
+ * returns 0 to stop. The files' size in all. */
+typedef int (*event_fn)(void *ctx, const char *ev, size_t len);
+static uint64_t each_rank_event(job_report *j, rank_in *r, int say, event_fn fn, void *ctx,
+                                char **line, size_t *lcap)
 {
-    uint64_t bytes = 0;
-    int any = 0, full = 0;
+    uint64_t size = 0, quiet_long = 0;
+    int go = 1;
     for (unsigned k = 0;; k++) {
-        FILE *f = open_timeline(j, r, k);
+        FILE *f = open_timeline(j, r, k, say);
         if (!f)
             break;
-        any = 1;
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0)
+            size += (uint64_t)st.st_size;
         ssize_t len;
-        while ((len = report_read_line(f, line, lcap, &j->long_lines)) > 0) {
-            if (full) {
-                /* The rest is counted, not moved: a line that is an event begins with '{'. */
-                r->tl_left_out += (*line)[0] == '{';
-                continue;
-            }
-            char *ev = move_event(*line, (size_t)len, r, shift_us);
-            if (!ev)
-                continue;
-            size_t el = strlen(ev) + 2;
-            if (bytes + el > budget) {
-                full = 1;
-                r->tl_left_out++;
-            } else {
-                fputs(*first ? "\n" : ",\n", out);
-                fputs(ev, out);
-                bytes += el;
-                *first = 0;
-                r->tl_events++;
-            }
-            free(ev);
+        while (fn &&
+               (len = report_read_line(f, line, lcap, say ? &j->long_lines : &quiet_long)) > 0) {
+            size_t el = timeline_event_text(*line, (size_t)len);
+            if (el && go)
+                go = fn(ctx, *line, el);
+            else if (el)
+                fn(ctx, NULL, el); /* counted, past the end */
         }
         fclose(f);
     }
-    j->timeline_ranks += any;
-    return bytes;
+    return size;
 }
 
-/* The job's timeline: each rank's, in rank order, within its share of the limit (a share a rank
- * leaves unused goes to the ranks after it). */
-static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t limit)
+typedef struct rank_merge {
+    job_report *j;
+    rank_in *r;
+    timeline_pick *pick;
+    FILE *out;
+    uint64_t budget, bytes;
+    double shift_us;
+    int *first, any;
+} rank_merge;
+
+static int weigh_event(void *ctx, const char *ev, size_t len)
+{
+    timeline_pick_weigh(((rank_merge *)ctx)->pick, ev, len, MOVE_GROWTH);
+    return 1;
+}
+
+/* Moves one event into the job's timeline when the choice takes it and it fits; past the
+ * budget (ev NULL) the rest are counted as left out. */
+static int merge_event(void *ctx, const char *ev, size_t len)
+{
+    rank_merge *m = ctx;
+    m->any = 1;
+    if (!ev || (m->pick && !timeline_pick_take(m->pick, ev, len, MOVE_GROWTH))) {
+        m->r->tl_left_out++;
+        return 1;
+    }
+    char *moved = move_event(ev, len, m->r, m->shift_us);
+    if (!moved)
+        return 1;
+    size_t el = strlen(moved) + 2;
+    int fits = m->bytes + el <= m->budget;
+    if (fits) {
+        fputs(*m->first ? "\n" : ",\n", m->out);
+        fputs(moved, m->out);
+        m->bytes += el;
+        *m->first = 0;
+        m->r->tl_events++;
+    } else {
+        m->r->tl_left_out++;
+    }
+    free(moved);
+    return fits;
+}
+
+/* Rank r's timeline files into out, up to budget bytes (lines with their separators), chosen by
+ * steps (timeline_pick: its slowest steps whole first) when they may not all fit or a step
+ * window is given; what is not taken is counted as left out. Returns the bytes written. */
+static uint64_t merge_rank_timeline(job_report *j, rank_in *r, FILE *out, uint64_t budget,
+                                    double shift_us, const job_options *o, int *first, char **line,
+                                    size_t *lcap)
+{
+    rank_merge m = {
+        .j = j, .r = r, .out = out, .budget = budget, .shift_us = shift_us, .first = first};
+    int windowed = o->steps_last > 0;
+    uint64_t size = each_rank_event(j, r, 0, NULL, NULL, line, lcap);
+    /* A rank's own analysis wrote its share within SHARE_SLACK of it, chosen the same way:
+     * taken as it is. Larger files (a full report, a share made for another limit) are chosen
+     * from. */
+    if (windowed || (double)size > SHARE_SLACK * (double)budget) {
+        m.pick = timeline_pick_create(r->spans, r->nspans, o->steps_first,
+                                      windowed ? o->steps_last : UINT64_MAX);
+        if (m.pick) {
+            each_rank_event(j, r, 0, weigh_event, &m, line, lcap);
+            timeline_pick_plan(m.pick, budget);
+        }
+    }
+    each_rank_event(j, r, 1, merge_event, &m, line, lcap);
+    timeline_pick_free(m.pick);
+    j->timeline_ranks += m.any || size > 0;
+    return m.bytes;
+}
+
+/* A straggler's share of the job's timeline is this many times another rank's. */
+#define STRAGGLER_SHARE 2
+
+static int is_straggler(const job_report *j, size_t i)
+{
+    for (size_t k = 0; k < j->nstrag; k++)
+        if (j->strag[k].idx == i)
+            return 1;
+    return 0;
+}
+
+/* The job's timeline: each rank's, in rank order, within its share of the limit: the limit left
+ * shared by the ranks still to come, a straggler's share STRAGGLER_SHARE times the others' (so
+ * what a rank leaves unused goes to the ranks after it, the straggler's weight the larger). */
+static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t limit,
+                          const job_options *o)
 {
     FILE *out = report_dir_file(d, "timeline.json");
     if (!out)
         return -1;
     double origin = 0;
-    for (size_t i = 0; i < used; i++)
+    uint64_t weights = 0;
+    for (size_t i = 0; i < used; i++) {
         if (!i || j->r[i].origin_wall_us < origin)
             origin = j->r[i].origin_wall_us;
+        weights += is_straggler(j, i) ? STRAGGLER_SHARE : 1;
+    }
     static const char head[] = "{\"traceEvents\":[", tail[] = "\n]}\n";
     uint64_t bytes = sizeof head - 1 + sizeof tail - 1;
     fputs(head, out);
@@ -879,9 +963,12 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
     size_t lcap = 0;
     for (size_t i = 0; i < used; i++) {
         rank_in *r = &j->r[i];
-        uint64_t left = limit > bytes ? limit - bytes : 0;
-        bytes += merge_rank_timeline(j, r, out, left / (used - i), r->origin_wall_us - origin,
-                                     &first, &line, &lcap);
+        uint64_t left = limit > bytes ? limit - bytes : 0,
+                 w = is_straggler(j, i) ? STRAGGLER_SHARE : 1;
+        bytes +=
+            merge_rank_timeline(j, r, out, (uint64_t)((double)left * (double)w / (double)weights),
+                                r->origin_wall_us - origin, o, &first, &line, &lcap);
+        weights -= w;
         j->timeline_events += r->tl_events;
         j->timeline_left_out += r->tl_left_out;
     }
@@ -892,7 +979,7 @@ static int write_timeline(job_report *j, report_dir *d, size_t used, uint64_t li
 }
 
 /* Names the ranks whose timelines lost events to the limit, in one warning. */
-static void warn_timeline_cut(job_report *j, size_t used, double mb)
+static void warn_timeline_cut(job_report *j, size_t used, double mb, const job_options *o)
 {
     size_t cut = 0;
     char names[160] = "";
@@ -908,12 +995,18 @@ static void warn_timeline_cut(job_report *j, size_t used, double mb)
         }
         cut++;
     }
+    char window[80] = "";
+    if (o->steps_last)
+        snprintf(window, sizeof window, " and the step window (--steps %" PRIu64 "-%" PRIu64 ")",
+                 o->steps_first, o->steps_last);
     if (cut)
         warn(j,
-             "the timeline limit (%.6g MiB, shared by %zu ranks) left out %" PRIu64
+             "the timeline limit (%.6g MiB, shared by %zu ranks)%s left out %" PRIu64
              " events of %zu rank%s (%s; each rank's count is ranks[].timeline_left_out in "
-             "summary.json): a larger --timeline-limit keeps more",
-             mb, used, j->timeline_left_out, cut, cut == 1 ? "" : "s", names);
+             "summary.json): %s",
+             mb, used, window, j->timeline_left_out, cut, cut == 1 ? "" : "s", names,
+             o->steps_last ? "a larger --timeline-limit or a wider --steps keeps more"
+                           : "a larger --timeline-limit keeps more");
 }
 
 /* ---- Files --------------------------------------------------------------------------------- */
@@ -1165,6 +1258,13 @@ static cJSON *summary_json(const job_report *j, size_t used)
     report_json_u64(tl, "left_out", j->timeline_left_out);
     report_json_u64(tl, "bytes", j->timeline_bytes);
     cJSON_AddNumberToObject(tl, "ranks", j->timeline_ranks);
+    if (j->steps_last) {
+        cJSON *w = cJSON_AddObjectToObject(tl, "steps");
+        report_json_u64(w, "first", j->steps_first);
+        report_json_u64(w, "last", j->steps_last);
+    } else {
+        cJSON_AddNullToObject(tl, "steps");
+    }
     cJSON *w = cJSON_AddArrayToObject(root, "warnings");
     for (size_t i = 0; i < j->nwarn; i++)
         cJSON_AddItemToArray(w, cJSON_CreateString(j->warn[i]));
@@ -1276,8 +1376,10 @@ void job_report_free(job_report *j)
 {
     if (!j)
         return;
-    for (size_t i = 0; i < j->n; i++)
+    for (size_t i = 0; i < j->n; i++) {
         free(j->r[i].folder);
+        free(j->r[i].spans);
+    }
     free(j->r);
     for (size_t i = 0; i < j->nwarn; i++)
         free(j->warn[i]);
@@ -1417,9 +1519,11 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     write_ranks_csv(j, d, used);
 
     double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
+    j->steps_first = o->steps_first;
+    j->steps_last = o->steps_last;
     if (mb > 0) {
-        write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024));
-        warn_timeline_cut(j, used, mb);
+        write_timeline(j, d, used, (uint64_t)(mb * 1024 * 1024), o);
+        warn_timeline_cut(j, used, mb, o);
     }
     if (j->long_lines)
         warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",

@@ -106,6 +106,9 @@ typedef struct job_options {
     const char *out_dir;      /* the job report folder; NULL: <job folder>/report */
     double timeline_limit_mb; /* MiB of merged timeline; < 0: REPORT_TIMELINE_LIMIT_MB; 0: none */
     int pretty;               /* indent summary.json */
+    /* The job timeline holds only steps steps_first..steps_last (--steps A-B); steps_last 0:
+     * every step. */
+    uint64_t steps_first, steps_last;
 } job_options;
 
 void job_options_init(job_options *o);

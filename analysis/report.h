@@ -46,8 +46,13 @@ typedef struct report_options {
     double peak_flops; /* FLOP/s for the utilization; 0: unknown */
     int sqlite_only;   /* report.sqlite without the CSV files it holds */
     /* A rank of a job analysed for the job report: no report.html, and the files are not synced
-     * one by one (the job report that reads them is; a lost one is made again by analysing). */
+     * one by one (the job report that reads them is; a lost one is made again by analysing).
+     * Its timeline is written as a full report's, then cut to timeline_limit_mb by steps
+     * (timeline_thin: the slowest steps whole first). */
     int lean;
+    /* A lean report's timeline holds only steps steps_first..steps_last (a job's --steps);
+     * steps_last 0: every step. */
+    uint64_t steps_first, steps_last;
     report_progress_fn progress;
     void *progress_ctx;
 } report_options;

@@ -1061,6 +1061,8 @@ void timeline_step(timeline *t, const step_row *row)
         if (t->steps_track == NO_TRACK)
             return;
     }
+    step_spans_add(&t->spans, &t->nspans, &t->cap_spans,
+                   (step_span){row->step, rel(t, row->begin_ns), rel(t, row->end_ns)});
     char name[48];
     snprintf(name, sizeof name, "step %" PRIu64, row->step);
     uint32_t ti = place(t, t->steps_track, row->begin_ns, row->end_ns);
@@ -1195,6 +1197,7 @@ void timeline_destroy(timeline *t)
     for (uint32_t i = 0; i < t->ntracks; i++)
         free(t->tracks[i].roots);
     free(t->tracks);
+    free(t->spans);
     free(t->procs);
     index_map_free(&t->strings);
     index_map_free(&t->optype);

@@ -56,6 +56,50 @@ void timeline_set_limit(timeline *t, uint64_t limit_bytes);
 /* Completes and renames the last file. Returns -1 on a write error (also one met earlier). */
 int timeline_finish(timeline *t, char **cause);
 
+/* A step's span, in nanoseconds from the timeline's origin (its events' ts). */
+typedef struct step_span {
+    uint64_t step;
+    int64_t begin, end;
+} step_span;
+
+/* Appends s to a growable array of spans; without memory for it, the step is not added (its
+ * events are then taken as those between steps). */
+void step_spans_add(step_span **spans, size_t *n, size_t *cap, step_span s);
+
+/* A decimal of at most 3 places at p (no sign) as an integer of thousandths (a time in
+ * microseconds as nanoseconds): the digits' end, or NULL. */
+const char *timeline_thousandths(const char *p, const char *end, int64_t *out);
+
+/* Which events of a timeline a share keeps, by steps (timeline_pick.c; README "The job
+ * report"): the metadata (names), then the slowest steps whole (every event whose ts lies in
+ * the step's span), slowest first, each one that still fits, then the other events in time
+ * order until the next one does not fit. Only the steps first..last are kept when a window is
+ * given: the events outside them are cut. Used in two passes over the events in the order of
+ * their files: weigh each, plan, then take each. An event is its line's text without separator;
+ * it costs its length + 2 + extra bytes. */
+typedef struct timeline_pick timeline_pick;
+
+/* spans (copied, sorted here); first..last the window (0 and UINT64_MAX: all). NULL: out of
+ * memory. */
+timeline_pick *timeline_pick_create(const step_span *spans, size_t n, uint64_t first,
+                                    uint64_t last);
+void timeline_pick_weigh(timeline_pick *p, const char *ev, size_t len, uint64_t extra);
+/* After weighing: what budget bytes hold (the file's frame not counted). */
+void timeline_pick_plan(timeline_pick *p, uint64_t budget);
+/* 1 when the event is kept; 0 when it is cut. */
+int timeline_pick_take(timeline_pick *p, const char *ev, size_t len, uint64_t extra);
+void timeline_pick_free(timeline_pick *p);
+
+/* The event text of one line of a timeline file (separator, newline stripped): its length, 0
+ * for a line that is no event (the file's head and tail). */
+size_t timeline_event_text(const char *line, size_t len);
+
+/* After timeline_finish: the files cut down to keep_bytes in one timeline.json, by steps
+ * (timeline_thin.c: the metadata, then the slowest steps whole, then the other events in time
+ * order until full); what is cut is counted as left out. Nothing to do when the files fit (or
+ * are pretty-printed). Returns -1 on a read or write error (cause says which). */
+int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t last, char **cause);
+
 void timeline_stats_of(const timeline *t, timeline_stats *out);
 
 /* The name of file i ("timeline.json", "timeline-1.json", ...) into buf. */

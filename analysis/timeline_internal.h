@@ -160,6 +160,8 @@ struct timeline {
     uint32_t ntracks, cap_tracks;
     index_map track_of; /* proc << 32 | os tid -> track */
     uint32_t steps_track, overlap_track[4];
+    step_span *spans; /* every step, in the order they came (timeline_thin) */
+    size_t nspans, cap_spans;
     uint64_t names_gen; /* THREAD_NAME events seen */
 
     flow_slot *flows;

@@ -76,6 +76,9 @@ static void analyse_usage(FILE *out)
           "                          cluster\")\n"
           "      --task-timeout S    with --scheduler: seconds a rank's analysis may take on\n"
           "                          a worker (default 600)\n"
+          "      --steps A-B         the job's timeline (and each rank's share of it) holds\n"
+          "                          only steps A to B (step numbers, 1 <= A <= B); with\n"
+          "                          --lean, a run folder's timeline\n"
           "      --lean              for a run folder: the lean report a job's rank gets (no\n"
           "                          report.html, files not synced one by one)\n"
           "      --rank R            write the full report of rank R only (its timeline and\n"
@@ -92,7 +95,7 @@ static int analyse_bad_usage(void)
         "                         [--sqlite-only]\n"
         "                         RUN_FOLDER_OR_RECORDING\n"
         "       termsight analyse [-o DIR] [-j N] [--merge-only] [--pretty]\n"
-        "                         [--timeline-limit MB] JOB_FOLDER\n"
+        "                         [--timeline-limit MB] [--steps A-B] JOB_FOLDER\n"
         "       termsight analyse [-o DIR] [--pretty] [--timeline-limit MB] --rank R JOB_FOLDER\n",
         stderr);
     return 2;
@@ -113,7 +116,8 @@ enum {
     OPT_RANK,
     OPT_SCHEDULER,
     OPT_TASK_TIMEOUT,
-    OPT_LEAN
+    OPT_LEAN,
+    OPT_STEPS
 };
 
 static const struct option analyse_longs[] = {
@@ -132,6 +136,7 @@ static const struct option analyse_longs[] = {
     {"scheduler", required_argument, NULL, OPT_SCHEDULER},
     {"task-timeout", required_argument, NULL, OPT_TASK_TIMEOUT},
     {"lean", no_argument, NULL, OPT_LEAN},
+    {"steps", required_argument, NULL, OPT_STEPS},
     {NULL, 0, NULL, 0},
 };
 
@@ -370,15 +375,20 @@ static void analyse_ranks(char **folders, int n, const report_options *opt, int 
 static int analyse_ranks_dask(char **folders, int n, const report_options *o, const char *sched,
                               double timeout_s)
 {
-    char share[32];
+    char share[32], steps[48];
     snprintf(share, sizeof share, "%.6f", o->timeline_limit_mb);
-    char *opts[10];
+    snprintf(steps, sizeof steps, "%" PRIu64 "-%" PRIu64, o->steps_first, o->steps_last);
+    char *opts[12];
     int k = 0;
     opts[k++] = "--lean";
     opts[k++] = "--timeline-limit";
     opts[k++] = share;
     if (o->pretty)
         opts[k++] = "--pretty";
+    if (o->steps_last) {
+        opts[k++] = "--steps";
+        opts[k++] = steps;
+    }
     if (o->fp_start_op) {
         opts[k++] = "--fp-start";
         opts[k++] = (char *)o->fp_start_op;
@@ -435,6 +445,8 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
     jo.out_dir = o->out_dir;
     jo.pretty = o->pretty;
     jo.timeline_limit_mb = o->timeline_limit_mb;
+    jo.steps_first = o->steps_first;
+    jo.steps_last = o->steps_last;
     job_report *j = NULL;
     if (job_report_run(path, &jo, &j, &cause) < 0) {
         cli_error("analyse: %s", cause ? cause : "cannot merge the job's reports");
@@ -459,6 +471,27 @@ typedef struct analyse_opts {
     const char *scheduler; /* --scheduler, else TERMSIGHT_SCHEDULER; NULL: none */
     double task_timeout;   /* --task-timeout; 0: the default */
 } analyse_opts;
+
+/* "A-B" (or "A": one step), whole step numbers 1 <= A <= B: 0, or -1. */
+static int parse_steps(const char *v, uint64_t *first, uint64_t *last)
+{
+    char *end;
+    if (*v < '0' || *v > '9')
+        return -1;
+    errno = 0;
+    unsigned long long a = strtoull(v, &end, 10), b = a;
+    if (*end == '-') {
+        const char *bs = end + 1;
+        if (*bs < '0' || *bs > '9')
+            return -1;
+        b = strtoull(bs, &end, 10);
+    }
+    if (*end || errno || a < 1 || b < a)
+        return -1;
+    *first = a;
+    *last = b;
+    return 0;
+}
 
 /* Parses and checks argv into a: 0, or 2 after saying what is wrong. */
 static int analyse_parse(int argc, char **argv, analyse_opts *a)
@@ -543,6 +576,12 @@ static int analyse_parse(int argc, char **argv, analyse_opts *a)
             break;
         case OPT_LEAN:
             o->lean = 1;
+            break;
+        case OPT_STEPS:
+            if (parse_steps(v, &o->steps_first, &o->steps_last) < 0) {
+                cli_error("analyse: --steps needs A-B, step numbers with 1 <= A <= B, not '%s'", v);
+                return analyse_bad_usage();
+            }
             break;
         case OPT_BP:
             o->bp_end_op = v;
@@ -712,6 +751,11 @@ static int analyse_exec(const analyse_opts *a)
     int threads = a->threads;
     if (a->rank >= 0 && (!job_is_folder(path) || a->merge_only || threads)) {
         cli_error("analyse: --rank is for a job folder, without --merge-only or --jobs");
+        return analyse_bad_usage();
+    }
+    if (o.steps_last && (a->rank >= 0 || (!job_is_folder(path) && !o.lean))) {
+        cli_error("analyse: --steps is for a job folder's timeline (or a run folder's with "
+                  "--lean), not for a full report");
         return analyse_bad_usage();
     }
     if (a->rank >= 0) {

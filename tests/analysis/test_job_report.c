@@ -36,6 +36,11 @@ typedef struct rank_spec {
     int unfinished;    /* its last collection window has no stop */
 } rank_spec;
 
+/* Set by a test: rank slow_rank's step slow_step has an interval slow_us longer (slow_step 0:
+ * none). */
+static int slow_rank, slow_step;
+static double slow_us;
+
 /* Set by a test: the ranks made next recorded no communication (summary's steps.avg_comm_us
  * 0). */
 static int ranks_without_comm;
@@ -112,15 +117,19 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
           "bp_op,source,compute_us,comm_wait_us\n",
           f);
     double at = 0;
+    double *begins = calloc((size_t)s->steps + 1, sizeof *begins);
+    ck_assert_ptr_nonnull(begins);
     for (int k = 1; k <= s->steps; k++) {
         double compute = s->compute * (1 + s->jitter_pct / 100 * ((k % 3) - 1));
         double fpbp = compute + s->wait;
-        double total = s->interval + fpbp + s->tail;
+        double interval = s->interval + (s->rank == slow_rank && k == slow_step ? slow_us : 0);
+        double total = interval + fpbp + s->tail;
         fprintf(f,
                 "%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,\"Conv2d, \"\"first\"\"\",op,auto,"
                 "%.3f,%.3f\n",
-                k, at, at + total, at + s->interval, at + s->interval + fpbp, s->interval, fpbp,
-                s->tail, total, compute, s->wait);
+                k, at, at + total, at + interval, at + interval + fpbp, interval, fpbp, s->tail,
+                total, compute, s->wait);
+        begins[k - 1] = at;
         at += total;
     }
     fclose(f);
@@ -134,11 +143,13 @@ static void make_rank(const char *job_dir, const rank_spec *s, int idx)
           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"python3\"}},\n"
           "{\"name\":\"step 1\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":100.000,\"dur\":5.000}",
           f);
+    /* Each step's operators inside it, 10 us apart from 200 us into it. */
     for (int k = 0; k < s->steps * timeline_ops_per_step; k++)
         fprintf(f,
-                ",\n{\"name\":\"Default/net/MatMul-op%d\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%d."
+                ",\n{\"name\":\"Default/net/MatMul-op%d\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":%.0f."
                 "250,\"dur\":1.5,\"pid\":1,\"tid\":2,\"args\":{\"type\":\"MatMul\"}}",
-                k, 200 + 10 * k);
+                k, begins[k / timeline_ops_per_step] + 200 + 10 * (k % timeline_ops_per_step));
+    free(begins);
     fputs("\n]}\n", f);
     fclose(f);
     free(p);
@@ -594,12 +605,13 @@ START_TEST(merged_timeline)
 }
 END_TEST
 
-/* 64 ranks, rank 63 late for data in every step, a timeline limit far below what they have:
- * every rank is in the timeline with its share, what each left out is counted per rank and in
- * all, and said in the warnings and report.txt. */
+/* 64 ranks, rank 63 late for data in every step and much later in step 15, a timeline limit far
+ * below what they have: every rank is in the timeline with its share, the straggler's share
+ * twice the others', its slowest step (15, late in its run) whole, what each left out counted
+ * per rank and in all, and said in the warnings and report.txt. */
 START_TEST(timeline_shared_by_ranks)
 {
-    enum { N = 64 };
+    enum { N = 64, OPS = 50 };
     rank_spec s[N];
     for (int r = 0; r < N; r++)
         s[r] = (rank_spec){.job = "j",
@@ -611,15 +623,22 @@ START_TEST(timeline_shared_by_ranks)
                            .wait = 100,
                            .tail = 500,
                            .start_s = 100.0};
-    timeline_ops_per_step = 50; /* 1,000 events a rank, about 100 KB */
+    timeline_ops_per_step = OPS; /* 1,000 events a rank, about 100 KB */
+    slow_rank = N - 1;
+    slow_step = 15;
+    slow_us = 20000;
     job_options o;
     job_options_init(&o);
     o.timeline_limit_mb = 1; /* 16 KiB a rank */
     char *dir;
     job_report *j = merge_specs_with(s, N, &o, &dir);
     timeline_ops_per_step = 0;
+    slow_step = 0;
+    /* Rank 63's step 15 on the job's clock (every rank started at once). */
+    const double step = 3000 + 30000 + 100 + 500, slow_begin = 14 * step,
+                 slow_end = slow_begin + step + 20000;
     cJSON *tl = json_of(job_report_dir(j), "timeline.json");
-    int events[N] = {0};
+    int events[N] = {0}, in_slow = 0;
     const cJSON *ev;
     cJSON_ArrayForEach(ev, cJSON_GetObjectItem(tl, "traceEvents"))
     {
@@ -627,8 +646,12 @@ START_TEST(timeline_shared_by_ranks)
         ck_assert_int_eq(pid % 1000, 1);
         ck_assert(pid / 1000 >= 1 && pid / 1000 <= N);
         events[pid / 1000 - 1]++;
+        const cJSON *ts = cJSON_GetObjectItem(ev, "ts");
+        in_slow +=
+            pid / 1000 == N && ts && ts->valuedouble >= slow_begin && ts->valuedouble <= slow_end;
     }
     cJSON_Delete(tl);
+    ck_assert_int_eq(in_slow, OPS); /* the straggler's slowest step whole */
     cJSON *root = summary_of(job_report_dir(j));
     double left = 0;
     for (int r = 0; r < N; r++) {
@@ -637,9 +660,11 @@ START_TEST(timeline_shared_by_ranks)
         ck_assert_msg(rank_field(root, r, "timeline_left_out") > 0, "rank %d", r);
         ck_assert_double_eq(rank_field(root, r, "timeline_events") +
                                 rank_field(root, r, "timeline_left_out"),
-                            2 + 20 * 50);
+                            2 + 20 * OPS);
         left += rank_field(root, r, "timeline_left_out");
     }
+    ck_assert_msg(events[N - 1] > 3 * events[0] / 2, "straggler %d, rank 0 %d", events[N - 1],
+                  events[0]);
     const cJSON *t = cJSON_GetObjectItem(root, "timeline");
     ck_assert_double_eq(cJSON_GetObjectItem(t, "left_out")->valuedouble, left);
     ck_assert_double_eq(cJSON_GetObjectItem(t, "ranks")->valuedouble, N);
@@ -650,6 +675,61 @@ START_TEST(timeline_shared_by_ranks)
     char *txt = text_of(job_report_dir(j), "report.txt");
     ck_assert_ptr_nonnull(strstr(txt, "the timeline limit (1 MiB, shared by 64 ranks)"));
     free(txt);
+    job_report_free(j);
+    tmp_remove(dir);
+}
+END_TEST
+
+/* --steps 5-6: every rank is in the timeline with the events of steps 5 and 6 only (and its
+ * names); the rest counted per rank as left out, the window in summary.json and the warning. */
+START_TEST(timeline_step_window)
+{
+    enum { N = 4, OPS = 20 };
+    rank_spec s[N];
+    for (int r = 0; r < N; r++)
+        s[r] = (rank_spec){.job = "j",
+                           .rank = r,
+                           .world = N,
+                           .steps = 10,
+                           .interval = 1000,
+                           .compute = 30000,
+                           .wait = 100,
+                           .tail = 500,
+                           .start_s = 100.0};
+    timeline_ops_per_step = OPS;
+    job_options o;
+    job_options_init(&o);
+    o.steps_first = 5;
+    o.steps_last = 6;
+    char *dir;
+    job_report *j = merge_specs_with(s, N, &o, &dir);
+    timeline_ops_per_step = 0;
+    const double step = 1000 + 30000 + 100 + 500;
+    cJSON *tl = json_of(job_report_dir(j), "timeline.json");
+    int ops[N] = {0};
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(tl, "traceEvents"))
+    {
+        int pid = cJSON_GetObjectItem(ev, "pid")->valueint;
+        const cJSON *ts = cJSON_GetObjectItem(ev, "ts");
+        if (!ts)
+            continue; /* a name */
+        ck_assert_msg(ts->valuedouble >= 4 * step && ts->valuedouble <= 6 * step,
+                      "ts %.3f outside steps 5-6", ts->valuedouble);
+        ops[pid / 1000 - 1]++;
+    }
+    cJSON_Delete(tl);
+    cJSON *root = summary_of(job_report_dir(j));
+    for (int r = 0; r < N; r++) {
+        ck_assert_int_eq(ops[r], 2 * OPS);
+        ck_assert_double_eq(rank_field(root, r, "timeline_events"), 1 + 2 * OPS);
+        ck_assert_double_eq(rank_field(root, r, "timeline_left_out"), 1 + 8 * OPS);
+    }
+    const cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "timeline"), "steps");
+    ck_assert_double_eq(cJSON_GetObjectItem(w, "first")->valuedouble, 5);
+    ck_assert_double_eq(cJSON_GetObjectItem(w, "last")->valuedouble, 6);
+    cJSON_Delete(root);
+    ck_assert(has_warning(j, "and the step window (--steps 5-6) left out"));
     job_report_free(j);
     tmp_remove(dir);
 }
@@ -743,6 +823,7 @@ static Suite *job_report_suite(void)
     tcase_add_test(tc, nothing_to_merge);
     tcase_add_test(tc, merged_timeline);
     tcase_add_test(tc, timeline_shared_by_ranks);
+    tcase_add_test(tc, timeline_step_window);
     tcase_add_test(tc, job_folder_detection);
     tcase_add_test(tc, straggler_rule_on_averages);
     suite_add_tcase(s, tc);

@@ -1730,6 +1730,58 @@ START_TEST(test_timeline_limit)
 }
 END_TEST
 
+/* A lean report's timeline cut to its share by steps: 10 steps of 200 ops, step 7 three times
+ * as long as the others; a share of about two steps holds step 7 whole (rather than the
+ * beginning of the run), the rest in time order up to the share, every op drawn or counted. */
+START_TEST(test_lean_timeline_by_steps)
+{
+    enum { STEPS = 10, OPS = 200, SLOW = 7 };
+    golden g;
+    golden_init(&g);
+    uint64_t at = 10;
+    for (int k = 1; k <= STEPS; k++) {
+        uint64_t len = k == SLOW ? 3000 : 1000, gap = len / OPS;
+        for (uint64_t i = 0; i < OPS; i++)
+            golden_op(&g, 1, k == SLOW ? "Default/slow/MatMul-op1" : "Default/layer/MatMul-op1",
+                      NULL, at + i * gap + 1, at + i * gap + 2, 0);
+        golden_step(&g, 1, (uint64_t)k, at, at + len);
+        at += len + 10;
+    }
+    char *tmp = tmp_make();
+    char *run = path_join(tmp, "run");
+    write_run(&g, run);
+    golden_free(&g);
+    report_options o;
+    report_options_init(&o);
+    o.lean = 1;
+    o.timeline_limit_mb = 0.06; /* about two steps' ops */
+    uint64_t limit = (uint64_t)(0.06 * 1024 * 1024);
+    report *r = run_report(run, &o);
+    const report_info *info = report_info_of(r);
+    ck_assert_uint_eq(info->timeline_files, 1);
+    char *p = path_join(info->dir, "timeline.json");
+    cJSON *root = check_trace(p, 0);
+    free(p);
+    int slow = count_events(root, "X", "Default/slow/MatMul-op1");
+    int others = count_events(root, "X", "Default/layer/MatMul-op1");
+    ck_assert_int_eq(slow, OPS); /* the slowest step whole */
+    ck_assert_int_gt(others, 0);
+    ck_assert_int_lt(others, OPS * (STEPS - 1));
+    ck_assert_ptr_nonnull(find_event(root, "X", "step 7"));
+    cJSON_Delete(root);
+    ck_assert_uint_le(info->timeline_bytes, limit);
+    ck_assert_uint_gt(info->timeline_left_out, 0);
+    cJSON *j = json_read(info->dir, "summary.json");
+    ck_assert_double_eq(jnum(j, "timeline.left_out"), (double)info->timeline_left_out);
+    ck_assert_double_eq(jnum(j, "timeline.bytes"), (double)info->timeline_bytes);
+    cJSON_Delete(j);
+    ck_assert_int_eq(count_prefix(info->dir, ".timeline"), 0);
+    report_free(r);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
 /* ---- The folder --------------------------------------------------------------------------- */
 
 /* A pid that was and is no more: a child that has exited and been reaped. */
@@ -2113,6 +2165,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_timeline_nesting_forgets);
     tcase_add_test(tc, test_timeline_split);
     tcase_add_loop_test(tc, test_timeline_limit, 0, 2);
+    tcase_add_test(tc, test_lean_timeline_by_steps);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("folder");

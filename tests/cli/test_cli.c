@@ -627,6 +627,19 @@ Suite *ls_suite(void)
 
 /* ------------------------------------------------------------------------------------------ */
 /* analyse                                                                                    */
+
+/* The text of the file at path (malloc'd); fails the test when it cannot be read. */
+static char *text_at(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    ck_assert_msg(fd >= 0, "cannot open %s", path);
+    size_t len;
+    char *text = file_slurp(fd, &len);
+    close(fd);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 START_TEST(test_analyse_report)
@@ -669,11 +682,7 @@ START_TEST(test_analyse_report)
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
     cli_result_free(&r);
     char *sum = path_join(out, "summary.json");
-    int fd = open(sum, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    size_t len;
-    char *text = file_slurp(fd, &len);
-    close(fd);
+    char *text = text_at(sum);
     ck_assert_msg(!strncmp(text, "{\n\t\"termsight\":", 15), "not pretty: %.40s", text);
     free(text);
     free(sum);
@@ -743,6 +752,18 @@ START_TEST(test_analyse_job)
     cli_run(tmp, (const char *const[]){"analyse", "--rank", "0", "--merge-only", job, NULL}, &r);
     ck_assert_int_eq(r.status, 2);
     cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"analyse", "--rank", "0", "--steps", "1-2", job, NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--steps is for a job folder's timeline"));
+    cli_result_free(&r);
+    /* --steps: the job's timeline holds step 2 alone, the window said in summary.json. */
+    cli_run(tmp, (const char *const[]){"analyse", "--steps", "2", job, NULL}, &r);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    cli_result_free(&r);
+    char *sp = path_join(job, "report/summary.json"), *sum0 = text_at(sp);
+    ck_assert_msg(strstr(sum0, "\"steps\":{\"first\":2,\"last\":2}"), "%s", sum0);
+    free(sum0);
+    free(sp);
 
     /* A rank's report removed: merged again without it, saying so. */
     char *sum1 = path_join(r1, "report/summary.json");
@@ -958,6 +979,10 @@ static const struct {
     {{"x", "y", NULL}, "one recording at a time"},
     {{"--pretty=yes", "x", NULL}, "--pretty takes no value"},
     {{"--op", "MatMul", "-o", "d", "x", NULL}, "-o has no use with it"},
+    {{"--steps", "3-2", "x", NULL}, "--steps needs A-B, step numbers with 1 <= A <= B, not '3-2'"},
+    {{"--steps", "0-2", "x", NULL}, "--steps needs A-B"},
+    {{"--steps", "1-x", "x", NULL}, "--steps needs A-B"},
+    {{"--steps", "1-2", "x", NULL}, "--steps is for a job folder's timeline"},
 };
 
 /* One parser for every command: "--name=value" reaches the same check as "--name value", a
