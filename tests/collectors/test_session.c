@@ -775,12 +775,16 @@ static void fork_case(int how)
 }
 
 /* TSan ends the child of a threaded process that starts threads (its die_after_fork), as a
- * child's own session does. */
-static int skip_tsan(void)
+ * child's own session does. GCC 12's ASan runtime does not take its allocator's locks across a
+ * fork: a child of a threaded process (the parent's recorder and sampler run) inherits one that
+ * another thread held, and hangs at its first allocation, its session's creation (seen once in
+ * CI, fork_grandchild_records_its_own stuck for 120 s; glibc's malloc is fork-safe). The normal
+ * build runs these. */
+static int skip_sanitized_fork(void)
 {
-#ifdef __SANITIZE_THREAD__
-    fputs("test_session: a forked child's own session is not tested under TSan: its runtime ends "
-          "a forked child that starts threads\n",
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    fputs("test_session: a forked child's own session is not tested under TSan or ASan: their "
+          "runtimes end, or may hang, a forked child of a threaded process\n",
           stderr);
     return 1;
 #else
@@ -790,14 +794,14 @@ static int skip_tsan(void)
 
 START_TEST(fork_child_records_its_own)
 {
-    if (!skip_tsan())
+    if (!skip_sanitized_fork())
         fork_case(0);
 }
 END_TEST
 
 START_TEST(fork_child_exits_without_closing)
 {
-    if (!skip_tsan())
+    if (!skip_sanitized_fork())
         fork_case(1);
 }
 END_TEST
@@ -810,7 +814,7 @@ END_TEST
 
 START_TEST(fork_grandchild_records_its_own)
 {
-    if (!skip_tsan())
+    if (!skip_sanitized_fork())
         fork_case(3);
 }
 END_TEST
@@ -832,7 +836,7 @@ static const range_hooks fake_hooks = {.push = fake_push, .pop = fake_pop, .rese
 
 START_TEST(fork_child_leaves_range_hooks)
 {
-    if (skip_tsan())
+    if (skip_sanitized_fork())
         return;
     char out[600];
     termsight_session *s = open_session("forkhooks", 1, 0, 0, out, sizeof out);
