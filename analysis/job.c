@@ -826,7 +826,6 @@ static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k, int say)
  * choice of a rank's events weighs each this much longer than the rank wrote it. */
 #define MOVE_GROWTH 24
 
-
 /* One pass over rank r's timeline files: each event line (its text, length) to fn, which
  * returns 0 to stop. The files' size in all. */
 typedef int (*event_fn)(void *ctx, const char *ev, size_t len);
