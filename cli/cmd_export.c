@@ -200,13 +200,6 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
-{
-    size_t n = strnlen(src, src_cap < cap ? src_cap : cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = 0;
-}
-
 static void session_free(session *s)
 {
     if (!s)
@@ -231,10 +224,10 @@ static session *session_open(const segment_info *info)
     }
     ts_segment_header *h = segment_header(s->seg);
     s->pid = info->pid;
-    copy_field(s->shm_name, sizeof s->shm_name, info->shm_name, sizeof info->shm_name);
-    copy_field(s->process, sizeof s->process, h->process, sizeof h->process);
-    copy_field(s->job, sizeof s->job, h->job, sizeof h->job);
-    copy_field(s->host, sizeof s->host, h->host, sizeof h->host);
+    segment_copy_field(s->shm_name, sizeof s->shm_name, info->shm_name, sizeof info->shm_name);
+    segment_copy_field(s->process, sizeof s->process, h->process, sizeof h->process);
+    segment_copy_field(s->job, sizeof s->job, h->job, sizeof h->job);
+    segment_copy_field(s->host, sizeof s->host, h->host, sizeof h->host);
     s->rank = s->job[0] && h->rank >= 0 ? h->rank : -1;
     s->lanes = h->lane_count;
     s->cursor = calloc(s->lanes ? s->lanes : 1, sizeof *s->cursor);

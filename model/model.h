@@ -810,6 +810,10 @@ ts_segment_header *segment_header(const segment *s);
 uint64_t segment_size(const segment *s);
 const char *segment_shm_name(const segment *s);
 
+/* A NUL-terminated copy into dst (cap bytes) of a header string of src_cap bytes, which the
+ * process may still be writing or a hostile one left unterminated. */
+void segment_copy_field(char *dst, size_t cap, const char *src, size_t src_cap);
+
 const segment_geometry *segment_geometry_of(const segment *s);
 
 /* The control mailbox: in an object of its own beside the segment ("<name>-ctl", mode 0600),

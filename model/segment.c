@@ -242,6 +242,13 @@ static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_byte
     return l;
 }
 
+void segment_copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
+{
+    size_t n = strnlen(src, src_cap < cap ? src_cap : cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 static void copy_str(char *dst, size_t cap, const char *src)
 {
     if (!src)

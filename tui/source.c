@@ -57,15 +57,6 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A NUL-terminated copy of a header string the process may still be writing or a hostile one
- * left unterminated. */
-static void copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
-{
-    size_t n = strnlen(src, src_cap < cap ? src_cap : cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = 0;
-}
-
 static uint64_t lane_head(const source *s, uint32_t i)
 {
     ts_lane *l = segment_lane(s->seg, i);
@@ -112,9 +103,9 @@ static void read_header(source *s)
     ts_segment_header *h = segment_header(s->seg);
     source_status *st = &s->st;
     st->pid = h->pid;
-    copy_field(st->process, sizeof st->process, h->process, sizeof h->process);
-    copy_field(st->job, sizeof st->job, h->job, sizeof h->job);
-    copy_field(st->host, sizeof st->host, h->host, sizeof h->host);
+    segment_copy_field(st->process, sizeof st->process, h->process, sizeof h->process);
+    segment_copy_field(st->job, sizeof st->job, h->job, sizeof h->job);
+    segment_copy_field(st->host, sizeof st->host, h->host, sizeof h->host);
     st->rank = st->job[0] && h->rank >= 0 ? h->rank : -1;
     st->local_rank = st->job[0] && h->local_rank >= 0 ? h->local_rank : -1;
     st->world_size = st->job[0] && h->world_size > 0 ? h->world_size : -1;
@@ -126,8 +117,8 @@ static void read_header(source *s)
     st->steps = atomic_load_explicit(&h->steps, memory_order_relaxed);
     st->record_error = atomic_load_explicit(&h->record_error, memory_order_acquire);
     if (st->record_error)
-        copy_field(st->record_notice, sizeof st->record_notice, h->record_notice,
-                   sizeof h->record_notice);
+        segment_copy_field(st->record_notice, sizeof st->record_notice, h->record_notice,
+                           sizeof h->record_notice);
     if (!st->gone && (st->state == TS_STATE_ENDED || (kill(s->pid, 0) != 0 && errno == ESRCH))) {
         st->gone = 1;
         s->end_realtime_ns = realtime_ns();
@@ -153,7 +144,8 @@ int source_open(pid_t pid, source **out, char **cause)
      * only be resolved while its process lives. */
     char *why = NULL;
     if (segment_run_folder(s->seg, s->st.run_folder, sizeof s->st.run_folder, &why) != 0) {
-        copy_field(s->st.run_folder, sizeof s->st.run_folder, h->run_folder, sizeof h->run_folder);
+        segment_copy_field(s->st.run_folder, sizeof s->st.run_folder, h->run_folder,
+                           sizeof h->run_folder);
         snprintf(s->st.folder_why, sizeof s->st.folder_why, "%s", why ? why : "unknown");
     }
     free(why);

@@ -8,13 +8,14 @@ slowed in its step interval), so the report has a known straggler."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 import unittest
+
+from proctools import end_group
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYDIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
@@ -121,20 +122,9 @@ def wait_for(cond, seconds, what):
 
 def stop(p):
     """Ends a process started in a session of its own, with what it started (timeout's child):
-    SIGTERM first, which Dask's processes answer by closing (their multiprocessing resource
-    tracker then removes their semaphores from /dev/shm: SIGKILL left 18 a run behind), SIGKILL
-    after 20 s."""
-    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 30)):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            p.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    p.wait(timeout=30)
+    SIGTERM first, which Dask's processes answer by closing (SIGKILL killed their resource
+    tracker too and left 18 semaphores a run in /dev/shm), SIGKILL after 20 s."""
+    end_group(p, grace=20)
 
 
 class SchedulerOption(unittest.TestCase):

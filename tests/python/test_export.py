@@ -34,6 +34,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from proctools import clean_env, end_group
+
 BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
 MLP_TRAIN = os.environ.get("MLP_TRAIN", "mlp_train")
@@ -74,24 +76,10 @@ class Export(unittest.TestCase):
 
     def kill_all(self):
         for p in reversed(self.procs):
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(p.pid, sig)
-                    p.communicate(timeout=30)
-                    break
-                except ProcessLookupError:
-                    p.communicate(timeout=30)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            end_group(p)
 
     def env(self, **more):
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("TERMSIGHT_") and k not in ("TERMSIGHT_BIN", "TERMSIGHT_LIB"):
-                del env[k]
-        env.update(more)
-        return env
+        return clean_env(**more)
 
     def start(self, steps, step_ms, program=SLOW_STEP, **env):
         cmd = [BIN, "run", "-o", self.out, "--", program, str(steps), "0", "1", str(step_ms)]

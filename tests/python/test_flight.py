@@ -21,6 +21,8 @@ import tempfile
 import time
 import unittest
 
+from proctools import clean_env, end_group
+
 BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
 DEADLINE_S = 60
@@ -41,24 +43,10 @@ class Flight(unittest.TestCase):
         """Each `termsight run` leads a process group of its own: SIGTERM ends the program, and
         run removes what its session left; SIGKILL after the deadline."""
         for p in self.procs:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(p.pid, sig)
-                    p.communicate(timeout=30)
-                    break
-                except ProcessLookupError:
-                    p.communicate(timeout=30)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            end_group(p)
 
     def env(self, **more):
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("TERMSIGHT_") and k not in ("TERMSIGHT_BIN", "TERMSIGHT_LIB"):
-                del env[k]
-        env.update(more)
-        return env
+        return clean_env(**more)
 
     def start(self, *args, env=None, flight=True):
         cmd = [BIN, "run", "-o", self.out] + (["--flight"] if flight else [])
