@@ -384,6 +384,26 @@ static int remove_snapshot(const char *folder)
     return rc;
 }
 
+/* A snapshot taken on the loop (the control and drain locks taken here), said on stderr with its
+ * folder (into folder; "" when it failed) and the snapshot it replaces (instead_of, or NULL). */
+static void snapshot_said(termsight_session *s, const char *cause, uint64_t step, const char *why,
+                          const char *instead_of, char *folder, size_t cap)
+{
+    pthread_mutex_lock(&s->control);
+    pthread_mutex_lock(&s->drain);
+    int rc = flight_snapshot_locked(s, cause, step, why, folder, cap);
+    pthread_mutex_unlock(&s->drain);
+    pthread_mutex_unlock(&s->control);
+    if (rc != TERMSIGHT_OK) {
+        folder[0] = 0;
+        fprintf(stderr, "termsight: %s: %s\n", why, termsight_last_error());
+        return;
+    }
+    fprintf(stderr, "termsight: %s: flight recorder snapshot in %s%s%s%s\n", why, folder,
+            instead_of ? " (in place of " : "", instead_of ? instead_of : "",
+            instead_of ? ", a smaller slowdown less than a minute before)" : "");
+}
+
 /* An automatic snapshot now, if one is allowed: 1 when taken. ratio: a slow step's, over the
  * median (0: a hang). Within a minute of the last one, a slow step WORSE times as slow replaces
  * a slow step's snapshot (unless the user has touched it): the minute keeps its worst. */
@@ -403,22 +423,8 @@ static int auto_snapshot(termsight_session *s, const char *cause, uint64_t step,
         f->autos++;
         f->last_auto_ns = now; /* a replacement keeps the minute of the one it replaces */
     }
-    char folder[1400];
-    pthread_mutex_lock(&s->control);
-    pthread_mutex_lock(&s->drain);
-    int rc = flight_snapshot_locked(s, cause, step, why, folder, sizeof folder);
-    pthread_mutex_unlock(&s->drain);
-    pthread_mutex_unlock(&s->control);
     f->last_ratio = ratio;
-    f->last_folder[0] = 0;
-    if (rc == TERMSIGHT_OK) {
-        snprintf(f->last_folder, sizeof f->last_folder, "%s", folder);
-        fprintf(stderr, "termsight: %s: flight recorder snapshot in %s%s%s%s\n", why, folder,
-                replace ? " (in place of " : "", replace ? was : "",
-                replace ? ", a smaller slowdown less than a minute before)" : "");
-    } else {
-        fprintf(stderr, "termsight: %s: %s\n", why, termsight_last_error());
-    }
+    snapshot_said(s, cause, step, why, replace ? was : NULL, f->last_folder, sizeof f->last_folder);
     return 1;
 }
 
@@ -470,15 +476,7 @@ void flight_watch(termsight_session *s, uint64_t now)
         return;
     if (atomic_exchange(&signalled, 0)) {
         char folder[1400];
-        pthread_mutex_lock(&s->control);
-        pthread_mutex_lock(&s->drain);
-        int rc = flight_snapshot_locked(s, "signal", 0, "SIGUSR2", folder, sizeof folder);
-        pthread_mutex_unlock(&s->drain);
-        pthread_mutex_unlock(&s->control);
-        if (rc == TERMSIGHT_OK)
-            fprintf(stderr, "termsight: SIGUSR2: flight recorder snapshot in %s\n", folder);
-        else
-            fprintf(stderr, "termsight: SIGUSR2: %s\n", termsight_last_error());
+        snapshot_said(s, "signal", 0, "SIGUSR2", NULL, folder, sizeof folder);
     }
     watch_steps(s, now);
     if (f->due_ns && now >= f->due_ns) {
