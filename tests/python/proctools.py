@@ -1,9 +1,20 @@
-"""What the Python tests share about the processes they start: an environment without the
-caller's TERMSIGHT_* settings, and the end of a process group (SIGTERM, then SIGKILL)."""
+"""What the Python tests share about the processes they start: a temporary folder, an environment
+without the caller's TERMSIGHT_* settings, and the end of a process group (SIGTERM, then
+SIGKILL)."""
 
 import os
 import signal
 import subprocess
+import tempfile
+
+
+def make_tmp(prefix):
+    """A new folder under TERMSIGHT_TEST_TMP (the system's temporary folder when unset); the
+    caller removes it."""
+    base = os.environ.get("TERMSIGHT_TEST_TMP") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
 
 
 def clean_env(**more):

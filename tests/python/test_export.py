@@ -26,7 +26,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
@@ -34,7 +33,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from proctools import clean_env, end_group
+from proctools import clean_env, end_group, make_tmp
 
 BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
@@ -56,10 +55,7 @@ def label(raw):
 
 class Export(unittest.TestCase):
     def setUp(self):
-        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
-        if base:
-            os.makedirs(base, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix="export-", dir=base)
+        self.tmp = make_tmp("export-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.out = os.path.join(self.tmp, "out")
         self.procs = []

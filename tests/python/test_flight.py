@@ -17,11 +17,10 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 
-from proctools import clean_env, end_group
+from proctools import clean_env, end_group, make_tmp
 
 BIN = os.environ.get("TERMSIGHT_BIN", "termsight")
 SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
@@ -30,10 +29,7 @@ DEADLINE_S = 60
 
 class Flight(unittest.TestCase):
     def setUp(self):
-        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
-        if base:
-            os.makedirs(base, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix="flight-", dir=base)
+        self.tmp = make_tmp("flight-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.out = os.path.join(self.tmp, "out")
         self.procs = []
