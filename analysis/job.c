@@ -34,6 +34,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -725,6 +726,8 @@ static const char *key_at(const char *line, size_t len, const char *key)
     const char *end = line + len;
     for (const char *p = line; (p = memchr(p, ',', (size_t)(end - p))); p++) {
         size_t left = (size_t)(end - p);
+        if (left < 2 || p[1] != '"')
+            continue;
         if (left >= 8 && !memcmp(p, ",\"args\":", 8))
             return NULL;
         if (left >= kl && !memcmp(p, key, kl))
@@ -733,48 +736,72 @@ static const char *key_at(const char *line, size_t len, const char *key)
     return NULL;
 }
 
-/* move_event for the lines that are most of a timeline, as its writer prints them: an event with
- * a "ts" of three decimals and a whole "pid", both before its "args", no process name. Rewrites
- * them as text (no parse); NULL for any other line. */
-static char *move_event_fast(const char *line, size_t len, const rank_in *r, int64_t shift_ms3)
+/* Writes v (thousandths) as "[-]units.ddd" at o: the end. */
+static char *put_thousandths(char *o, int64_t v)
 {
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (v < 0)
+        *o++ = '-';
+    o = timeline_put_u64(o, u / 1000);
+    *o++ = '.';
+    *o++ = (char)('0' + u / 100 % 10);
+    *o++ = (char)('0' + u / 10 % 10);
+    *o++ = (char)('0' + u % 10);
+    return o;
+}
+
+/* move_event for the lines that are most of a timeline, as its writer prints them: an event with
+ * a "ts" of three decimals and a whole "pid", both before its "args", no process name (a line
+ * that may name one, beginning {"name":"process_name", is left to the parse). Rewrites them as
+ * text into out (room for len + 64 bytes): the length, or 0 for any other line. */
+static size_t move_event_fast(const char *line, size_t len, const rank_in *r, int64_t shift_ms3,
+                              char *out)
+{
+    static const char pname[] = "{\"name\":\"process_name\"";
     const char *end = line + len;
+    if (len >= sizeof pname - 1 && !memcmp(line, pname, sizeof pname - 1))
+        return 0;
     const char *ts = key_at(line, len, ",\"ts\":"), *pid = key_at(line, len, ",\"pid\":");
-    if (!ts || !pid || ts > pid || memmem(line, len, "\"process_name\"", 14))
-        return NULL;
+    if (!ts || !pid || ts > pid)
+        return 0;
     int64_t t, p;
     const char *ts_end = timeline_thousandths(ts, end, &t),
                *pid_end = timeline_thousandths(pid, end, &p);
     if (!ts_end || !pid_end || memchr(pid, '.', (size_t)(pid_end - pid)) || ts_end > pid)
-        return NULL;
+        return 0;
     t += shift_ms3;
     p = p / 1000 + (int64_t)(r->rank + 1) * PID_STRIDE;
-    char *out = malloc(len + 64);
-    if (!out)
-        return NULL;
-    int n = snprintf(out, len + 64, "%.*s%s%" PRId64 ".%03" PRId64 "%.*s%" PRId64 "%.*s",
-                     (int)(ts - line), line, t < 0 ? "-" : "", (t < 0 ? -t : t) / 1000,
-                     (t < 0 ? -t : t) % 1000, (int)(pid - ts_end), ts_end, p, (int)(end - pid_end),
-                     pid_end);
-    if (n < 0 || (size_t)n >= len + 64) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    char *o = out;
+    memcpy(o, line, (size_t)(ts - line));
+    o = put_thousandths(o + (ts - line), t);
+    memcpy(o, ts_end, (size_t)(pid - ts_end));
+    o = timeline_put_u64(o + (pid - ts_end), (uint64_t)p);
+    memcpy(o, pid_end, (size_t)(end - pid_end));
+    return (size_t)(o - out) + (size_t)(end - pid_end);
 }
 
 /* Moves one trace event line of rank r into the job's trace: its pid renumbered, a process's
- * name prefixed with the rank, its time moved by shift_us. Returns the text to write (malloc'd)
- * or NULL for a line that is no event. */
-static char *move_event(const char *line, size_t len, const rank_in *r, double shift_us)
+ * name prefixed with the rank, its time moved by shift_us. Returns the text to write, in *buf
+ * (grown as needed, *cap its size) or malloc'd in *owned, with its length; NULL for a line that
+ * is no event. */
+static const char *move_event(const char *line, size_t len, const rank_in *r, double shift_us,
+                              char **buf, size_t *cap, char **owned, size_t *out_len)
 {
+    *owned = NULL;
     while (len && (line[len - 1] == '\n' || line[len - 1] == ',' || line[len - 1] == '\r'))
         len--;
     if (!len || line[0] != '{')
         return NULL;
-    char *fast = move_event_fast(line, len, r, llround(shift_us * 1000));
-    if (fast)
-        return fast;
+    if (*cap < len + 64) {
+        char *b = realloc(*buf, len + 64);
+        if (b) {
+            *buf = b;
+            *cap = len + 64;
+        }
+    }
+    if (*cap >= len + 64 &&
+        (*out_len = move_event_fast(line, len, r, llround(shift_us * 1000), *buf)))
+        return *buf;
     cJSON *ev = cJSON_ParseWithLength(line, len);
     if (!cJSON_IsObject(ev)) {
         cJSON_Delete(ev);
@@ -803,9 +830,10 @@ static char *move_event(const char *line, size_t len, const rank_in *r, double s
             free(renamed);
         }
     }
-    char *out = cJSON_PrintUnformatted(ev);
+    *owned = cJSON_PrintUnformatted(ev);
     cJSON_Delete(ev);
-    return out;
+    *out_len = *owned ? strlen(*owned) : 0;
+    return *owned;
 }
 
 /* The rank's timeline files in order: timeline.json, timeline-1.json, ... NULL after the last
@@ -826,9 +854,32 @@ static FILE *open_timeline(job_report *j, const rank_in *r, unsigned k, int say)
  * choice of a rank's events weighs each this much longer than the rank wrote it. */
 #define MOVE_GROWTH 24
 
+typedef int (*event_fn)(void *ctx, const char *ev, size_t len);
+
+/* Each line of one timeline file to fn (ev NULL once fn has said stop: counted, past the end).
+ * The file is read mapped, or else line by line. */
+static void each_file_event(FILE *f, uint64_t size, event_fn fn, void *ctx, int *go,
+                            uint64_t *long_lines, char **line, size_t *lcap)
+{
+    void *map = size ? mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fileno(f), 0) : MAP_FAILED;
+    const char *at = map == MAP_FAILED ? NULL : map, *end = at ? at + size : NULL, *text;
+    ssize_t len;
+    while ((len = at ? report_next_line(&at, end, &text, long_lines)
+                     : report_read_line(f, line, lcap, long_lines)) > 0) {
+        if (!at)
+            text = *line;
+        size_t el = timeline_event_text(text, (size_t)len);
+        if (el && *go)
+            *go = fn(ctx, text, el);
+        else if (el)
+            fn(ctx, NULL, el);
+    }
+    if (map != MAP_FAILED)
+        munmap(map, (size_t)size);
+}
+
 /* One pass over rank r's timeline files: each event line (its text, length) to fn, which
  * returns 0 to stop. The files' size in all. */
-typedef int (*event_fn)(void *ctx, const char *ev, size_t len);
 static uint64_t each_rank_event(job_report *j, rank_in *r, int say, event_fn fn, void *ctx,
                                 char **line, size_t *lcap)
 {
@@ -839,17 +890,10 @@ static uint64_t each_rank_event(job_report *j, rank_in *r, int say, event_fn fn,
         if (!f)
             break;
         struct stat st;
-        if (fstat(fileno(f), &st) == 0)
-            size += (uint64_t)st.st_size;
-        ssize_t len;
-        while (fn &&
-               (len = report_read_line(f, line, lcap, say ? &j->long_lines : &quiet_long)) > 0) {
-            size_t el = timeline_event_text(*line, (size_t)len);
-            if (el && go)
-                go = fn(ctx, *line, el);
-            else if (el)
-                fn(ctx, NULL, el); /* counted, past the end */
-        }
+        uint64_t fsize = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;
+        size += fsize;
+        if (fn)
+            each_file_event(f, fsize, fn, ctx, &go, say ? &j->long_lines : &quiet_long, line, lcap);
         fclose(f);
     }
     return size;
@@ -863,6 +907,8 @@ typedef struct rank_merge {
     uint64_t budget, bytes;
     double shift_us;
     int *first, any;
+    char *buf; /* a moved event's text */
+    size_t cap;
 } rank_merge;
 
 static int weigh_event(void *ctx, const char *ev, size_t len)
@@ -881,21 +927,23 @@ static int merge_event(void *ctx, const char *ev, size_t len)
         m->r->tl_left_out++;
         return 1;
     }
-    char *moved = move_event(ev, len, m->r, m->shift_us);
+    char *owned;
+    size_t ml;
+    const char *moved = move_event(ev, len, m->r, m->shift_us, &m->buf, &m->cap, &owned, &ml);
     if (!moved)
         return 1;
-    size_t el = strlen(moved) + 2;
+    size_t el = ml + 2;
     int fits = m->bytes + el <= m->budget;
     if (fits) {
-        fputs(*m->first ? "\n" : ",\n", m->out);
-        fputs(moved, m->out);
+        fwrite_unlocked(*m->first ? "\n" : ",\n", 1, *m->first ? 1 : 2, m->out);
+        fwrite_unlocked(moved, 1, ml, m->out);
         m->bytes += el;
         *m->first = 0;
         m->r->tl_events++;
     } else {
         m->r->tl_left_out++;
     }
-    free(moved);
+    free(owned);
     return fits;
 }
 
@@ -923,6 +971,7 @@ static uint64_t merge_rank_timeline(job_report *j, rank_in *r, FILE *out, uint64
     }
     each_rank_event(j, r, 1, merge_event, &m, line, lcap);
     timeline_pick_free(m.pick);
+    free(m.buf);
     j->timeline_ranks += m.any || size > 0;
     return m.bytes;
 }

@@ -164,9 +164,9 @@ static uint64_t limit_bytes(double mb)
     return b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 }
 
-/* A lean report given its share of a job's timeline, or a step window: its timeline is cut by
- * steps once written (timeline_thin; a pretty-printed one, whose events span lines, is cut at
- * its share as it is written). */
+/* A lean report given its share of a job's timeline, or a step window: its timeline is kept by
+ * steps (timeline_config.keep; a pretty-printed one, whose events span lines, is cut at its
+ * share as it is written). */
 static int lean_share(const report *r)
 {
     return r->opt.lean && !r->opt.pretty && (r->opt.timeline_limit_mb >= 0 || r->opt.steps_last);
@@ -193,13 +193,19 @@ static int start(report *r, const ts_event *ev, size_t n, char **cause)
     }
     timeline_config tc = {
         .dirfd = r->dirfd,
-        /* A lean report's limit is what it keeps after thinning by steps (finish_files). */
+        /* A lean report keeps its share of what it writes (timeline_config.keep). */
         .limit_bytes = limit_bytes(lean_share(r) ? -1 : r->opt.timeline_limit_mb),
         .split_bytes = r->opt.timeline_split_bytes,
         .pretty = r->opt.pretty,
         .origin_ns = r->origin,
         .process = proc[0] ? proc : NULL,
         .os_pid = r->have_meta ? r->meta.pid : 0,
+        .keep = lean_share(r),
+        .keep_bytes = limit_bytes(r->opt.timeline_limit_mb),
+        .keep_first = r->opt.steps_first,
+        .keep_last = r->opt.steps_last,
+        .hold_max = r->opt.keep_hold_max,
+        .marks_max = r->opt.keep_marks_max,
     };
     r->limit_set = r->opt.timeline_limit_mb >= 0 && !lean_share(r);
     r->tl = timeline_create(&tc, r->a);
@@ -240,10 +246,7 @@ static int finish_files(report *r, int existed, char **cause)
     report_csv_tables(r, qf, nqf);
 
     char *tcause = NULL;
-    if (timeline_finish(r->tl, &tcause) < 0 ||
-        (lean_share(r) &&
-         timeline_thin(r->tl, limit_bytes(r->opt.timeline_limit_mb), r->opt.steps_first,
-                       r->opt.steps_last ? r->opt.steps_last : UINT64_MAX, &tcause) < 0)) {
+    if (timeline_finish(r->tl, &tcause) < 0) {
         free(qf);
         free(adv);
         int rc = cause_set(cause, "%s: %s", r->target, tcause ? tcause : "timeline");

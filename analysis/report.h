@@ -48,11 +48,14 @@ typedef struct report_options {
     /* A rank of a job analysed for the job report: no report.html, and the files are not synced
      * one by one (the job report that reads them is; a lost one is made again by analysing).
      * Its timeline is written as a full report's, then cut to timeline_limit_mb by steps
-     * (timeline_thin: the slowest steps whole first). */
+     * (timeline_config.keep: the slowest steps whole first). */
     int lean;
     /* A lean report's timeline holds only steps steps_first..steps_last (a job's --steps);
      * steps_last 0: every step. */
     uint64_t steps_first, steps_last;
+    /* How a lean report keeps its share (timeline_config hold_max, marks_max); 0: defaults. */
+    uint64_t keep_hold_max;
+    size_t keep_marks_max;
     report_progress_fn progress;
     void *progress_ctx;
 } report_options;
@@ -184,6 +187,10 @@ FILE *report_file_read(const char *folder, const char *name, uint64_t max, uint6
  * or -1 at the end. A line longer than REPORT_MAX_LINE_BYTES is passed over and counted in
  * *long_lines. */
 ssize_t report_read_line(FILE *f, char **line, size_t *cap, uint64_t *long_lines);
+
+/* report_read_line over text in memory (a mapped file): the next line of [*at, end) (its start
+ * in *line, the newline kept): its length, or -1 at the end; *at moves past it. */
+ssize_t report_next_line(const char **at, const char *end, const char **line, uint64_t *long_lines);
 
 /* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
  * fields; returns their count. */

@@ -97,6 +97,22 @@ ssize_t report_read_line(FILE *f, char **line, size_t *cap, uint64_t *long_lines
     }
 }
 
+ssize_t report_next_line(const char **at, const char *end, const char **line, uint64_t *long_lines)
+{
+    while (*at < end) {
+        const char *p = *at, *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl + 1 : end;
+        *at = stop;
+        if ((size_t)(stop - p) > REPORT_MAX_LINE_BYTES) {
+            (*long_lines)++;
+            continue;
+        }
+        *line = p;
+        return (ssize_t)(stop - p);
+    }
+    return -1;
+}
+
 /* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
  * fields; returns their count. */
 size_t report_csv_split(char *line, char **field, size_t max)

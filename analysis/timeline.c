@@ -39,6 +39,20 @@
 
 /* ---- Small text helpers -------------------------------------------------------------------- */
 
+char *timeline_put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    *p = 0;
+    return p;
+}
+
 /* v / 10^decimals written exactly, trailing zeros of the fraction dropped. */
 static char *fmt_fixed(char *p, int64_t v, int decimals)
 {
@@ -48,15 +62,8 @@ static char *fmt_fixed(char *p, int64_t v, int decimals)
     uint64_t scale = 1;
     for (int i = 0; i < decimals; i++)
         scale *= 10;
-    uint64_t ip = u / scale, fp = u % scale;
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + ip % 10);
-        ip /= 10;
-    } while (ip);
-    while (n)
-        *p++ = tmp[--n];
+    uint64_t fp = u % scale;
+    p = timeline_put_u64(p, u / scale);
     if (fp) {
         *p++ = '.';
         for (int i = decimals - 1; i >= 0; i--) {
@@ -77,6 +84,10 @@ static char *fmt_fixed(char *p, int64_t v, int decimals)
 
 static void set_us(timeline *t, shape *sh, int s, int64_t ns)
 {
+    if (s == S_TS) {
+        t->ev_ts = ns;
+        t->ev_has_ts = 1;
+    }
     fmt_fixed(t->num[s], ns, 3);
     sh->slot[s]->valuestring = t->num[s];
     t->key[s] = VARY;
@@ -84,16 +95,7 @@ static void set_us(timeline *t, shape *sh, int s, int64_t ns)
 
 static char *fmt_u64(char *p, uint64_t v)
 {
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    *p = 0;
-    return p;
+    return timeline_put_u64(p, v);
 }
 
 static void set_u64(timeline *t, shape *sh, int s, uint64_t v)
@@ -354,25 +356,25 @@ enum {
 
 /* ---- Output -------------------------------------------------------------------------------- */
 
-static int write_all(int fd, const char *p, size_t n)
+int timeline_write_all(timeline *t, const char *p, size_t n)
 {
-    while (n) {
-        ssize_t w = write(fd, p, n);
+    while (n && !t->error) {
+        ssize_t w = write(t->fd, p, n);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
+            if (errno != EINTR)
+                t->error = errno ? errno : EIO;
+            continue;
         }
         p += w;
         n -= (size_t)w;
     }
-    return 0;
+    return t->error ? -1 : 0;
 }
 
 static void flush_buf(timeline *t)
 {
-    if (t->len && !t->error && write_all(t->fd, t->buf, t->len) < 0)
-        t->error = errno ? errno : EIO;
+    if (t->len && !t->error && timeline_hold(t))
+        timeline_write_all(t, t->buf, t->len);
     t->len = 0;
 }
 
@@ -391,15 +393,22 @@ static void tmp_name(uint32_t i, char *buf, size_t len)
     snprintf(buf, len, ".%s.tmp", n);
 }
 
-static int file_open(timeline *t)
+int timeline_file_fd(timeline *t)
 {
     char name[80];
     tmp_name(t->file, name, sizeof name);
     t->fd = openat(t->cfg.dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (t->fd < 0) {
+    if (t->fd < 0)
         t->error = errno;
+    return t->fd;
+}
+
+/* A kept share's first file is held in memory (timeline_thin.c) and opened only if it spills. */
+static int file_open(timeline *t)
+{
+    t->holding = t->cfg.keep && !t->spilled && !t->marks_lost && t->file == 0;
+    if (!t->holding && timeline_file_fd(t) < 0)
         return -1;
-    }
     t->open = 1;
     t->len = 0;
     memcpy(t->buf, FILE_HEAD, sizeof FILE_HEAD - 1);
@@ -415,6 +424,8 @@ static int file_close(timeline *t)
 {
     if (!t->open)
         return 0;
+    if (timeline_unhold(t) < 0)
+        return -1;
     memcpy(t->buf + t->len, FILE_TAIL, sizeof FILE_TAIL - 1);
     t->len += sizeof FILE_TAIL - 1;
     t->total += sizeof FILE_TAIL - 1;
@@ -649,12 +660,15 @@ static void emit(timeline *t, int shi, uint32_t ti, fill_fn fill, const void *ar
         proc *p = &t->procs[tr->proc];
         /* Undo information, for an event that does not fit. */
         size_t mark = t->len;
+        uint64_t base = t->file_bytes - t->len; /* the file's offset of buf[0] */
         uint64_t fevents = t->file_events, events = t->st.events;
         uint32_t pmeta = p->meta_file, tmeta = tr->meta_file, tname = tr->meta_name;
         uint64_t seen = tr->names_seen;
 
         int rc = print_meta(t, &t->tracks[ti]);
+        size_t meta_end = t->len;
         tr = &t->tracks[ti];
+        t->ev_has_ts = 0;
         if (rc == 0) {
             fill(t, sh, arg);
             set_pid_tid(t, sh, tr);
@@ -667,6 +681,10 @@ static void emit(timeline *t, int shi, uint32_t ti, fill_fn fill, const void *ar
             t->file_bytes += add;
             t->total += add;
             t->st.events++;
+            if (t->cfg.keep && meta_end > mark)
+                timeline_mark(t, base + mark, PICK_META, 0);
+            if (t->cfg.keep)
+                timeline_mark(t, base + meta_end, t->ev_has_ts ? PICK_TS : PICK_NONE, t->ev_ts);
             return;
         }
         t->len = mark;
@@ -1136,6 +1154,10 @@ timeline *timeline_create(const timeline_config *cfg, analysis *a)
     t->cfg = *cfg;
     if (!t->cfg.split_bytes)
         t->cfg.split_bytes = TIMELINE_SPLIT_DEFAULT;
+    if (!t->cfg.hold_max)
+        t->cfg.hold_max = TIMELINE_HOLD_MAX;
+    if (!t->cfg.marks_max)
+        t->cfg.marks_max = TIMELINE_MARKS_MAX;
     t->a = a;
     t->fd = -1;
     t->steps_track = NO_TRACK;
@@ -1165,8 +1187,18 @@ int timeline_finish(timeline *t, char **cause)
 {
     if (!t->open && !t->error)
         file_open(t); /* an empty timeline is still a valid file */
-    file_close(t);
+    if (t->holding)
+        flush_buf(t); /* which may spill it to its file */
+    if (t->holding) {
+        /* Kept in memory for the cut: completed there, no file written. */
+        t->total += sizeof FILE_TAIL - 1;
+        t->open = 0;
+    } else {
+        file_close(t);
+    }
     t->st.bytes = t->total;
+    if (!t->error && t->cfg.keep && !t->cfg.pretty && timeline_keep_finish(t, cause) < 0)
+        return -1;
     if (t->error) {
         char name[64];
         timeline_file_name(t->file, name, sizeof name);
@@ -1198,6 +1230,8 @@ void timeline_destroy(timeline *t)
         free(t->tracks[i].roots);
     free(t->tracks);
     free(t->spans);
+    free(t->held);
+    free(t->marks);
     free(t->procs);
     index_map_free(&t->strings);
     index_map_free(&t->optype);

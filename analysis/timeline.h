@@ -25,7 +25,23 @@ typedef struct timeline_config {
     uint64_t origin_ns;  /* collector time of ts 0 */
     const char *process; /* host process name, NULL: "host" */
     int32_t os_pid;      /* for the process name; 0: none */
+    /* A share kept by steps (a job's lean rank report): the timeline written within limit_bytes
+     * is cut at timeline_finish to keep_bytes in one timeline.json by timeline_pick (the
+     * metadata, then the slowest steps whole, then the other events in time order until full),
+     * holding only steps keep_first..keep_last when keep_last is not 0; what is cut is counted
+     * as left out. It is held in memory until it grows large, each event marked with its kind
+     * and ts as it is written, so the cut reads no text back. Not with pretty. */
+    int keep;
+    uint64_t keep_bytes, keep_first, keep_last;
+    /* Bounds of the keeping: bytes held in memory, events marked (0: TIMELINE_HOLD_MAX,
+     * TIMELINE_MARKS_MAX). Past the first the text goes to its files; past the second the cut
+     * reads the text back (slower, the same choice). */
+    uint64_t hold_max;
+    size_t marks_max;
 } timeline_config;
+
+#define TIMELINE_HOLD_MAX  (16u << 20)
+#define TIMELINE_MARKS_MAX (1u << 20)
 
 typedef struct timeline_stats {
     uint32_t files;
@@ -66,6 +82,9 @@ typedef struct step_span {
  * events are then taken as those between steps). */
 void step_spans_add(step_span **spans, size_t *n, size_t *cap, step_span s);
 
+/* v in decimal at p, NUL-terminated: the end (before the NUL). */
+char *timeline_put_u64(char *p, uint64_t v);
+
 /* A decimal of at most 3 places at p (no sign) as an integer of thousandths (a time in
  * microseconds as nanoseconds): the digits' end, or NULL. */
 const char *timeline_thousandths(const char *p, const char *end, int64_t *out);
@@ -88,17 +107,16 @@ void timeline_pick_weigh(timeline_pick *p, const char *ev, size_t len, uint64_t 
 void timeline_pick_plan(timeline_pick *p, uint64_t budget);
 /* 1 when the event is kept; 0 when it is cut. */
 int timeline_pick_take(timeline_pick *p, const char *ev, size_t len, uint64_t extra);
+/* The same for an event whose kind and ts are known without its text (the writer's own index):
+ * cost is what it takes of the budget. */
+enum pick_kind { PICK_META, PICK_TS, PICK_NONE };
+void timeline_pick_weigh_at(timeline_pick *p, enum pick_kind k, int64_t ts, uint64_t cost);
+int timeline_pick_take_at(timeline_pick *p, enum pick_kind k, int64_t ts, uint64_t cost);
 void timeline_pick_free(timeline_pick *p);
 
 /* The event text of one line of a timeline file (separator, newline stripped): its length, 0
  * for a line that is no event (the file's head and tail). */
 size_t timeline_event_text(const char *line, size_t len);
-
-/* After timeline_finish: the files cut down to keep_bytes in one timeline.json, by steps
- * (timeline_thin.c: the metadata, then the slowest steps whole, then the other events in time
- * order until full); what is cut is counted as left out. Nothing to do when the files fit (or
- * are pretty-printed). Returns -1 on a read or write error (cause says which). */
-int timeline_thin(timeline *t, uint64_t keep_bytes, uint64_t first, uint64_t last, char **cause);
 
 void timeline_stats_of(const timeline *t, timeline_stats *out);
 

@@ -51,6 +51,16 @@ typedef struct track {
     uint64_t fb, fe;
 } track;
 
+/* Where an event line of a kept share begins (timeline_thin.c): its file and the offset of its
+ * separator (file << MARK_OFF_BITS | offset), its ts and kind (enum pick_kind). */
+typedef struct tl_mark {
+    uint64_t at;
+    int64_t ts;
+    uint8_t kind;
+} tl_mark;
+
+#define MARK_OFF_BITS 40
+
 typedef struct flow_slot {
     uint64_t corr;
     uint64_t ts;
@@ -162,6 +172,17 @@ struct timeline {
     uint32_t steps_track, overlap_track[4];
     step_span *spans; /* every step, in the order they came (timeline_thin) */
     size_t nspans, cap_spans;
+
+    /* A share kept by steps (cfg.keep; timeline_thin.c): the text held in memory until it
+     * passes cfg.hold_max (then written to its file: spilled), and each line marked. */
+    int holding, spilled;
+    char *held;
+    size_t held_len, held_cap;
+    tl_mark *marks;
+    size_t nmarks, cap_marks;
+    int marks_lost;
+    int64_t ev_ts; /* the ts of the event being printed */
+    int ev_has_ts;
     uint64_t names_gen; /* THREAD_NAME events seen */
 
     flow_slot *flows;
@@ -181,6 +202,21 @@ struct timeline {
  * when it fits, 0 when it would partially overlap one (or cannot be verified), -1 out of
  * memory. */
 int timeline_nest_fit(track *tr, uint64_t b, uint64_t e);
+
+/* The current file's temporary file opened for writing: its descriptor, or -1 (t->error set).
+ * Writes n bytes to it: 0, or -1 (t->error set). */
+int timeline_file_fd(timeline *t);
+int timeline_write_all(timeline *t, const char *p, size_t n);
+
+/* For a share kept by steps (timeline_thin.c). timeline_hold takes the buffer's text into the
+ * held text: 0, or 1 when the caller is to write it to the file (it was spilled, or nothing is
+ * held). timeline_unhold writes what is held to the file (0, or -1). timeline_mark notes an event
+ * line accepted at offset of the current file. timeline_keep_finish cuts the finished timeline
+ * to cfg.keep_bytes. */
+int timeline_hold(timeline *t);
+int timeline_unhold(timeline *t);
+void timeline_mark(timeline *t, uint64_t offset, enum pick_kind k, int64_t ts);
+int timeline_keep_finish(timeline *t, char **cause);
 
 /* Prints sh into the buffer after a separator. Returns 0, or -1 when it did not fit. */
 int timeline_print_shape(timeline *t, shape *sh);

@@ -127,17 +127,15 @@ static int event_ts(const char *ev, size_t len, int64_t *ns)
     return 1;
 }
 
-/* The event's class: metadata, the index of the step whose span holds its ts (the last that
- * begins at or before it), other (between steps), or out (outside the window). */
-static long class_of(const timeline_pick *p, const char *ev, size_t len)
+/* The class of an event of kind k at ts: metadata, the index of the step whose span holds ts
+ * (the last that begins at or before it), other (between steps), or out (outside the
+ * window). */
+static long class_at(const timeline_pick *p, enum pick_kind k, int64_t ts)
 {
-    /* "ph" comes early in a line: its key found, the value's first letter tells. */
-    const char *ph = find_key(ev, len, "\"ph\":\"", 6);
-    if (ph && ph + 6 < ev + len && ph[6] == 'M')
+    if (k == PICK_META)
         return CLASS_META;
     int windowed = p->first > 0 || p->last < UINT64_MAX;
-    int64_t ts;
-    if (!event_ts(ev, len, &ts))
+    if (k != PICK_TS)
         return windowed ? CLASS_OUT : CLASS_OTHER;
     size_t lo = 0, hi = p->n;
     while (lo < hi) {
@@ -155,13 +153,34 @@ static long class_of(const timeline_pick *p, const char *ev, size_t len)
     return (long)(lo - 1);
 }
 
+/* The kind and ts of an event line, read from its text. */
+static long class_of(const timeline_pick *p, const char *ev, size_t len)
+{
+    /* "ph" comes early in a line: its key found, the value's first letter tells. */
+    const char *ph = find_key(ev, len, "\"ph\":\"", 6);
+    if (ph && ph + 6 < ev + len && ph[6] == 'M')
+        return CLASS_META;
+    int64_t ts = 0;
+    enum pick_kind k = event_ts(ev, len, &ts) ? PICK_TS : PICK_NONE;
+    return class_at(p, k, ts);
+}
+
+static void weigh_class(timeline_pick *p, long c, uint64_t cost)
+{
+    if (c == CLASS_META)
+        p->meta_bytes += cost;
+    else if (c >= 0)
+        p->bytes[c] += cost;
+}
+
 void timeline_pick_weigh(timeline_pick *p, const char *ev, size_t len, uint64_t extra)
 {
-    long c = class_of(p, ev, len);
-    if (c == CLASS_META)
-        p->meta_bytes += len + 2 + extra;
-    else if (c >= 0)
-        p->bytes[c] += len + 2 + extra;
+    weigh_class(p, class_of(p, ev, len), len + 2 + extra);
+}
+
+void timeline_pick_weigh_at(timeline_pick *p, enum pick_kind k, int64_t ts, uint64_t cost)
+{
+    weigh_class(p, class_at(p, k, ts), cost);
 }
 
 static int by_length_desc(const void *a, const void *b, void *ctx)
@@ -192,17 +211,26 @@ void timeline_pick_plan(timeline_pick *p, uint64_t budget)
     p->other_left = left;
 }
 
-int timeline_pick_take(timeline_pick *p, const char *ev, size_t len, uint64_t extra)
+static int take_class(timeline_pick *p, long c, uint64_t cost)
 {
-    long c = class_of(p, ev, len);
     if (c == CLASS_META || (c >= 0 && p->keep[c]))
         return 1;
     if (c == CLASS_OUT || p->others_full)
         return 0;
-    if (len + 2 + extra <= p->other_left) {
-        p->other_left -= len + 2 + extra;
+    if (cost <= p->other_left) {
+        p->other_left -= cost;
         return 1;
     }
     p->others_full = 1; /* in time order: none after the first that does not fit */
     return 0;
+}
+
+int timeline_pick_take(timeline_pick *p, const char *ev, size_t len, uint64_t extra)
+{
+    return take_class(p, class_of(p, ev, len), len + 2 + extra);
+}
+
+int timeline_pick_take_at(timeline_pick *p, enum pick_kind k, int64_t ts, uint64_t cost)
+{
+    return take_class(p, class_at(p, k, ts), cost);
 }

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -436,8 +437,14 @@ static int analyse_job(const char *path, const report_options *o, int threads, i
             job_folders_free(folders, n);
             return 1;
         }
-        if (!sched)
+        if (!sched) {
+            /* Each rank's analysis allocates and frees the same few tens of MiB: kept in the
+             * threads' heaps for the next rank rather than given back to the system and faulted
+             * in again (a quarter of a job's CPU time, bench/RESULTS.md). */
+            mallopt(M_MMAP_THRESHOLD, 64 << 20);
+            mallopt(M_TRIM_THRESHOLD, 256 << 20);
             analyse_ranks(folders, n, &rank_opt, threads);
+        }
     }
     job_folders_free(folders, n);
     job_options jo;

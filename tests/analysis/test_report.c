@@ -1730,6 +1730,23 @@ START_TEST(test_timeline_limit)
 }
 END_TEST
 
+/* steps steps of ops ops each, one after the other: step slow (its ops "Default/slow/...") three
+ * times as long as the others; without one (slow 0), steps of 1,000 to 2,000 ns. */
+static void build_steps(golden *g, int steps, int ops, int slow)
+{
+    golden_init(g);
+    uint64_t at = 10;
+    for (int k = 1; k <= steps; k++) {
+        uint64_t len = k == slow ? 3000 : slow ? 1000 : 1000 + (uint64_t)((k * 37) % 11) * 100;
+        uint64_t gap = len / (uint64_t)ops;
+        for (uint64_t i = 0; i < (uint64_t)ops; i++)
+            golden_op(g, 1, k == slow ? "Default/slow/MatMul-op1" : "Default/layer/MatMul-op1",
+                      NULL, at + i * gap + 1, at + i * gap + 2, 0);
+        golden_step(g, 1, (uint64_t)k, at, at + len);
+        at += len + 10;
+    }
+}
+
 /* A lean report's timeline cut to its share by steps: 10 steps of 200 ops, step 7 three times
  * as long as the others; a share of about two steps holds step 7 whole (rather than the
  * beginning of the run), the rest in time order up to the share, every op drawn or counted. */
@@ -1737,16 +1754,7 @@ START_TEST(test_lean_timeline_by_steps)
 {
     enum { STEPS = 10, OPS = 200, SLOW = 7 };
     golden g;
-    golden_init(&g);
-    uint64_t at = 10;
-    for (int k = 1; k <= STEPS; k++) {
-        uint64_t len = k == SLOW ? 3000 : 1000, gap = len / OPS;
-        for (uint64_t i = 0; i < OPS; i++)
-            golden_op(&g, 1, k == SLOW ? "Default/slow/MatMul-op1" : "Default/layer/MatMul-op1",
-                      NULL, at + i * gap + 1, at + i * gap + 2, 0);
-        golden_step(&g, 1, (uint64_t)k, at, at + len);
-        at += len + 10;
-    }
+    build_steps(&g, STEPS, OPS, SLOW);
     char *tmp = tmp_make();
     char *run = path_join(tmp, "run");
     write_run(&g, run);
@@ -1777,6 +1785,67 @@ START_TEST(test_lean_timeline_by_steps)
     cJSON_Delete(j);
     ck_assert_int_eq(count_prefix(info->dir, ".timeline"), 0);
     report_free(r);
+    free(run);
+    tmp_remove(tmp);
+}
+END_TEST
+
+/* The share kept by steps is the same whether the lean report held its timeline in memory with
+ * marks (the default), wrote it to its file as it passed the memory bound (a 4 KiB hold), or
+ * read its text back for want of marks (8 marks): the same bytes and counts, with and without a
+ * step window. */
+START_TEST(test_lean_share_paths_agree)
+{
+    enum { STEPS = 12, OPS = 150 };
+    golden g;
+    build_steps(&g, STEPS, OPS, 0);
+    char *tmp = tmp_make();
+    char *run = path_join(tmp, "run");
+    write_run(&g, run);
+    golden_free(&g);
+    for (int windowed = 0; windowed < 2; windowed++) {
+        char *first = NULL;
+        size_t first_len = 0;
+        uint64_t first_left = 0, first_events = 0;
+        for (int path = 0; path < 3; path++) {
+            report_options o;
+            report_options_init(&o);
+            o.lean = 1;
+            o.timeline_limit_mb = 0.04;
+            if (windowed) {
+                o.steps_first = 3;
+                o.steps_last = 8;
+            }
+            o.keep_hold_max = path == 1 ? 4096 : 0;
+            o.keep_marks_max = path == 2 ? 8 : 0;
+            report *r = run_report(run, &o);
+            const report_info *info = report_info_of(r);
+            ck_assert_uint_eq(info->timeline_files, 1);
+            ck_assert_uint_gt(info->timeline_left_out, 0);
+            ck_assert_uint_le(info->timeline_bytes, (uint64_t)(0.04 * 1024 * 1024));
+            char *p = path_join(info->dir, "timeline.json");
+            size_t len;
+            char *text = slurp(p, &len);
+            cJSON_Delete(check_trace(p, 0));
+            free(p);
+            ck_assert_uint_eq(len, info->timeline_bytes);
+            ck_assert_int_eq(count_prefix(info->dir, ".timeline"), 0);
+            if (!path) {
+                first = text;
+                first_len = len;
+                first_left = info->timeline_left_out;
+                first_events = info->timeline_events;
+            } else {
+                ck_assert_uint_eq(len, first_len);
+                ck_assert_mem_eq(text, first, len);
+                ck_assert_uint_eq(info->timeline_left_out, first_left);
+                ck_assert_uint_eq(info->timeline_events, first_events);
+                free(text);
+            }
+            report_free(r);
+        }
+        free(first);
+    }
     free(run);
     tmp_remove(tmp);
 }
@@ -2166,6 +2235,7 @@ static Suite *report_suite(void)
     tcase_add_test(tc, test_timeline_split);
     tcase_add_loop_test(tc, test_timeline_limit, 0, 2);
     tcase_add_test(tc, test_lean_timeline_by_steps);
+    tcase_add_test(tc, test_lean_share_paths_agree);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("folder");
