@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---- Small text helpers -------------------------------------------------------------------- */
@@ -1146,6 +1147,21 @@ void timeline_cpu(timeline *t, const cpu_row *row)
 
 /* ---- Life cycle --------------------------------------------------------------------------- */
 
+/* A zeroed table of which a run touches few pages (the flows, the templates): mapped, so that
+ * only those pages are ever zeroed, rather than allocated and cleared whole for every timeline
+ * (a job analyses a thousand ranks in one process). NULL when out of memory. */
+static void *table_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void table_unmap(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
+}
+
 timeline *timeline_create(const timeline_config *cfg, analysis *a)
 {
     timeline *t = calloc(1, sizeof *t);
@@ -1163,13 +1179,14 @@ timeline *timeline_create(const timeline_config *cfg, analysis *a)
     t->steps_track = NO_TRACK;
     t->procname = strdup(cfg->process && *cfg->process ? cfg->process : "host");
     t->buf = malloc(BUF_SIZE);
-    t->flows = calloc(FLOW_SLOTS, sizeof *t->flows);
-    t->tmpl = calloc(TMPL_SLOTS, sizeof *t->tmpl);
+    t->flows = table_map(FLOW_SLOTS * sizeof *t->flows);
+    t->tmpl = table_map(TMPL_SLOTS * sizeof *t->tmpl);
+    t->tmpl_used = malloc(TMPL_SLOTS * sizeof *t->tmpl_used);
     t->scratch = malloc(TMPL_MAX);
-    if (!t->procname || !t->buf || !t->flows || !t->tmpl || !t->scratch || shapes_build(t) < 0 ||
-        index_map_init(&t->strings, 1024) < 0 || index_map_init(&t->optype, 256) < 0 ||
-        index_map_init(&t->proc_of, 16) < 0 || index_map_init(&t->track_of, 64) < 0 ||
-        arena_add(t, NULL, "", 0) != 0) {
+    if (!t->procname || !t->buf || !t->flows || !t->tmpl || !t->tmpl_used || !t->scratch ||
+        shapes_build(t) < 0 || index_map_init(&t->strings, 1024) < 0 ||
+        index_map_init(&t->optype, 256) < 0 || index_map_init(&t->proc_of, 16) < 0 ||
+        index_map_init(&t->track_of, 64) < 0 || arena_add(t, NULL, "", 0) != 0) {
         timeline_destroy(t);
         return NULL;
     }
@@ -1238,11 +1255,11 @@ void timeline_destroy(timeline *t)
     index_map_free(&t->proc_of);
     index_map_free(&t->track_of);
     free(t->arena);
-    free(t->flows);
-    if (t->tmpl)
-        for (uint32_t i = 0; i < TMPL_SLOTS; i++)
-            free(t->tmpl[i].text);
-    free(t->tmpl);
+    table_unmap(t->flows, FLOW_SLOTS * sizeof *t->flows);
+    for (uint32_t i = 0; t->tmpl && i < t->ntmpl_used; i++)
+        free(t->tmpl[t->tmpl_used[i]].text);
+    table_unmap(t->tmpl, TMPL_SLOTS * sizeof *t->tmpl);
+    free(t->tmpl_used);
     free(t->scratch);
     free(t->buf);
     free(t->procname);

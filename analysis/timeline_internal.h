@@ -192,8 +192,10 @@ struct timeline {
     char num[S_COUNT][64];  /* varying value text per slot */
     char knum[S_COUNT][16]; /* pid, tid text */
     uint64_t key[S_COUNT];  /* per slot: arena offset, pid/tid, or VARY */
-    tmpl_entry *tmpl;       /* printed templates, direct-mapped by key hash */
-    char *scratch;          /* where templates are printed */
+    tmpl_entry *tmpl;       /* printed templates, direct-mapped by key hash (mapped: few used) */
+    uint32_t *tmpl_used;    /* the slots holding one */
+    uint32_t ntmpl_used;
+    char *scratch; /* where templates are printed */
 };
 
 #define VARY UINT64_MAX /* a slot's key when its value varies from event to event */

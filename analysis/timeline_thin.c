@@ -43,7 +43,7 @@ int timeline_hold(timeline *t)
     if (t->held_len + t->len > t->cfg.hold_max)
         return spill(t) < 0 ? 0 : 1;
     if (t->held_len + t->len > t->held_cap) {
-        size_t want = t->held_cap ? t->held_cap : (1u << 20);
+        size_t want = t->held_cap ? t->held_cap : BUF_SIZE;
         while (want < t->held_len + t->len)
             want *= 2;
         char *p = realloc(t->held, want);

@@ -62,6 +62,8 @@ static int tmpl_make(timeline *t, int shi, shape *sh, uint64_t hash, tmpl_entry 
     if (!text)
         return -1;
     memcpy(text, t->scratch, len + 1);
+    if (!e->text && t->ntmpl_used < TMPL_SLOTS)
+        t->tmpl_used[t->ntmpl_used++] = (uint32_t)(e - t->tmpl);
     free(e->text);
     e->text = text;
     e->hash = hash;
