@@ -431,12 +431,12 @@ class Profiler:
     lane_events=None      the most events a thread's ring grows to (options.lane_events).
     lane_budget_mb=None   MiB the grown rings may take; 0: rings never grow.
     flight_mb=None        the flight recorder: MiB that keep the last events, no recording;
-                          snapshot() writes them (README: Flight recorder). 0: off.
+                          snapshot() writes them (docs/usage.md, Flight recorder). 0: off.
     max_threads, fp_start_op, bp_end_op, process_name: the options of the same name.
     job, rank, local_rank, world_size  the training job this process is a rank of; None: from
                           the launcher's environment (torchrun, Slurm, Open MPI, TERMSIGHT_JOB).
                           Set rank and world_size when ranks are started without those variables
-                          (torch.multiprocessing.spawn). See the README's Distributed training.
+                          (torch.multiprocessing.spawn). See docs/jobs.md.
 
     The Ascend-only keywords (aicore_metrics, l2_cache, parallel_strategy, hbm_ddr, pcie) raise
     ValueError; any other keyword raises TypeError. Arguments not given keep the library's
