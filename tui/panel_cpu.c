@@ -284,21 +284,8 @@ static void cpu_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 static int cpu_key(const panel_ctx *p, view *v, int key, int full)
 {
     (void)p;
-    if (!full)
-        return 0;
-    switch (key) {
-    case VK_UP:
-        v->cpu_top = v->cpu_top > 0 ? v->cpu_top - 1 : 0;
-        return 1;
-    case VK_DOWN:
-        v->cpu_top++;
-        return 1;
-    case VK_HOME:
-        v->cpu_top = 0;
-        return 1;
-    default:
-        return 0;
-    }
+    const scroll_keys s = {.last = SCROLL_OPEN}; /* Up, Down and Home: the draw bounds the end */
+    return full && view_scroll(&s, key, &v->cpu_top);
 }
 
 static const key_hint cpu_hints[] = {{"\u2191\u2193", "Scroll", 4, 0}, {NULL, NULL, 0, 0}};

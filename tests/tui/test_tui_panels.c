@@ -1315,6 +1315,102 @@ START_TEST(test_key_bar)
 }
 END_TEST
 
+/* The scroll keys of the lists (view_scroll serves the five): which each takes, on the full
+ * screen or the overview, and where they leave its position. */
+static int *scroll_pos(view *v, int panel)
+{
+    switch (panel) {
+    case PANEL_CPU:
+        return &v->cpu_top;
+    case PANEL_QUEUES:
+        return &v->queues_top;
+    case PANEL_RANKS:
+        return &v->ranks_sel;
+    case PANEL_STEPS:
+        return &v->steps_back;
+    default:
+        return &v->ops_sel;
+    }
+}
+
+#define OLDEST 9999 /* back past every step the panel keeps (the draw stops at the oldest) */
+
+START_TEST(test_scroll_keys)
+{
+    static const struct {
+        int panel, nranks, key, full, from, taken, to;
+    } cases[] = {
+        /* CPU and queues: Up, Down and Home, only on their own screen; the draw bounds the end. */
+        {PANEL_CPU, 0, VK_UP, 1, 0, 1, 0},
+        {PANEL_CPU, 0, VK_UP, 1, 5, 1, 4},
+        {PANEL_CPU, 0, VK_DOWN, 1, 5, 1, 6},
+        {PANEL_CPU, 0, VK_HOME, 1, 5, 1, 0},
+        {PANEL_CPU, 0, VK_NPAGE, 1, 5, 0, 5},
+        {PANEL_CPU, 0, VK_END, 1, 5, 0, 5},
+        {PANEL_CPU, 0, VK_DOWN, 0, 5, 0, 5},
+        {PANEL_QUEUES, 0, VK_UP, 1, 3, 1, 2},
+        {PANEL_QUEUES, 0, VK_UP, 1, 0, 1, 0},
+        {PANEL_QUEUES, 0, VK_DOWN, 1, 3, 1, 4},
+        {PANEL_QUEUES, 0, VK_PPAGE, 1, 3, 0, 3},
+        {PANEL_QUEUES, 0, VK_LEFT, 1, 3, 0, 3},
+        /* Ranks: 25 rows, pages of 10, bounded both ways; none: End stays at 0. */
+        {PANEL_RANKS, 25, VK_DOWN, 1, 23, 1, 24},
+        {PANEL_RANKS, 25, VK_DOWN, 1, 24, 1, 24},
+        {PANEL_RANKS, 25, VK_NPAGE, 1, 3, 1, 13},
+        {PANEL_RANKS, 25, VK_NPAGE, 1, 20, 1, 24},
+        {PANEL_RANKS, 25, VK_PPAGE, 1, 13, 1, 3},
+        {PANEL_RANKS, 25, VK_PPAGE, 1, 7, 1, 0},
+        {PANEL_RANKS, 25, VK_END, 1, 0, 1, 24},
+        {PANEL_RANKS, 25, VK_HOME, 1, 9, 1, 0},
+        {PANEL_RANKS, 25, VK_DOWN, 0, 3, 0, 3},
+        {PANEL_RANKS, 0, VK_END, 1, 0, 1, 0},
+        {PANEL_RANKS, 0, VK_DOWN, 1, 0, 1, 0},
+        /* Steps, back in time from the newest (pages of 4): Left and PgUp older, Home the
+         * oldest kept, Right, PgDn and End newer; Up and Down are not theirs. */
+        {PANEL_STEPS, 0, VK_LEFT, 1, 0, 1, 1},
+        {PANEL_STEPS, 0, VK_RIGHT, 1, 0, 1, 0},
+        {PANEL_STEPS, 0, VK_RIGHT, 1, 6, 1, 5},
+        {PANEL_STEPS, 0, VK_PPAGE, 1, 2, 1, 6},
+        {PANEL_STEPS, 0, VK_NPAGE, 1, 6, 1, 2},
+        {PANEL_STEPS, 0, VK_NPAGE, 1, 3, 1, 0},
+        {PANEL_STEPS, 0, VK_HOME, 1, 0, 1, OLDEST},
+        {PANEL_STEPS, 0, VK_END, 1, 9, 1, 0},
+        {PANEL_STEPS, 0, VK_UP, 1, 9, 0, 9},
+        {PANEL_STEPS, 0, VK_LEFT, 0, 0, 0, 0},
+        /* Operators: 12 rows, pages of 5, on the overview too. */
+        {PANEL_OPS, 0, VK_DOWN, 0, 10, 1, 11},
+        {PANEL_OPS, 0, VK_DOWN, 1, 11, 1, 11},
+        {PANEL_OPS, 0, VK_NPAGE, 1, 9, 1, 11},
+        {PANEL_OPS, 0, VK_PPAGE, 1, 9, 1, 4},
+        {PANEL_OPS, 0, VK_PPAGE, 1, 3, 1, 0},
+        {PANEL_OPS, 0, VK_END, 0, 0, 1, 11},
+        {PANEL_OPS, 0, VK_HOME, 1, 7, 1, 0},
+        {PANEL_OPS, 0, VK_UP, 0, 0, 1, 0},
+        {PANEL_OPS, 0, VK_LEFT, 1, 3, 0, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ranks_table t = {.n = (size_t)cases[i].nranks};
+        panel_ctx p = {.rk = &t};
+        view v;
+        view_init(&v);
+        v.steps_page = 4;
+        v.ops_page = 5;
+        v.ops_rows = 12;
+        v.ops_sel_id = 7;
+        int *pos = scroll_pos(&v, cases[i].panel);
+        *pos = cases[i].from;
+        int taken = panels[cases[i].panel]->key(&p, &v, cases[i].key, cases[i].full);
+        int at = cases[i].to == OLDEST ? *pos >= 100 : *pos == cases[i].to;
+        ck_assert_msg(taken == cases[i].taken && at,
+                      "case %zu: key %#o took %d, position %d (want %d, %d)", i, cases[i].key,
+                      taken, *pos, cases[i].taken, cases[i].to);
+        /* The operators' selection is a row now: the draw finds its id again. */
+        if (cases[i].panel == PANEL_OPS)
+            ck_assert_uint_eq(v.ops_sel_id, taken ? 0 : 7);
+    }
+}
+END_TEST
+
 START_TEST(test_glyph_tables)
 {
     const glyphs *tables[2] = {&glyphs_ascii, &glyphs_utf8};
@@ -1478,6 +1574,7 @@ int main(void)
     tcase_add_test(tc, test_tlring_bounded);
     tcase_add_test(tc, test_header);
     tcase_add_test(tc, test_key_bar);
+    tcase_add_test(tc, test_scroll_keys);
     tcase_add_test(tc, test_timeline_far_and_named);
     tcase_add_test(tc, test_timeline_tracks_hostile_values);
     tcase_add_test(tc, test_mouse);
