@@ -1,7 +1,7 @@
-/* panel_cpu: CPU and memory (seed 001 "Resource Utilization"), as htop-like gauges: the machine
- * (user, system, iowait), the process, the busiest threads by name, on the full screen the
- * running descendant processes (data-loader workers, helpers) with their RSS, host RSS and
- * device memory. Gauges show the latest sample; the averages follow in text. */
+/* panel_cpu: CPU and memory (what cpu_utilization.csv, cpu_threads.csv and memory.csv hold), as
+ * htop-like gauges: the machine (user, system, iowait), the process, the busiest threads by name,
+ * on the full screen the running descendant processes (data-loader workers, helpers) with their
+ * RSS, host RSS and device memory. Gauges show the latest sample; the averages follow in text. */
 #include "tui_internal.h"
 
 #include <stdlib.h>

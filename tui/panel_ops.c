@@ -1,7 +1,7 @@
-/* panel_ops: operator statistics (seed 001 "Operator Performance Analysis"): the top op types or
- * ops by total time, sortable by total, average and count, with a search over names and types,
- * and one type's ops on Enter (the seeds' "Choose Type"); on 'k', the device kernels with the
- * operator each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
+/* panel_ops: operator statistics (what op_type_statistics.csv and op_statistics.csv hold): the top
+ * op types or ops by total time, sortable by total, average and count, with a search over names and
+ * types, and one type's ops on Enter ("Choose Type"); on 'k', the device kernels with the operator
+ * each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
 #include "tui_internal.h"
 
 #include <stdlib.h>

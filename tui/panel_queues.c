@@ -1,6 +1,6 @@
-/* panel_queues: data queues (seed 001 "Data Preparation Performance Analysis"): a heatmap with
+/* panel_queues: data queues (what data_queues.csv and data_queue_usage.csv hold): a heatmap with
  * one row per queue and one column per time bucket, shaded by usage, and the bottleneck verdict
- * with its numbers and the seeds' suggestion. */
+ * with its numbers and the analysis's suggestion (analysis_queue_findings). */
 #include "tui_internal.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* panel_steps: the step trace (seed 001 "Step Trace Analysis"): one stacked bar per recent step,
+/* panel_steps: the step trace (what step_trace.csv holds): one stacked bar per recent step,
  * its split from the bottom up (interval, compute, communication wait, tail, evaluation), with
  * the average drawn as a line across and the run's slowest steps marked above their bars. */
 #include "tui_internal.h"

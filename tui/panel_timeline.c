@@ -1,7 +1,7 @@
 /* panel_timeline: the recent ops of each host thread and the work of each device stream as
- * blocks on a time axis (seed 001 "Timeline Analysis"), W/S to zoom in and out, A/D to move
- * left and right, a cursor on one op with its details. The data is the bounded ring the source
- * keeps; the window follows the latest event until the user moves it. */
+ * blocks on a time axis (the report's timeline.json has the whole run), W/S to zoom in and out, A/D
+ * to move left and right, a cursor on one op with its details. The data is the bounded ring the
+ * source keeps; the window follows the latest event until the user moves it. */
 #include "tui_internal.h"
 
 #include <stdlib.h>
