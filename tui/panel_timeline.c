@@ -378,7 +378,7 @@ static void draw_left_behind(const tlring *ring, canvas *c, rect r, uint64_t old
     snprintf(text, sizeof text,
              "This moment has left the live view, which keeps the latest %s of ops (%zu "
              "events). End returns to the latest. The recording has the whole run: F6 "
-             "writes the report, whose trace.json opens in ui.perfetto.dev or "
+             "writes the report, whose timeline.json opens in ui.perfetto.dev or "
              "chrome://tracing.",
              kept, ring->n);
     frame_wrap(c, (rect){r.y + 2, r.x + 2, r.h - 2, r.w - 4}, 0, 0, ROLE_WARN, text);

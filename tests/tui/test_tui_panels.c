@@ -581,6 +581,7 @@ START_TEST(test_timeline_far_and_named)
     draw_panel(&r, &v, &c, PANEL_TIMELINE, 10, 120, 1, &glyphs_ascii);
     ck_assert_canvas_has(&c, "left the live view");
     ck_assert_canvas_has(&c, "End returns to the latest");
+    ck_assert_canvas_has(&c, "timeline.json opens"); /* the file the report writes */
     ck_assert_canvas_lacks(&c, "no op under the cursor");
     canvas_free(&c);
     free_run(&r);
