@@ -214,3 +214,19 @@ void analyse_finish(app *a)
     report_free(a->rep);
     a->rep = NULL;
 }
+
+void analyse_end(app *a)
+{
+    if (a->analysing) {
+        fputs("termsight top: waiting for the report being written to finish\n", stderr);
+        pthread_join(a->thread, NULL);
+        if (a->rc == 0 && a->job_folder)
+            fprintf(stderr, "termsight top: %s", a->notice);
+        else if (a->rc == 0)
+            fprintf(stderr, "termsight top: report written: %s\n",
+                    report_info_of(a->rep)->dir ? report_info_of(a->rep)->dir : "-");
+        report_free(a->rep);
+        free(a->why);
+    }
+    analyse_clear_folders(a);
+}

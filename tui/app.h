@@ -127,5 +127,8 @@ void analyse_start(app *a);
 /* Joins the thread that is done: the report's path and the advisor's top suggestions, or the
  * job's notice, as a notice page. */
 void analyse_finish(app *a);
+/* At top's end, the terminal restored: waits for the report being written and says on stderr
+ * what came of it; frees the folders. */
+void analyse_end(app *a);
 
 #endif

@@ -204,20 +204,9 @@ static int run_interactive(const tui_options *o, const glyphs *g, const target *
     rc = monitor(a, cause);
 out:
     screen_end();
-    if (a->analysing) {
-        fputs("termsight top: waiting for the report being written to finish\n", stderr);
-        pthread_join(a->thread, NULL);
-        if (a->rc == 0 && a->job_folder)
-            fprintf(stderr, "termsight top: %s", a->notice);
-        else if (a->rc == 0)
-            fprintf(stderr, "termsight top: report written: %s\n",
-                    report_info_of(a->rep)->dir ? report_info_of(a->rep)->dir : "-");
-        report_free(a->rep);
-        free(a->why);
-    }
+    analyse_end(a);
     ranks_close(a->rk);
     canvas_free(&a->cv);
-    analyse_clear_folders(a);
     free(a);
     int sig = screen_quit_signal();
     if (rc == 0 && sig)
