@@ -119,8 +119,10 @@ void commands_analyse(app *a);
 
 /* ---- The analysis in the background (analyse.c) ------------------------------------------ */
 
+/* Forgets the folders to analyse, and the job folder. */
 void analyse_clear_folders(app *a);
-/* The run folder of st to analyse: 0, 1 when it is not known (said), -1 when out of memory. */
+/* Adds the run folder of st to those to analyse: 0, 1 when it is not known (said), -1 when out
+ * of memory. */
 int analyse_add_folder(app *a, const source_status *st);
 /* Starts the analysis of the folders added, on a thread of its own (an error is said). */
 void analyse_start(app *a);
