@@ -1,7 +1,7 @@
-/* panel_ops: operator statistics (seed 001 "Operator Performance Analysis"): the top op types or
- * ops by total time, sortable by total, average and count, with a search over names and types,
- * and one type's ops on Enter (the seeds' "Choose Type"); on 'k', the device kernels with the
- * operator each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
+/* panel_ops: operator statistics (what op_type_statistics.csv and op_statistics.csv hold): the top
+ * op types or ops by total time, sortable by total, average and count, with a search over names and
+ * types, and one type's ops on Enter ("Choose Type"); on 'k', the device kernels with the operator
+ * each ran under (what kernel_statistics.csv holds), sortable and searchable alike. */
 #include "tui_internal.h"
 
 #include <stdlib.h>
@@ -352,7 +352,6 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
 {
     (void)p;
     (void)full;
-    int page = v->ops_page > 1 ? v->ops_page : 1;
     switch (key) {
     case 't':
         /* From the kernels, back to the table that was shown; else types <-> ops. */
@@ -400,27 +399,15 @@ static int ops_key(const panel_ctx *p, view *v, int key, int full)
             return 1;
         }
         return 0;
-    case VK_UP:
-        select_row(v, v->ops_sel - 1);
-        return 1;
-    case VK_DOWN:
-        select_row(v, v->ops_sel + 1);
-        return 1;
-    case VK_PPAGE:
-        select_row(v, v->ops_sel - page);
-        return 1;
-    case VK_NPAGE:
-        select_row(v, v->ops_sel + page);
-        return 1;
-    case VK_HOME:
-        select_row(v, 0);
-        return 1;
-    case VK_END:
-        select_row(v, v->ops_rows - 1);
-        return 1;
     default:
-        return 0;
+        break;
     }
+    const scroll_keys s = {.page = v->ops_page > 1 ? v->ops_page : 1, .last = v->ops_rows - 1};
+    int row = v->ops_sel;
+    if (!view_scroll(&s, key, &row))
+        return 0;
+    select_row(v, row);
+    return 1;
 }
 
 /* A click on a row selects it; on the selected type's row, opens its ops (Enter). */

@@ -286,31 +286,8 @@ static void ranks_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 
 static int ranks_key(const panel_ctx *p, view *v, int key, int full)
 {
-    if (!full)
-        return 0;
-    int n = p->rk ? (int)p->rk->n : 0;
-    switch (key) {
-    case VK_UP:
-        v->ranks_sel = v->ranks_sel > 0 ? v->ranks_sel - 1 : 0;
-        return 1;
-    case VK_DOWN:
-        v->ranks_sel = v->ranks_sel + 1 < n ? v->ranks_sel + 1 : v->ranks_sel;
-        return 1;
-    case VK_PPAGE:
-        v->ranks_sel = v->ranks_sel > 10 ? v->ranks_sel - 10 : 0;
-        return 1;
-    case VK_NPAGE:
-        v->ranks_sel = v->ranks_sel + 10 < n ? v->ranks_sel + 10 : (n ? n - 1 : 0);
-        return 1;
-    case VK_HOME:
-        v->ranks_sel = 0;
-        return 1;
-    case VK_END:
-        v->ranks_sel = n ? n - 1 : 0;
-        return 1;
-    default:
-        return 0;
-    }
+    const scroll_keys s = {.page = 10, .last = (p->rk ? (int)p->rk->n : 0) - 1};
+    return full && view_scroll(&s, key, &v->ranks_sel);
 }
 
 /* A click on a rank's row selects it; on the selected one, shows that rank (Enter). */

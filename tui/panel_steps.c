@@ -1,4 +1,4 @@
-/* panel_steps: the step trace (seed 001 "Step Trace Analysis"): one stacked bar per recent step,
+/* panel_steps: the step trace (what step_trace.csv holds): one stacked bar per recent step,
  * its split from the bottom up (interval, compute, communication wait, tail, evaluation), with
  * the average drawn as a line across and the run's slowest steps marked above their bars. */
 #include "tui_internal.h"
@@ -241,31 +241,9 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
 static int steps_key(const panel_ctx *p, view *v, int key, int full)
 {
     (void)p;
-    if (!full)
-        return 0;
-    int page = v->steps_page > 1 ? v->steps_page : 1;
-    switch (key) {
-    case VK_LEFT:
-        v->steps_back++;
-        return 1;
-    case VK_RIGHT:
-        v->steps_back = v->steps_back > 0 ? v->steps_back - 1 : 0;
-        return 1;
-    case VK_PPAGE:
-        v->steps_back += page;
-        return 1;
-    case VK_NPAGE:
-        v->steps_back = v->steps_back > page ? v->steps_back - page : 0;
-        return 1;
-    case VK_HOME:
-        v->steps_back = RECENT_MAX;
-        return 1;
-    case VK_END:
-        v->steps_back = 0;
-        return 1;
-    default:
-        return 0;
-    }
+    const scroll_keys s = {
+        .page = v->steps_page > 1 ? v->steps_page : 1, .last = RECENT_MAX, .back_in_time = 1};
+    return full && view_scroll(&s, key, &v->steps_back);
 }
 
 static const key_hint steps_hints[] = {{"\u2190\u2192", "Older/newer", 2, 0}, {NULL, NULL, 0, 0}};

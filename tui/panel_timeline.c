@@ -1,7 +1,7 @@
 /* panel_timeline: the recent ops of each host thread and the work of each device stream as
- * blocks on a time axis (seed 001 "Timeline Analysis"), W/S to zoom in and out, A/D to move
- * left and right, a cursor on one op with its details. The data is the bounded ring the source
- * keeps; the window follows the latest event until the user moves it. */
+ * blocks on a time axis (the report's timeline.json has the whole run), W/S to zoom in and out, A/D
+ * to move left and right, a cursor on one op with its details. The data is the bounded ring the
+ * source keeps; the window follows the latest event until the user moves it. */
 #include "tui_internal.h"
 
 #include <stdlib.h>
@@ -330,13 +330,11 @@ static void draw_track(const panel_ctx *p, canvas *c, rect r, int y, int x0, int
     }
 }
 
-static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+/* The title: the span, and whether the window follows the latest event. */
+static void draw_title(const panel_ctx *p, const view *v, canvas *c, rect r, int full,
+                       uint64_t span, uint64_t end)
 {
     const tlring *ring = p->tl;
-    uint64_t span = span_of(p, v);
-    uint64_t end = end_of(p, v);
-    uint64_t start = end > span ? end - span : 0;
-    v->tl_latest = ring ? ring->latest_ns : 0;
     char extra[160], s[32], d[32];
     format_duration((double)span, s, sizeof s);
     if (v->tl_follow || !ring || end >= ring->latest_ns)
@@ -350,20 +348,16 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
     if (p->st && p->st->sampled)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", sampled");
     frame_title(c, r, "Timeline", extra);
-    if (!ring || !ring->n) {
-        const source_status *st = p->st;
-        canvas_str(c, r, 2, 2, ROLE_DIM,
-                   st && st->state != TS_STATE_COLLECTING && !st->gone
-                       ? "no ops yet: press F5 (or c) to start collecting"
-                       : "no ops yet");
-        return;
-    }
-    int w = r.w - LABEL_W - 1;
-    int lanes_h = r.h - 3; /* title, axis, details */
-    if (w < 8 || lanes_h < 1)
-        return;
-    /* Above the lanes the steps, below them the queues' and counters' tracks (on the overview
-     * one), as the rows allow: one lane at least. */
+}
+
+/* The rows under the axis: the steps above the lanes, the queues' and counters' tracks below
+ * them (on the overview one), as the rows allow: one lane at least. */
+typedef struct tl_rows {
+    int steps, tracks, lanes;
+} tl_rows;
+
+static tl_rows plan_rows(const tlring *ring, int lanes_h, int full)
+{
     int has_steps = 0;
     for (size_t k = 0; k < ring->nmarks && !has_steps; k++)
         has_steps = tlring_mark(ring, k)->kind == TS_KIND_STEP_BEGIN;
@@ -372,24 +366,28 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
                                                                  : (full ? TLRING_TRACKS : 1);
     if (tracks > lanes_h - steps_row - 1)
         tracks = lanes_h - steps_row - 1 > 0 ? lanes_h - steps_row - 1 : 0;
-    lanes_h -= steps_row + tracks;
-    v->tl_rows_above = steps_row;
-    /* Looking back past what the live view keeps: say so, how much it keeps, and where the
-     * whole run is, rather than a blank. */
-    uint64_t oldest = ring_at(ring, 0)->begin_ns;
-    if (!v->tl_follow && end < oldest) {
-        char kept[32], text[400];
-        format_duration((double)(ring->latest_ns - oldest), kept, sizeof kept);
-        snprintf(text, sizeof text,
-                 "This moment has left the live view, which keeps the latest %s of ops (%zu "
-                 "events). End returns to the latest. The recording has the whole run: F6 "
-                 "writes the report, whose trace.json opens in ui.perfetto.dev or "
-                 "chrome://tracing.",
-                 kept, ring->n);
-        frame_wrap(c, (rect){r.y + 2, r.x + 2, r.h - 2, r.w - 4}, 0, 0, ROLE_WARN, text);
-        return;
-    }
-    int nl = (int)ring->nlanes;
+    return (tl_rows){.steps = steps_row, .tracks = tracks, .lanes = lanes_h - steps_row - tracks};
+}
+
+/* Looking back past what the live view keeps: say so, how much it keeps, and where the whole run
+ * is, rather than a blank. */
+static void draw_left_behind(const tlring *ring, canvas *c, rect r, uint64_t oldest)
+{
+    char kept[32], text[400];
+    format_duration((double)(ring->latest_ns - oldest), kept, sizeof kept);
+    snprintf(text, sizeof text,
+             "This moment has left the live view, which keeps the latest %s of ops (%zu "
+             "events). End returns to the latest. The recording has the whole run: F6 "
+             "writes the report, whose timeline.json opens in ui.perfetto.dev or "
+             "chrome://tracing.",
+             kept, ring->n);
+    frame_wrap(c, (rect){r.y + 2, r.x + 2, r.h - 2, r.w - 4}, 0, 0, ROLE_WARN, text);
+}
+
+/* The selected lane kept among the nl lanes, and the first lane shown moved so that it is in
+ * view. Returns how many lanes are shown. */
+static int place_lanes(view *v, int nl, int lanes_h)
+{
     if (v->tl_lane >= nl)
         v->tl_lane = nl - 1;
     if (v->tl_lane < 0)
@@ -400,19 +398,17 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
         v->tl_lane_top = v->tl_lane - lanes_h + 1;
     if (v->tl_lane_top < 0)
         v->tl_lane_top = 0;
-    int shown = nl - v->tl_lane_top < lanes_h ? nl - v->tl_lane_top : lanes_h;
+    return nl - v->tl_lane_top < lanes_h ? nl - v->tl_lane_top : lanes_h;
+}
 
-    long cur = find_cursor(ring, v->tl_lane, v->tl_cursor, end);
-    /* The op left the ring, or scrolled out of a window that follows: back to the latest. */
-    if (v->tl_cursor &&
-        (cur < 0 || (v->tl_follow && ring_at(ring, (size_t)cur)->end_ns <= start))) {
-        v->tl_cursor = 0;
-        cur = find_cursor(ring, v->tl_lane, 0, end);
-    }
-
+/* The columns of the shown lanes (from lane_top), w a lane: in each, the event that wins it and
+ * how many share it. Returns NULL when out of memory. */
+static tl_cell *fill_cells(const tlring *ring, int lane_top, int shown, int w, uint64_t start,
+                           uint64_t end, uint64_t span)
+{
     tl_cell *cells = malloc((size_t)(shown > 0 ? shown : 1) * (size_t)w * sizeof *cells);
     if (!cells)
-        return;
+        return NULL;
     for (size_t i = 0; i < (size_t)shown * (size_t)w; i++)
         cells[i] = (tl_cell){.ev = -1};
     double nspc = (double)span / w;
@@ -421,7 +417,7 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
         int x0, x1;
         if (!columns_of(e->begin_ns, e->end_ns, start, end, span, w, &x0, &x1))
             continue;
-        int lane = tlring_lane_of(ring, e) - v->tl_lane_top;
+        int lane = tlring_lane_of(ring, e) - lane_top;
         if (lane < 0 || lane >= shown)
             continue;
         double b = (double)(e->begin_ns > start ? e->begin_ns - start : 0);
@@ -442,54 +438,106 @@ static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int fu
             }
         }
     }
+    return cells;
+}
+
+/* One lane at row y: its label (marked when sel), then its blocks, a run of columns that one
+ * event wins at a time; cur is the event under the cursor, nspc the ns a column covers. */
+static void draw_lane(const panel_ctx *p, canvas *c, rect r, int y, const tl_lane *l, int sel,
+                      const tl_cell *row, int w, long cur, double nspc)
+{
+    const tlring *ring = p->tl;
+    int x0 = LABEL_W + 1;
+    char label[80];
+    lane_label(p, l, label, sizeof label);
+    if (sel)
+        canvas_put(c, r, y, 0, c->g->selected, ROLE_CURSOR);
+    canvas_text_fit(c, r, y, 1, LABEL_W - 1, sel ? ROLE_TITLE : ROLE_HEADER_KEY, label,
+                    strlen(label), 0);
+    for (int x = 0; x < w;) {
+        if (row[x].ev < 0) {
+            x++;
+            continue;
+        }
+        int run = 1;
+        while (x + run < w && row[x + run].ev == row[x].ev)
+            run++;
+        const ts_event *e = ring_at(ring, (size_t)row[x].ev);
+        int role = row[x].ev == cur ? ROLE_CURSOR : block_role(p->a, e);
+        for (int k = 0; k < run; k++) {
+            const tl_cell *cl = &row[x + k];
+            /* Several ops share the column and none fills half of it: which one "won" says
+             * nothing, so the column gets the neutral dense glyph (and costs the terminal
+             * no color changes from one column to the next). */
+            int dense = cl->count > 1 && (double)cl->cover < nspc / 2;
+            if (dense)
+                canvas_put(c, r, y, x0 + x + k, c->g->dense,
+                           row[x].ev == cur ? ROLE_CURSOR : ROLE_DIM);
+            else
+                canvas_put(c, r, y, x0 + x + k, k ? ' ' : c->g->edge, role);
+        }
+        if (run >= 3) {
+            const char *name;
+            uint32_t len;
+            short_name(p->a, e, &name, &len);
+            canvas_text_fit(c, r, y, x0 + x + 1, run - 1, role, name, len, 0);
+        }
+        x += run;
+    }
+}
+
+static void timeline_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
+{
+    const tlring *ring = p->tl;
+    uint64_t span = span_of(p, v);
+    uint64_t end = end_of(p, v);
+    uint64_t start = end > span ? end - span : 0;
+    v->tl_latest = ring ? ring->latest_ns : 0;
+    draw_title(p, v, c, r, full, span, end);
+    if (!ring || !ring->n) {
+        const source_status *st = p->st;
+        canvas_str(c, r, 2, 2, ROLE_DIM,
+                   st && st->state != TS_STATE_COLLECTING && !st->gone
+                       ? "no ops yet: press F5 (or c) to start collecting"
+                       : "no ops yet");
+        return;
+    }
+    int w = r.w - LABEL_W - 1;
+    int lanes_h = r.h - 3; /* title, axis, details */
+    if (w < 8 || lanes_h < 1)
+        return;
+    tl_rows rows = plan_rows(ring, lanes_h, full);
+    lanes_h = rows.lanes;
+    v->tl_rows_above = rows.steps;
+    uint64_t oldest = ring_at(ring, 0)->begin_ns;
+    if (!v->tl_follow && end < oldest) {
+        draw_left_behind(ring, c, r, oldest);
+        return;
+    }
+    int nl = (int)ring->nlanes;
+    int shown = place_lanes(v, nl, lanes_h);
+
+    long cur = find_cursor(ring, v->tl_lane, v->tl_cursor, end);
+    /* The op left the ring, or scrolled out of a window that follows: back to the latest. */
+    if (v->tl_cursor &&
+        (cur < 0 || (v->tl_follow && ring_at(ring, (size_t)cur)->end_ns <= start))) {
+        v->tl_cursor = 0;
+        cur = find_cursor(ring, v->tl_lane, 0, end);
+    }
+
+    tl_cell *cells = fill_cells(ring, v->tl_lane_top, shown, w, start, end, span);
+    if (!cells)
+        return;
     int x0 = LABEL_W + 1;
     draw_axis(c, r, 1, x0, w, start, end, ring->latest_ns);
-    if (steps_row)
+    if (rows.steps)
         draw_steps(c, r, 2, x0, w, ring, start, span);
-    for (int t = 0; t < tracks; t++)
-        draw_track(p, c, r, 2 + steps_row + lanes_h + t, x0, w, &ring->tracks[t], start, span);
-    for (int li = 0; li < shown; li++) {
-        int y = 2 + steps_row + li;
-        const tl_lane *l = &ring->lanes[v->tl_lane_top + li];
-        char label[80];
-        lane_label(p, l, label, sizeof label);
-        int sel = v->tl_lane_top + li == v->tl_lane;
-        if (sel)
-            canvas_put(c, r, y, 0, c->g->selected, ROLE_CURSOR);
-        canvas_text_fit(c, r, y, 1, LABEL_W - 1, sel ? ROLE_TITLE : ROLE_HEADER_KEY, label,
-                        strlen(label), 0);
-        tl_cell *row = &cells[(size_t)li * (size_t)w];
-        for (int x = 0; x < w;) {
-            if (row[x].ev < 0) {
-                x++;
-                continue;
-            }
-            int run = 1;
-            while (x + run < w && row[x + run].ev == row[x].ev)
-                run++;
-            const ts_event *e = ring_at(ring, (size_t)row[x].ev);
-            int role = row[x].ev == cur ? ROLE_CURSOR : block_role(p->a, e);
-            for (int k = 0; k < run; k++) {
-                const tl_cell *cl = &row[x + k];
-                /* Several ops share the column and none fills half of it: which one "won" says
-                 * nothing, so the column gets the neutral dense glyph (and costs the terminal
-                 * no color changes from one column to the next). */
-                int dense = cl->count > 1 && (double)cl->cover < nspc / 2;
-                if (dense)
-                    canvas_put(c, r, y, x0 + x + k, c->g->dense,
-                               row[x].ev == cur ? ROLE_CURSOR : ROLE_DIM);
-                else
-                    canvas_put(c, r, y, x0 + x + k, k ? ' ' : c->g->edge, role);
-            }
-            if (run >= 3) {
-                const char *name;
-                uint32_t len;
-                short_name(p->a, e, &name, &len);
-                canvas_text_fit(c, r, y, x0 + x + 1, run - 1, role, name, len, 0);
-            }
-            x += run;
-        }
-    }
+    for (int t = 0; t < rows.tracks; t++)
+        draw_track(p, c, r, 2 + rows.steps + lanes_h + t, x0, w, &ring->tracks[t], start, span);
+    for (int li = 0; li < shown; li++)
+        draw_lane(p, c, r, 2 + rows.steps + li, &ring->lanes[v->tl_lane_top + li],
+                  v->tl_lane_top + li == v->tl_lane, &cells[(size_t)li * (size_t)w], w, cur,
+                  (double)span / w);
     if (nl > shown && lanes_h > 0) {
         char more[32];
         snprintf(more, sizeof more, "%d more lanes", nl - shown);

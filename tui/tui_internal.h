@@ -14,6 +14,7 @@
 #include "model.h"
 #include "tui.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -503,6 +504,21 @@ int view_mouse(view *v, const layout *L, const panel_ctx *p, int kind, int y, in
 /* Handles one key. Keys reach the help screen, the search line, the global keys, then the
  * panel on screen (on the overview: the operators table, then the timeline). */
 int view_key(view *v, int key, const panel_ctx *p);
+
+/* How a list of the panels moves under the scroll keys (view_scroll). */
+typedef struct scroll_keys {
+    int page; /* positions PgUp/PgDn move; 0: the list takes no page keys */
+    int last; /* the last position, where End goes; SCROLL_OPEN: no End key, the draw bounds it */
+    int back_in_time; /* 0 is the newest step, on the right: Left, PgUp and Home go back */
+} scroll_keys;
+
+#define SCROLL_OPEN INT_MAX
+
+/* The scroll keys the panels' lists share, applied to *pos: Up/Down a row, PgUp/PgDn a page,
+ * Home to 0 and End to the last (with back_in_time: Right/Left, PgDn/PgUp, End/Home). *pos
+ * stays within 0 and the last (0 when the list is empty). Returns 1 when key is one of them,
+ * else 0 with *pos unchanged. */
+int view_scroll(const scroll_keys *s, int key, int *pos);
 
 /* ---- Panels (panel_*.c) ---------------------------------------------------------------- */
 

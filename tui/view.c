@@ -14,6 +14,31 @@ void view_init(view *v)
     v->tl_follow = 1;
 }
 
+int view_scroll(const scroll_keys *s, int key, int *pos)
+{
+    /* Keys: a row towards 0 and away from it, a page towards and away, then 0 and the last. */
+    static const int keys[2][6] = {{VK_UP, VK_DOWN, VK_PPAGE, VK_NPAGE, VK_HOME, VK_END},
+                                   {VK_RIGHT, VK_LEFT, VK_NPAGE, VK_PPAGE, VK_END, VK_HOME}};
+    const int *k = keys[s->back_in_time != 0];
+    int p = *pos, page = s->page, last = s->last, end = last > 0 ? last : 0;
+    if (key == k[0])
+        p = p > 0 ? p - 1 : 0;
+    else if (key == k[1])
+        p = p < last ? p + 1 : p;
+    else if (page > 0 && key == k[2])
+        p = p > page ? p - page : 0;
+    else if (page > 0 && key == k[3])
+        p = p <= last - page ? p + page : end;
+    else if (key == k[4])
+        p = 0;
+    else if (last != SCROLL_OPEN && key == k[5])
+        p = end;
+    else
+        return 0;
+    *pos = p;
+    return 1;
+}
+
 /* Typing into the operators' search. */
 static int search_key(view *v, int key)
 {
