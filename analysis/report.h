@@ -35,9 +35,9 @@
 typedef void (*report_progress_fn)(void *ctx, double fraction);
 
 typedef struct report_options {
-    const char *out_dir;           /* the report folder; NULL: <run folder>/report */
-    int pretty;                    /* indent the JSON files (the seeds' analyse(pretty=True)) */
-    int write;                     /* 0: analyse only, write nothing (termsight analyse --op) */
+    const char *out_dir; /* the report folder; NULL: <run folder>/report */
+    int pretty;          /* indent the JSON files (analyse(pretty=True) in the Python binding) */
+    int write;           /* 0: analyse only, write nothing (termsight analyse --op) */
     double timeline_limit_mb;      /* MiB of timeline in all; < 0: the recording's
                                       timeline_limit_mb option, else REPORT_TIMELINE_LIMIT_MB */
     uint64_t timeline_split_bytes; /* size below which each timeline file stays; 0: default */
@@ -141,6 +141,14 @@ void *report_json_kernels(const analysis *a, size_t limit);
 /* The step summary: count, source, avg_interval_us ... avg_comm_wait_us, slowest [step,
  * total_us]. */
 void *report_json_steps(const analysis *a);
+/* The CPU summary: samples, the machine's user_pct ... steal_pct, context_switches_per_s,
+ * avg_running, avg_blocked, process_user_pct, process_system_pct, cpus, processes_left_out, and
+ * "processes" (pid, ppid, name, samples, avg_cpu_pct, peak_cpu_pct, last_rss_bytes, ...; the
+ * busiest limit of them, 0: all) with first_us and last_us counted from origin (ns). */
+void *report_json_cpu(const analysis *a, uint64_t origin, size_t limit);
+/* The memory summary: host_samples, host_rss_bytes, host_peak_rss_bytes, "devices" (device,
+ * bytes, peak_bytes). */
+void *report_json_memory(const analysis *a);
 
 /* The job a recording's process was a rank of, from its recorded options (the session's CONFIG
  * job, job_source, host, rank, local_rank, world_size). Texts as recorded (not cleaned). */

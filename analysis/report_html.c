@@ -265,7 +265,7 @@ static void write_steps(FILE *f, const report_picture *p)
         for (int k = 0; k < SPLIT_PARTS; k++)
             used[k] |= p->steps[i].part[k] > 0;
     }
-    used[0] = used[1] = used[3] = 1; /* the seeds' three are always named */
+    used[0] = used[1] = used[3] = 1; /* interval, compute, tail: always named */
     const int w = 1000, h = 220, axis = 56;
     double bw = (double)(w - axis) / (double)p->nsteps;
     fprintf(f,
@@ -385,7 +385,7 @@ static void write_ops(FILE *f, report *r)
     free(rows);
 }
 
-/* The seeds' five shades of usage, empty to full. */
+/* Five shades of usage, empty to full. */
 static const char *shade(double usage)
 {
     static const char *const s[5] = {"#f1f4f9", "#c6d6ef", "#8fb0e3", "#4a7fd6", "#1d4fa3"};

@@ -72,6 +72,9 @@ analysis_loss *report_losses_by_size(const analysis *a, size_t *n);
 void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap);
 /* ns in the run's time: since its origin. */
 int64_t report_rebase(const report *r, uint64_t ns);
+/* A forked child's session: the pid of the process it was forked from (config "parent_pid"),
+ * 0 when there is none or it is out of range. */
+long report_parent_pid(const analysis *a);
 /* The finding about queue q, or NULL. */
 const queue_finding *report_finding_of(const queue_finding *f, size_t nf, uint32_t q);
 
