@@ -7,9 +7,37 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* summary.json's keys that the job report reads back (report_summary_read), named once for the
+ * writer and the reader. */
+#define SK_JOB            "job"
+#define SK_RECORDING      "recording"
+#define SK_TIME           "time"
+#define SK_EVENTS         "events"
+#define SK_STEPS          "steps"
+#define SK_TIMELINE       "timeline"
+#define SK_ID             "id"
+#define SK_HOST           "host"
+#define SK_RANK           "rank"
+#define SK_LOCAL_RANK     "local_rank"
+#define SK_WORLD_SIZE     "world_size"
+#define SK_PROCESS        "process"
+#define SK_PID            "pid"
+#define SK_PARENT_PID     "parent_pid"
+#define SK_START_REALTIME "start_realtime_ns"
+#define SK_START          "start_ns"
+#define SK_BYTES_SKIPPED  "bytes_skipped"
+#define SK_CHUNKS_SKIPPED "chunks_skipped"
+#define SK_ORIGIN         "origin_ns"
+#define SK_LOST           "lost"
+#define SK_BY_KIND        "by_kind"
+#define SK_ENDED          "ended"
+#define SK_AVG_COMM       "avg_comm_us"
+#define SK_LEFT_OUT       "left_out"
 
 int report_json_u64(void *object, const char *key, uint64_t v)
 {
@@ -120,7 +148,7 @@ void *report_json_steps(const analysis *a)
         {"avg_eval_us", ss.avg_eval_ns},
         {"avg_fpbp_us", ss.avg_fpbp_ns},
         {"avg_overlap_compute_us", ss.avg_overlap_compute_ns},
-        {"avg_comm_us", ss.avg_comm_ns},
+        {SK_AVG_COMM, ss.avg_comm_ns},
         {"avg_pure_comm_us", ss.avg_pure_comm_ns},
         {"avg_free_us", ss.avg_free_ns},
         {"avg_gap_us", ss.avg_gap_ns},
@@ -273,31 +301,31 @@ static void json_version(cJSON *root, summary_ctx *c)
 static void json_recording(cJSON *root, summary_ctx *c)
 {
     const report *r = c->r;
-    cJSON *rec = cJSON_AddObjectToObject(root, "recording");
+    cJSON *rec = cJSON_AddObjectToObject(root, SK_RECORDING);
     report_json_text(rec, "path", r->info.recording, strlen(r->info.recording));
     report_json_text(rec, "run_folder", r->run_folder, strlen(r->run_folder));
     if (r->have_meta) {
         char v[32];
         snprintf(v, sizeof v, "%" PRIu32 ".%" PRIu32, r->meta.major, r->meta.minor);
         cJSON_AddStringToObject(rec, "format", v);
-        report_json_text(rec, "process", r->meta.process,
+        report_json_text(rec, SK_PROCESS, r->meta.process,
                          strnlen(r->meta.process, sizeof r->meta.process));
-        cJSON_AddNumberToObject(rec, "pid", r->meta.pid);
-        report_json_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
+        cJSON_AddNumberToObject(rec, SK_PID, r->meta.pid);
+        report_json_text(rec, SK_HOST, r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
         report_json_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
-        report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
-        report_json_u64(rec, "start_ns", r->meta.start_ns);
+        report_json_u64(rec, SK_START_REALTIME, r->meta.start_realtime_ns);
+        report_json_u64(rec, SK_START, r->meta.start_ns);
         /* A forked child's session: the process it was forked from. */
         long ppid = report_parent_pid(r->a);
         if (ppid)
-            cJSON_AddNumberToObject(rec, "parent_pid", (double)ppid);
+            cJSON_AddNumberToObject(rec, SK_PARENT_PID, (double)ppid);
         else
-            cJSON_AddNullToObject(rec, "parent_pid");
+            cJSON_AddNullToObject(rec, SK_PARENT_PID);
     } else {
         cJSON_AddNullToObject(rec, "format");
     }
-    report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
-    report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+    report_json_u64(rec, SK_BYTES_SKIPPED, r->info.skipped_bytes);
+    report_json_u64(rec, SK_CHUNKS_SKIPPED, r->info.bad_chunks);
     /* A recording still being written is read up to its size at the start. */
     report_json_u64(rec, "bytes_read", r->info.read_bytes);
     report_json_u64(rec, "bytes_grown", r->info.grown_bytes);
@@ -308,18 +336,18 @@ static void json_job(cJSON *root, summary_ctx *c)
 {
     report_job job;
     if (!report_job_of(c->r->a, &job)) {
-        cJSON_AddNullToObject(root, "job");
+        cJSON_AddNullToObject(root, SK_JOB);
         return;
     }
-    cJSON *jo = cJSON_AddObjectToObject(root, "job");
-    report_json_text(jo, "id", job.id, strlen(job.id));
+    cJSON *jo = cJSON_AddObjectToObject(root, SK_JOB);
+    report_json_text(jo, SK_ID, job.id, strlen(job.id));
     report_json_text(jo, "source", job.source, strlen(job.source));
-    report_json_text(jo, "host", job.host, strlen(job.host));
+    report_json_text(jo, SK_HOST, job.host, strlen(job.host));
     const struct {
         const char *key;
         long value;
     } ranks[] = {
-        {"rank", job.rank}, {"local_rank", job.local_rank}, {"world_size", job.world_size}};
+        {SK_RANK, job.rank}, {SK_LOCAL_RANK, job.local_rank}, {SK_WORLD_SIZE, job.world_size}};
     for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
         if (ranks[i].value >= 0)
             cJSON_AddNumberToObject(jo, ranks[i].key, (double)ranks[i].value);
@@ -332,9 +360,9 @@ static void json_time(cJSON *root, summary_ctx *c)
 {
     const report *r = c->r;
     const analysis_totals *t = analysis_totals_of(r->a);
-    cJSON *tm = cJSON_AddObjectToObject(root, "time");
+    cJSON *tm = cJSON_AddObjectToObject(root, SK_TIME);
     int any = t->first_ns != UINT64_MAX;
-    report_json_u64(tm, "origin_ns", r->origin);
+    report_json_u64(tm, SK_ORIGIN, r->origin);
     cJSON_AddNumberToObject(tm, "first_us", any ? us_of((double)report_rebase(r, t->first_ns)) : 0);
     cJSON_AddNumberToObject(tm, "last_us", any ? us_of((double)report_rebase(r, t->last_ns)) : 0);
     cJSON_AddNumberToObject(
@@ -367,12 +395,12 @@ static void json_events(cJSON *root, summary_ctx *c)
 {
     const analysis *a = c->r->a;
     const analysis_totals *t = analysis_totals_of(a);
-    cJSON *evs = cJSON_AddObjectToObject(root, "events");
+    cJSON *evs = cJSON_AddObjectToObject(root, SK_EVENTS);
     report_json_u64(evs, "total", t->events);
-    cJSON *bk = cJSON_AddObjectToObject(evs, "by_kind");
+    cJSON *bk = cJSON_AddObjectToObject(evs, SK_BY_KIND);
     for (uint32_t k = 0; k < TS_KIND__COUNT; k++)
         report_json_u64(bk, k ? event_kind_name(k) : "unknown", t->by_kind[k]);
-    report_json_u64(evs, "lost", t->lost);
+    report_json_u64(evs, SK_LOST, t->lost);
     cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
     for (uint32_t k = 1; k < 5; k++)
         report_json_u64(lr, report_lost_reason_name(k), t->lost_by_reason[k]);
@@ -382,7 +410,7 @@ static void json_events(cJSON *root, summary_ctx *c)
     /* How the recording ended when it did not end as it should: null when it did. */
     const char *ended = analysis_config_value(a, "ended");
     const char *record_error = analysis_config_value(a, "record_error");
-    cJSON_AddItemToObject(evs, "ended", ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
+    cJSON_AddItemToObject(evs, SK_ENDED, ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
     cJSON_AddItemToObject(evs, "record_error",
                           record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
     /* A flight-recorder snapshot says why it was taken: null for a recording. */
@@ -403,7 +431,7 @@ static void json_steps(cJSON *root, summary_ctx *c)
     /* Operator ranges step_ops.csv left out (past the bound of those waiting for their step). */
     if (steps)
         report_json_u64(steps, "step_ops_dropped", stepops_dropped(c->r->so));
-    cJSON_AddItemToObject(root, "steps", steps);
+    cJSON_AddItemToObject(root, SK_STEPS, steps);
 }
 
 static void json_ops(cJSON *root, summary_ctx *c)
@@ -510,11 +538,11 @@ static void json_advice(cJSON *root, summary_ctx *c)
 static void json_timeline(cJSON *root, summary_ctx *c)
 {
     const report_info *in = &c->r->info;
-    cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
+    cJSON *tl = cJSON_AddObjectToObject(root, SK_TIMELINE);
     report_json_u64(tl, "limit_bytes", in->timeline_limit_bytes);
     cJSON_AddNumberToObject(tl, "files", in->timeline_files);
     report_json_u64(tl, "events", in->timeline_events);
-    report_json_u64(tl, "left_out", in->timeline_left_out);
+    report_json_u64(tl, SK_LEFT_OUT, in->timeline_left_out);
     report_json_u64(tl, "moved_to_overlap_tracks", in->timeline_moved);
     report_json_u64(tl, "dropped_overlapping", in->timeline_dropped);
     report_json_u64(tl, "bytes", in->timeline_bytes);
@@ -568,5 +596,97 @@ int report_json_write_summary(report *r, const queue_finding *qf, size_t nqf, co
         report_file_close(r, f, "summary.json");
     }
     free(text);
+    return 0;
+}
+
+/* ---- Reading a rank's summary.json back ------------------------------------------------- */
+
+static double num(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static void text(const cJSON *o, const char *key, char *out, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static long index_of(const cJSON *o, const char *key)
+{
+    double v = num(o, key, -1);
+    return v >= 0 && v <= INT32_MAX && v == floor(v) ? (long)v : -1;
+}
+
+/* The whole of FOLDER/report/summary.json, NUL-terminated (malloc'd), or NULL with why. */
+static char *summary_text(const char *folder, uint64_t max, char *why, size_t cap)
+{
+    char opened[480];
+    uint64_t size = 0;
+    FILE *f = report_file_read(folder, "summary.json", max, &size, opened, sizeof opened);
+    if (!f) {
+        if (errno == ENOENT)
+            snprintf(why, cap, "no report (%s)", opened);
+        else
+            snprintf(why, cap, "%s", opened);
+        return NULL;
+    }
+    char *buf = malloc((size_t)size + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
+    if (buf)
+        buf[got] = 0;
+    else
+        snprintf(why, cap, "%s/summary.json: out of memory", REPORT_DIR);
+    fclose(f);
+    return buf;
+}
+
+int report_summary_read(const char *folder, uint64_t max, report_summary *s, char *why, size_t cap)
+{
+    memset(s, 0, sizeof *s);
+    s->rank = s->local_rank = s->world_size = -1;
+    char *t = summary_text(folder, max, why, cap);
+    if (!t)
+        return -1;
+    cJSON *root = cJSON_Parse(t);
+    free(t);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(why, cap, "its %s/summary.json is not a report summary", REPORT_DIR);
+        return -1;
+    }
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(root, SK_JOB);
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, SK_RECORDING);
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, SK_TIME);
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, SK_EVENTS);
+    if (cJSON_IsObject(job)) {
+        text(job, SK_ID, s->job, sizeof s->job);
+        text(job, SK_HOST, s->host, sizeof s->host);
+        s->rank = index_of(job, SK_RANK);
+        s->local_rank = index_of(job, SK_LOCAL_RANK);
+        s->world_size = index_of(job, SK_WORLD_SIZE);
+    }
+    text(rec, SK_PROCESS, s->process, sizeof s->process);
+    if (!s->host[0])
+        text(rec, SK_HOST, s->host, sizeof s->host);
+    s->pid = (long)num(rec, SK_PID, -1);
+    s->parent_pid = (long)num(rec, SK_PARENT_PID, 0);
+    /* Wall clock of the origin: the session's start on the wall clock, plus how far the origin
+     * lies from the start on the collector's clock. */
+    double wall = num(rec, SK_START_REALTIME, 0), start = num(rec, SK_START, 0),
+           origin = num(tm, SK_ORIGIN, start);
+    s->origin_wall_us = (wall + (origin - start)) / 1000.0;
+    s->bytes_skipped = num(rec, SK_BYTES_SKIPPED, 0);
+    s->chunks_skipped = num(rec, SK_CHUNKS_SKIPPED, 0);
+    s->lost = num(ev, SK_LOST, 0);
+    s->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, SK_STEPS), SK_AVG_COMM, 0);
+    s->timeline_left_out =
+        (uint64_t)num(cJSON_GetObjectItemCaseSensitive(root, SK_TIMELINE), SK_LEFT_OUT, 0);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(ev, SK_BY_KIND);
+    text(ev, SK_ENDED, s->ended, sizeof s->ended);
+    s->unfinished = num(kinds, event_kind_name(TS_KIND_COLLECT_START), 0) >
+                    num(kinds, event_kind_name(TS_KIND_COLLECT_STOP), 0);
+    cJSON_Delete(root);
     return 0;
 }
