@@ -40,7 +40,8 @@ static int by_lost(const void *x, const void *y)
     return a->lost < b->lost ? 1 : a->lost > b->lost ? -1 : 0;
 }
 
-analysis_loss *report_losses_by_size(const analysis *a, size_t *n)
+/* The analysis's loss rows, most lost first: malloc'd (NULL when none), *n of them. */
+static analysis_loss *losses_by_size(const analysis *a, size_t *n)
 {
     const analysis_loss *rows;
     *n = analysis_losses(a, &rows);
@@ -54,7 +55,9 @@ analysis_loss *report_losses_by_size(const analysis *a, size_t *n)
     return c;
 }
 
-void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap)
+/* One loss row as a sentence ("window 1, thread 812 (worker): 1234 events lost ..."), its
+ * names cleaned, into buf. */
+static void loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap)
 {
     static const char *const why[] = {"for a reason not known", "its lane was full",
                                       "no lane was free", "the recording could not be written",
@@ -74,6 +77,24 @@ void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t
     snprintf(buf, cap, "window %u, %s: %llu events lost (%s), from %.3f s%s", l->window, who,
              (unsigned long long)l->lost, why[l->reason < 5 ? l->reason : 0],
              (double)report_rebase(r, l->first_ns) / 1e9, rate);
+}
+
+size_t report_loss_lines(const report *r, void (*line)(void *ctx, const char *text), void *ctx)
+{
+    size_t nl;
+    analysis_loss *rows = losses_by_size(r->a, &nl);
+    char text[512];
+    for (size_t i = 0; i < nl && i < REPORT_LOSSES_SHOWN; i++) {
+        loss_text(r, &rows[i], text, sizeof text);
+        line(ctx, text);
+    }
+    if (nl > REPORT_LOSSES_SHOWN) {
+        snprintf(text, sizeof text, "and %zu more (summary.json lists them all)",
+                 nl - REPORT_LOSSES_SHOWN);
+        line(ctx, text);
+    }
+    free(rows);
+    return nl;
 }
 
 void report_options_init(report_options *o)

@@ -79,6 +79,11 @@ static void print_children(const analysis *a, FILE *out, scratch *sc)
     free(rows);
 }
 
+static void print_loss_line(void *out, const char *text)
+{
+    fprintf(out, "            %s\n", text);
+}
+
 /* A section of report.txt and of the short summary (brief): what it prints for r. */
 typedef void (*text_section)(const report *r, FILE *out, int brief, scratch *sc);
 
@@ -99,17 +104,7 @@ static void text_events(const report *r, FILE *out, int brief, scratch *sc)
     fprintf(out, "lost:       %" PRIu64 " events were lost by the profiler: results are partial\n",
             t->lost);
     /* As LTTng-UST says what it discarded: per window and thread, the largest first. */
-    size_t nl;
-    analysis_loss *rows = report_losses_by_size(r->a, &nl);
-    enum { SHOWN = 10 };
-    char line[512];
-    for (size_t i = 0; i < nl && i < SHOWN; i++) {
-        report_loss_text(r, &rows[i], line, sizeof line);
-        fprintf(out, "            %s\n", line);
-    }
-    if (nl > SHOWN)
-        fprintf(out, "            and %zu more (summary.json lists them all)\n", nl - SHOWN);
-    free(rows);
+    report_loss_lines(r, print_loss_line, out);
 }
 
 /* How the recording ended when it did not end as it should, and what it could not read. */

@@ -346,6 +346,49 @@ START_TEST(test_losses)
 END_TEST
 
 /* Past ANALYSIS_LOSS_ROWS rows, the rest add up in one more row of no thread. */
+/* Twelve threads each losing events, thread t losing t + 1: more than report.txt and
+ * report.html list. */
+static void build_many_losses(golden *g)
+{
+    golden_init(g);
+    golden_op(g, 100, "op", NULL, 1000, 1100, 1);
+    for (uint32_t t = 1; t <= 12; t++) {
+        ts_event *e = golden_instant(g, TS_KIND_LOST, 100 + t, 2000 + t);
+        e->aux = TS_LOST_LANE_FULL;
+        e->v0 = t + 1;
+    }
+}
+
+/* report.txt and report.html list the ten largest losses, then how many more summary.json has;
+ * summary.json has them all. */
+START_TEST(test_losses_listed_ten)
+{
+    char *tmp, *dir;
+    report *r = report_golden(build_many_losses, &tmp, &dir, NULL);
+    cJSON *j = json_read(dir, "summary.json");
+    ck_assert_int_eq(cJSON_GetArraySize(jget(j, "events.losses")), 12);
+    cJSON_Delete(j);
+    char *p = path_join(dir, "report.txt");
+    char *text = slurp(p, NULL);
+    ck_assert_msg(strstr(text, "\n            window 0, thread 112: 13 events lost"),
+                  "report.txt:\n%s", text);
+    ck_assert_msg(strstr(text, "\n            window 0, thread 103: 4 events lost"),
+                  "report.txt:\n%s", text);
+    ck_assert_msg(!strstr(text, "thread 102:"), "report.txt lists an eleventh:\n%s", text);
+    ck_assert_msg(strstr(text, "\n            and 2 more (summary.json lists them all)\n"),
+                  "report.txt:\n%s", text);
+    free(text);
+    free(p);
+    p = path_join(dir, "report.html");
+    text = slurp(p, NULL);
+    ck_assert_msg(strstr(text, "<ul class=\"advice\">\n<li>window 0, thread 112: 13 events lost"),
+                  "report.html lacks the losses");
+    ck_assert_msg(strstr(text, "<li>and 2 more (summary.json lists them all)</li>\n</ul>\n"),
+                  "report.html lacks the count of the others");
+    report_done(r, text, p, dir, tmp);
+}
+END_TEST
+
 START_TEST(test_loss_rows_bounded)
 {
     analysis *a = analysis_create(NULL, NULL, NULL);
@@ -409,6 +452,7 @@ static Suite *report_summary_suite(void)
     tcase_add_test(tc, test_json_integers);
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_losses);
+    tcase_add_test(tc, test_losses_listed_ten);
     tcase_add_test(tc, test_loss_rows_bounded);
     tcase_add_test(tc, test_child_rows);
     tcase_add_test(tc, test_pretty_and_analyse_only);
