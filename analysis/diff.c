@@ -26,8 +26,9 @@
 enum { PH_STEP, PH_INTERVAL, PH_COMPUTE, PH_WAIT, PH_TAIL, PH_EVAL, N_PHASES };
 static const char *const phase_name[N_PHASES] = {"step",      "interval", "compute",
                                                  "comm_wait", "tail",     "eval"};
-static const char *const phase_col[N_PHASES] = {"total_us",     "interval_us", "compute_us",
-                                                "comm_wait_us", "tail_us",     "eval_us"};
+/* Each phase's column of step_trace.csv. */
+static const int phase_col[N_PHASES] = {STEP_COL_TOTAL,     STEP_COL_INTERVAL, STEP_COL_COMPUTE,
+                                        STEP_COL_COMM_WAIT, STEP_COL_TAIL,     STEP_COL_EVAL};
 
 typedef struct series {
     char *name, *type; /* type: operators only */
@@ -162,45 +163,33 @@ static double number(char **field, size_t nf, int col)
 static int load_trace(side *s, rank_steps *r, size_t *caps, size_t skip, char **cause)
 {
     char why[512];
-    uint64_t size, long_lines = 0;
-    FILE *f =
-        report_file_read(r->folder, "step_trace.csv", MAX_TRACE_BYTES, &size, why, sizeof why);
-    if (!f)
+    uint64_t long_lines = 0;
+    report_step_reader sr;
+    if (report_step_trace_open(&sr, r->folder, MAX_TRACE_BYTES, &long_lines, why, sizeof why) < 0)
         return fail(cause, "%s: %s%s", r->folder, why,
                     errno == ENOENT ? " (run termsight analyse on it first)" : "");
-    char *line = NULL, *field[64];
-    size_t lcap = 0, nf = 0, seen = 0;
-    int col[N_PHASES], step_col = -1, rc = 0;
-    if (report_read_line(f, &line, &lcap, &long_lines) > 0)
-        nf = report_csv_split(line, field, 64);
-    step_col = column(field, nf, "step");
-    for (int k = 0; k < N_PHASES; k++)
-        col[k] = nf ? column(field, nf, phase_col[k]) : -1;
-    if (step_col < 0 || col[PH_STEP] < 0) {
-        rc = fail(cause, "%s: its %s/step_trace.csv has no step or total_us column", r->folder,
-                  REPORT_DIR);
-        goto done;
-    }
+    size_t seen = 0;
+    int rc = 0;
     if (index_map_init(&r->by_step, 1024) < 0) {
         rc = fail(cause, "out of memory");
         goto done;
     }
     r->base = s->info.samples;
-    while (report_read_line(f, &line, &lcap, &long_lines) > 0) {
-        nf = report_csv_split(line, field, 64);
-        double step = number(field, nf, step_col), total = number(field, nf, col[PH_STEP]);
-        if (step < 0 || total < 0 || step != floor(step) || seen++ < skip)
+    double v[STEP_COL__COUNT];
+    while (report_step_trace_next(&sr, v)) {
+        if (seen++ < skip)
             continue;
         int inserted = 0;
-        if (index_map_get(&r->by_step, (uint64_t)step, (uint32_t)r->n, &inserted) == UINT32_MAX) {
+        if (index_map_get(&r->by_step, (uint64_t)v[STEP_COL_STEP], (uint32_t)r->n, &inserted) ==
+            UINT32_MAX) {
             rc = fail(cause, "out of memory");
             goto done;
         }
         if (!inserted)
             continue; /* a step number twice: the first row counts */
         for (int k = 0; k < N_PHASES; k++) {
-            double v = number(field, nf, col[k]);
-            if (series_push(&s->phase[k], &caps[k], v < 0 ? 0 : v) < 0) {
+            double x = v[phase_col[k]];
+            if (series_push(&s->phase[k], &caps[k], x < 0 ? 0 : x) < 0) {
                 rc = fail(cause, "out of memory");
                 goto done;
             }
@@ -209,8 +198,7 @@ static int load_trace(side *s, rank_steps *r, size_t *caps, size_t skip, char **
         s->info.samples++;
     }
 done:
-    free(line);
-    fclose(f);
+    report_step_trace_close(&sr);
     return rc;
 }
 

@@ -223,98 +223,29 @@ static void warn(job_report *j, const char *fmt, ...)
     free(line);
 }
 
-static double num(const cJSON *o, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-static void text(const cJSON *o, const char *key, char *out, size_t cap)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
-}
-
-static long index_of(const cJSON *o, const char *key)
-{
-    double v = num(o, key, -1);
-    return v >= 0 && v <= INT32_MAX && v == floor(v) ? (long)v : -1;
-}
-
-/* The whole of the rank's summary.json, NUL-terminated (malloc'd), or NULL with why. */
-static char *read_summary(const char *folder, char *why, size_t cap)
-{
-    char opened[480];
-    uint64_t size = 0;
-    FILE *f =
-        report_file_read(folder, "summary.json", MAX_SUMMARY_BYTES, &size, opened, sizeof opened);
-    if (!f) {
-        if (errno == ENOENT)
-            snprintf(why, cap, "no report (%s)", opened);
-        else
-            snprintf(why, cap, "%s", opened);
-        return NULL;
-    }
-    char *buf = malloc((size_t)size + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    if (buf)
-        buf[got] = 0;
-    else
-        snprintf(why, cap, "%s/summary.json: out of memory", REPORT_DIR);
-    fclose(f);
-    return buf;
-}
-
 /* Reads the rank's summary.json: 0, or -1 with why. */
 static int load_summary(rank_in *r, char *why, size_t cap)
 {
     r->state = "unknown";
-    char *s = read_summary(r->folder, why, cap);
-    if (!s)
+    report_summary s;
+    if (report_summary_read(r->folder, MAX_SUMMARY_BYTES, &s, why, cap) < 0)
         return -1;
-    cJSON *root = cJSON_Parse(s);
-    free(s);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        snprintf(why, cap, "its %s/summary.json is not a report summary", REPORT_DIR);
-        return -1;
-    }
-    const cJSON *job = cJSON_GetObjectItemCaseSensitive(root, "job");
-    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, "recording");
-    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, "time");
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "events");
-    r->rank = r->local_rank = r->world_size = -1;
-    if (cJSON_IsObject(job)) {
-        text(job, "id", r->job, sizeof r->job);
-        text(job, "host", r->host, sizeof r->host);
-        r->rank = index_of(job, "rank");
-        r->local_rank = index_of(job, "local_rank");
-        r->world_size = index_of(job, "world_size");
-    }
-    text(rec, "process", r->process, sizeof r->process);
-    if (!r->host[0])
-        text(rec, "host", r->host, sizeof r->host);
-    r->pid = (long)num(rec, "pid", -1);
-    r->parent_pid = (long)num(rec, "parent_pid", 0);
-    /* Wall clock of the origin: the session's start on the wall clock, plus how far the origin
-     * lies from the start on the collector's clock. */
-    double wall = num(rec, "start_realtime_ns", 0), start = num(rec, "start_ns", 0),
-           origin = num(tm, "origin_ns", start);
-    r->origin_wall_us = (wall + (origin - start)) / 1000.0;
-    r->bytes_skipped = num(rec, "bytes_skipped", 0);
-    r->chunks_skipped = num(rec, "chunks_skipped", 0);
-    r->lost = num(ev, "lost", 0);
-    r->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, "steps"), "avg_comm_us", 0);
-    r->tl_left_out =
-        (uint64_t)num(cJSON_GetObjectItemCaseSensitive(root, "timeline"), "left_out", 0);
-    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(ev, "by_kind");
-    char ended[64];
-    text(ev, "ended", ended, sizeof ended);
-    text_clean(ended, strlen(ended), r->ended_why, 0);
-    r->state = r->ended_why[0]                                                  ? "ended"
-               : num(kinds, "collect_start", 0) > num(kinds, "collect_stop", 0) ? "unfinished"
-                                                                                : "finished";
-    cJSON_Delete(root);
+    memcpy(r->job, s.job, sizeof r->job);
+    memcpy(r->host, s.host, sizeof r->host);
+    memcpy(r->process, s.process, sizeof r->process);
+    r->rank = s.rank;
+    r->local_rank = s.local_rank;
+    r->world_size = s.world_size;
+    r->pid = s.pid;
+    r->parent_pid = s.parent_pid;
+    r->origin_wall_us = s.origin_wall_us;
+    r->bytes_skipped = s.bytes_skipped;
+    r->chunks_skipped = s.chunks_skipped;
+    r->lost = s.lost;
+    r->avg_comm_us = s.avg_comm_us;
+    r->tl_left_out = s.timeline_left_out;
+    text_clean(s.ended, strlen(s.ended), r->ended_why, 0);
+    r->state = r->ended_why[0] ? "ended" : s.unfinished ? "unfinished" : "finished";
     return 0;
 }
 
@@ -352,23 +283,6 @@ static void csv_text(FILE *f, const char *text, size_t cap)
     report_csv_field(f, c);
     free(c);
 }
-
-enum {
-    C_STEP,
-    C_TOTAL,
-    C_INTERVAL,
-    C_FPBP,
-    C_TAIL,
-    C_COMPUTE,
-    C_WAIT,
-    C_EVAL,
-    C_BEGIN,
-    C_END,
-    N_COLS
-};
-static const char *const col_names[N_COLS] = {"step",     "total_us",   "interval_us",  "fpbp_us",
-                                              "tail_us",  "compute_us", "comm_wait_us", "eval_us",
-                                              "begin_us", "end_us"};
 
 /* Per step number: the slowest and fastest rank by busy time. */
 typedef struct step_agg {
@@ -424,82 +338,52 @@ static void merge_free(merge *m)
  * aggregates. 0, or -1 with why. */
 static int load_steps(merge *m, rank_in *r, char *why, size_t cap)
 {
-    uint64_t size;
-    FILE *f = report_file_read(r->folder, "step_trace.csv", MAX_STEP_TRACE_BYTES, &size, why, cap);
-    if (!f)
+    report_step_reader sr;
+    if (report_step_trace_open(&sr, r->folder, MAX_STEP_TRACE_BYTES, &m->j->long_lines, why, cap) <
+        0)
         return -1;
-    char *line = NULL;
-    size_t lcap = 0;
-    int col[N_COLS];
-    for (int k = 0; k < N_COLS; k++)
-        col[k] = -1;
-    char *field[64];
-    if (report_read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
-        size_t nf = report_csv_split(line, field, 64);
-        for (size_t i = 0; i < nf; i++)
-            for (int k = 0; k < N_COLS; k++)
-                if (!strcmp(field[i], col_names[k]))
-                    col[k] = (int)i;
-    }
-    if (col[C_STEP] < 0 || col[C_TOTAL] < 0) {
-        free(line);
-        fclose(f);
-        snprintf(why, cap, "its %s/step_trace.csv has no step or total_us column", REPORT_DIR);
-        return -1;
-    }
-    r->have_wait = col[C_WAIT] >= 0 && r->avg_comm_us > 0;
-    while (report_read_line(f, &line, &lcap, &m->j->long_lines) > 0) {
-        size_t nf = report_csv_split(line, field, 64);
-        /* A value that does not parse is 0; a row whose step or total does not parse is
-         * skipped. */
-        double v[N_COLS] = {0};
-        int ok = 1;
-        for (int k = 0; k < N_COLS; k++) {
-            if (col[k] < 0 || (size_t)col[k] >= nf)
-                continue;
-            char *end;
-            v[k] = strtod(field[col[k]], &end);
-            if (end != field[col[k]] && !*end && v[k] >= 0 && v[k] <= 1e15)
-                continue;
-            v[k] = 0;
-            if (k == C_STEP || k == C_TOTAL)
-                ok = 0;
-        }
-        if (!ok || v[C_STEP] != floor(v[C_STEP]))
-            continue;
-        double compute = col[C_COMPUTE] >= 0 ? v[C_COMPUTE] : fmax(0, v[C_FPBP] - v[C_WAIT]);
-        double busy = fmax(0, v[C_TOTAL] - v[C_WAIT]);
+    const int *col = sr.col;
+    r->have_wait = col[STEP_COL_COMM_WAIT] >= 0 && r->avg_comm_us > 0;
+    double v[STEP_COL__COUNT];
+    while (report_step_trace_next(&sr, v)) {
+        /* A value that is not a number is 0 (the reader skips rows whose step or total is not). */
+        for (int k = 0; k < STEP_COL__COUNT; k++)
+            v[k] = fmax(v[k], 0);
+        double wait = v[STEP_COL_COMM_WAIT], total = v[STEP_COL_TOTAL];
+        double compute =
+            col[STEP_COL_COMPUTE] >= 0 ? v[STEP_COL_COMPUTE] : fmax(0, v[STEP_COL_FPBP] - wait);
+        double busy = fmax(0, total - wait);
+        uint64_t step = (uint64_t)v[STEP_COL_STEP];
         r->steps++;
-        if ((uint64_t)v[C_STEP] > r->last_step)
-            r->last_step = (uint64_t)v[C_STEP];
-        r->sum_total += v[C_TOTAL];
-        r->sum_interval += v[C_INTERVAL];
-        r->sum_fpbp += v[C_FPBP];
-        r->sum_tail += v[C_TAIL];
+        if (step > r->last_step)
+            r->last_step = step;
+        r->sum_total += total;
+        r->sum_interval += v[STEP_COL_INTERVAL];
+        r->sum_fpbp += v[STEP_COL_FPBP];
+        r->sum_tail += v[STEP_COL_TAIL];
         r->sum_compute += compute;
-        r->sum_wait += v[C_WAIT];
-        r->sum_eval += v[C_EVAL];
-        if (col[C_BEGIN] >= 0 && col[C_END] >= 0)
+        r->sum_wait += wait;
+        r->sum_eval += v[STEP_COL_EVAL];
+        if (col[STEP_COL_BEGIN] >= 0 && col[STEP_COL_END] >= 0)
             step_spans_add(&r->spans, &r->nspans, &r->cap_spans,
-                           (step_span){(uint64_t)v[C_STEP], llround(v[C_BEGIN] * 1000),
-                                       llround(v[C_END] * 1000)});
+                           (step_span){step, llround(v[STEP_COL_BEGIN] * 1000),
+                                       llround(v[STEP_COL_END] * 1000)});
         if (m->trace)
-            fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", v[C_STEP],
-                    r->rank, v[C_TOTAL], v[C_INTERVAL], v[C_FPBP], compute, v[C_WAIT], v[C_TAIL],
-                    v[C_EVAL], busy);
-        step_agg *a = agg_at(m, (uint64_t)v[C_STEP]);
+            fprintf(m->trace, "%.0f,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+                    v[STEP_COL_STEP], r->rank, total, v[STEP_COL_INTERVAL], v[STEP_COL_FPBP],
+                    compute, wait, v[STEP_COL_TAIL], v[STEP_COL_EVAL], busy);
+        step_agg *a = agg_at(m, step);
         if (!a)
             continue;
         if (!a->ranks || busy > a->max_busy)
             a->max_busy = busy, a->slowest = (uint32_t)r->rank;
         if (!a->ranks || busy < a->min_busy)
             a->min_busy = busy, a->fastest = (uint32_t)r->rank;
-        if (v[C_TOTAL] > a->max_total)
-            a->max_total = v[C_TOTAL];
+        if (total > a->max_total)
+            a->max_total = total;
         a->ranks++;
     }
-    free(line);
-    fclose(f);
+    report_step_trace_close(&sr);
     return 0;
 }
 

@@ -137,33 +137,41 @@ uint32_t names_op_key(analysis *a, uint32_t name)
     return id != TS_STR_NONE ? id : name;
 }
 
+/* An op's type when it needs no lookup (the type it carries, or the name itself when no type
+ * can be derived from it): 1 with *id. Else 0 with the derived type's bytes in *s, *n. */
+static int type_known(const analysis *a, uint32_t name, uint32_t type, uint32_t *id, const char **s,
+                      uint32_t *n)
+{
+    *id = type != TS_STR_NONE ? type : name;
+    if (type != TS_STR_NONE)
+        return 1;
+    uint32_t len;
+    const char *p = analysis_raw_name(a, name, &len);
+    if (!p)
+        return 1;
+    uint32_t off;
+    *n = derive_type(p, opname_key_length(p, len), &off);
+    *s = p + off;
+    return off == 0 && *n == len;
+}
+
 uint32_t names_op_type(analysis *a, uint32_t name, uint32_t type)
 {
-    if (type != TS_STR_NONE)
-        return type;
-    uint32_t len;
-    const char *s = analysis_raw_name(a, name, &len);
-    if (!s)
-        return name;
-    uint32_t off, n = derive_type(s, opname_key_length(s, len), &off);
-    if (off == 0 && n == len)
-        return name;
-    uint32_t id = analysis_local_name(a, s + off, n);
+    const char *s;
+    uint32_t id, n;
+    if (type_known(a, name, type, &id, &s, &n))
+        return id;
+    id = analysis_local_name(a, s, n);
     return id != TS_STR_NONE ? id : name;
 }
 
 uint32_t analysis_op_type_of(const analysis *a, uint32_t name, uint32_t type)
 {
-    if (type != TS_STR_NONE)
-        return type;
-    uint32_t len;
-    const char *s = analysis_raw_name(a, name, &len);
-    if (!s)
-        return name;
-    uint32_t off, n = derive_type(s, opname_key_length(s, len), &off);
-    if (off == 0 && n == len)
-        return name;
-    uint32_t id = analysis_local_find(a, s + off, n);
+    const char *s;
+    uint32_t id, n;
+    if (type_known(a, name, type, &id, &s, &n))
+        return id;
+    id = analysis_local_find(a, s, n);
     return id != TS_STR_NONE ? id : name;
 }
 

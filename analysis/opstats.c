@@ -16,6 +16,7 @@
  * that ops and their kernels never count the same work twice). */
 #include "analysis_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -388,6 +389,7 @@ typedef struct op_sort_row {
     const analysis *a;
     enum op_sort sort;
 } op_sort_row;
+_Static_assert(offsetof(op_sort_row, s) == 0, "sort_limit_copy copies the statistics first");
 
 static int cmp_op_rows(const void *pa, const void *pb)
 {
@@ -437,16 +439,36 @@ static uint32_t find_type(const opstats *st, const analysis *a, uint32_t id)
     return UINT32_MAX;
 }
 
-static int matches(const analysis *a, const op_stat *s, const char *search)
+/* A query's search (a case-insensitive substring) against a row's two names: an op's name and
+ * type, a kernel's name and op (0: none). Every row matches no search. */
+static int matches(const analysis *a, const char *search, uint32_t name, uint32_t other)
 {
     if (!search || !*search)
         return 1;
     uint32_t len;
-    const char *n = analysis_name(a, s->name, &len);
+    const char *n = analysis_name(a, name, &len);
     if (names_contains(n, len, search))
         return 1;
-    n = analysis_name(a, s->type, &len);
-    return names_contains(n, len, search);
+    n = other ? analysis_name(a, other, &len) : NULL;
+    return n && names_contains(n, len, search);
+}
+
+/* The *n kept rows of a query (row_size bytes each, the statistics of stat_size bytes first)
+ * sorted by cmp, the first limit of them (0: all) copied out: malloc'd, NULL (and *n 0) when
+ * none or out of memory. sr is freed. */
+static void *sort_limit_copy(void *sr, size_t *n, size_t row_size,
+                             int (*cmp)(const void *, const void *), size_t limit, size_t stat_size)
+{
+    qsort(sr, *n, row_size, cmp);
+    if (limit && *n > limit)
+        *n = limit;
+    char *o = *n ? malloc(*n * stat_size) : NULL;
+    for (size_t i = 0; o && i < *n; i++)
+        memcpy(o + i * stat_size, (const char *)sr + i * row_size, stat_size);
+    free(sr);
+    if (!o)
+        *n = 0;
+    return o;
 }
 
 static void add_into(op_stat *t, const op_row *o)
@@ -497,23 +519,16 @@ size_t analysis_ops(const analysis *a, const op_query *q, op_stat **rows)
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t t = q->by_type ? (uint32_t)i : st->ops[i].type_index;
-        if (!sr[i].s.count || (want != UINT32_MAX && t != want) || !matches(a, &sr[i].s, q->search))
+        if (!sr[i].s.count || (want != UINT32_MAX && t != want) ||
+            !matches(a, q->search, sr[i].s.name, sr[i].s.type))
             continue;
         sr[i].s.share = st->self_total ? (double)sr[i].s.self_ns / (double)st->self_total : 0;
         sr[i].a = a;
         sr[i].sort = q->sort;
         sr[kept++] = sr[i];
     }
-    qsort(sr, kept, sizeof *sr, cmp_op_rows);
-    if (q->limit && kept > q->limit)
-        kept = q->limit;
-    op_stat *out = kept ? malloc(kept * sizeof *out) : NULL;
-    if (out)
-        for (size_t i = 0; i < kept; i++)
-            out[i] = sr[i].s;
-    free(sr);
-    *rows = out;
-    return out ? kept : 0;
+    *rows = sort_limit_copy(sr, &kept, sizeof *sr, cmp_op_rows, q->limit, sizeof **rows);
+    return kept;
 }
 
 uint32_t analysis_op_type(const analysis *a, const char *type)
@@ -542,6 +557,7 @@ typedef struct kernel_sort_row {
     const analysis *a;
     enum op_sort sort;
 } kernel_sort_row;
+_Static_assert(offsetof(kernel_sort_row, s) == 0, "sort_limit_copy copies the statistics first");
 
 static uint64_t kernel_avg(const kernel_stat *k)
 {
@@ -574,18 +590,6 @@ static int cmp_kernel_rows(const void *pa, const void *pb)
     return c;
 }
 
-static int kernel_matches(const analysis *a, const kernel_stat *k, const char *search)
-{
-    if (!search || !*search)
-        return 1;
-    uint32_t len;
-    const char *n = analysis_name(a, k->name, &len);
-    if (names_contains(n, len, search))
-        return 1;
-    n = k->op ? analysis_name(a, k->op, &len) : NULL;
-    return n && names_contains(n, len, search);
-}
-
 size_t analysis_kernels_query(const analysis *a, const op_query *q, kernel_stat **rows)
 {
     *rows = NULL;
@@ -605,19 +609,11 @@ size_t analysis_kernels_query(const analysis *a, const op_query *q, kernel_stat 
                          .min_ns = k->t.min_ns,
                          .max_ns = k->t.max_ns,
                          .comm = k->comm};
-        if (kernel_matches(a, &s, q->search))
+        if (matches(a, q->search, s.name, s.op))
             sr[n++] = (kernel_sort_row){.s = s, .a = a, .sort = q->sort};
     }
-    qsort(sr, n, sizeof *sr, cmp_kernel_rows);
-    if (q->limit && q->limit < n)
-        n = q->limit;
-    kernel_stat *out = n ? malloc(n * sizeof *out) : NULL;
-    if (out)
-        for (size_t i = 0; i < n; i++)
-            out[i] = sr[i].s;
-    free(sr);
-    *rows = out;
-    return out ? n : 0;
+    *rows = sort_limit_copy(sr, &n, sizeof *sr, cmp_kernel_rows, q->limit, sizeof **rows);
+    return n;
 }
 
 size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)

@@ -1,5 +1,5 @@
-/* queues: data-queue usage, usage over time in buckets, and the seeds' bottleneck verdicts
- * (seed 001, "Data Preparation Performance Analysis").
+/* queues: data-queue usage, usage over time in buckets, and the bottleneck verdicts
+ * (data_queues.csv and summary.json "queue_findings", README "The report folder").
  *
  * Per queue (keyed by its name id) the totals are integer sums, so they do not depend on the
  * order samples arrive in. Usage per sample is size / capacity in parts per billion: summing
@@ -448,7 +448,7 @@ static void textf(char *dst, size_t cap, const char *fmt, ...)
         dst[lead - 1] = 0;
 }
 
-/* The seeds' suggestion for a pipeline stage, chosen by keywords in its name. */
+/* The suggestion for a pipeline stage, chosen by keywords in its name. */
 static void stage_suggestion(const analysis *a, uint32_t stage, char *out, size_t cap)
 {
     char nm[NAME_MAX_TEXT + 4];
@@ -528,16 +528,34 @@ static int finding_cmp(const void *x, const void *y)
 
 #define PCT(x) ((x)*100.0)
 
-/* Host and device queues (seed 001, step gap): device queue non-empty -> data preparation is
+/* What the host/device rules found about one queue: the case, which names the sentence that
+ * says it, and its numbers. */
+enum host_device_case {
+    HD_DEVICE_FED,       /* a device queue that held data */
+    HD_DEVICE_TRANSFER,  /* a starved device queue beside a filled host queue */
+    HD_DEVICE_HOST_SLOW, /* a starved device queue beside a host queue not filled */
+    HD_DEVICE_STARVED,   /* a starved device queue and no host queue */
+    HD_HOST_DEVICE_FED,  /* a host queue beside a device queue that held data */
+    HD_HOST_TRANSFER,    /* a filled host queue beside a starved device queue */
+    HD_HOST_STARVED,     /* a host queue mostly empty (or not filled beside a starved device) */
+    HD_HOST_FILLED,      /* a filled host queue and no device queue */
+    HD_HOST_OK,          /* neither */
+};
+
+typedef struct host_device_verdict {
+    enum host_device_case why;
+    uint32_t verdict; /* QUEUE_VERDICT_* */
+    uint32_t op;      /* the stage it blames (a producer) or the slower consumer, 0: none */
+    double score;     /* the strength of the evidence, for the order of findings */
+    int other;        /* the host or device queue it compares with (an index), -1: none */
+} host_device_verdict;
+
+/* Host and device queues: device queue non-empty -> data preparation is
  * not the bottleneck; host queue mostly empty -> data processing; host queue filled and device
  * queue mostly empty -> transfer. */
-static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uint32_t i,
-                              finding_sort *fs)
+static host_device_verdict host_device_judge(const qview *v, uint32_t n, uint32_t i)
 {
     const qview *me = &v[i];
-    queue_finding *f = &fs->f;
-    char qn[NAME_MAX_TEXT + 4], on[NAME_MAX_TEXT + 4];
-    text_name(a, me->st.name, qn);
     /* The device queue that says most (the emptiest), and the fullest host queue. */
     int dev = -1, host = -1;
     for (uint32_t j = 0; j < n; j++) {
@@ -549,130 +567,137 @@ static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uin
         if (v[j].st.role == TS_QUEUE_HOST && (host < 0 || v[j].st.avg_usage > v[host].st.avg_usage))
             host = (int)j;
     }
+    uint32_t fed = me->filled ? QUEUE_VERDICT_TRAINING : QUEUE_VERDICT_OK;
     if (me->st.role == TS_QUEUE_DEVICE) {
-        if (!me->starved) {
-            f->verdict = me->filled ? QUEUE_VERDICT_TRAINING : QUEUE_VERDICT_OK;
-            fs->score = me->st.avg_usage;
-            textf(f->text, sizeof f->text,
-                  "device queue \"%s\" held data in %.1f%% of %llu samples (average usage "
-                  "%.1f%%): data preparation is not the bottleneck",
-                  qn, PCT(1.0 - me->st.empty_share), (unsigned long long)me->st.samples,
-                  PCT(me->st.avg_usage));
-            if (me->filled)
-                textf(f->suggestion, sizeof f->suggestion,
-                      "look at the training step (forward/backward operators) instead");
-            return;
-        }
-        fs->score = me->st.empty_share;
-        if (host >= 0 && v[host].filled) {
-            text_name(a, v[host].st.name, on);
-            f->verdict = QUEUE_VERDICT_TRANSFER;
-            textf(f->text, sizeof f->text,
-                  "device queue \"%s\" was empty in %.1f%% of %llu samples while host queue "
-                  "\"%s\" was %.1f%% used (full in %.1f%%): the host-to-device transfer is the "
-                  "bottleneck",
-                  qn, PCT(me->st.empty_share), (unsigned long long)me->st.samples, on,
-                  PCT(v[host].st.avg_usage), PCT(v[host].st.full_share));
-            textf(f->suggestion, sizeof f->suggestion,
-                  "speed up the transfer: pinned host memory and non-blocking copies, prefetch "
-                  "batches to the device, a larger device queue");
-            return;
-        }
-        f->verdict = QUEUE_VERDICT_DATA_PROCESSING;
-        f->op = host >= 0 && v[host].st.producer ? v[host].st.producer : me->st.producer;
-        if (host >= 0) {
-            text_name(a, v[host].st.name, on);
-            textf(f->text, sizeof f->text,
-                  "device queue \"%s\" was empty in %.1f%% of %llu samples and host queue "
-                  "\"%s\" was only %.1f%% used (empty in %.1f%%): data processing is the "
-                  "bottleneck",
-                  qn, PCT(me->st.empty_share), (unsigned long long)me->st.samples, on,
-                  PCT(v[host].st.avg_usage), PCT(v[host].st.empty_share));
-        } else {
-            textf(f->text, sizeof f->text,
-                  "device queue \"%s\" was empty in %.1f%% of %llu samples (average usage "
-                  "%.1f%%): data preparation is the bottleneck",
-                  qn, PCT(me->st.empty_share), (unsigned long long)me->st.samples,
-                  PCT(me->st.avg_usage));
-        }
-        stage_suggestion(a, f->op, f->suggestion, sizeof f->suggestion);
-        return;
+        if (!me->starved)
+            return (host_device_verdict){HD_DEVICE_FED, fed, 0, me->st.avg_usage, -1};
+        if (host >= 0 && v[host].filled)
+            return (host_device_verdict){HD_DEVICE_TRANSFER, QUEUE_VERDICT_TRANSFER, 0,
+                                         me->st.empty_share, host};
+        uint32_t op = host >= 0 && v[host].st.producer ? v[host].st.producer : me->st.producer;
+        return (host_device_verdict){host >= 0 ? HD_DEVICE_HOST_SLOW : HD_DEVICE_STARVED,
+                                     QUEUE_VERDICT_DATA_PROCESSING, op, me->st.empty_share, host};
     }
+    if (dev >= 0 && !v[dev].starved)
+        return (host_device_verdict){HD_HOST_DEVICE_FED, fed, 0, me->st.avg_usage, dev};
+    if (dev >= 0 && me->filled)
+        return (host_device_verdict){HD_HOST_TRANSFER, QUEUE_VERDICT_TRANSFER, 0, me->st.avg_usage,
+                                     dev};
+    /* Mostly empty; or (with a starved device queue) not filled enough to blame transfer. */
+    if (me->starved || dev >= 0)
+        return (host_device_verdict){HD_HOST_STARVED, QUEUE_VERDICT_DATA_PROCESSING,
+                                     me->st.producer, me->st.empty_share, -1};
+    if (me->filled)
+        return (host_device_verdict){HD_HOST_FILLED, QUEUE_VERDICT_TRAINING, me->st.consumer,
+                                     me->st.avg_usage, -1};
+    return (host_device_verdict){HD_HOST_OK, QUEUE_VERDICT_OK, 0, me->st.avg_usage, -1};
+}
 
-    /* A host queue. */
-    if (dev >= 0 && !v[dev].starved) {
-        text_name(a, v[dev].st.name, on);
-        f->verdict = me->filled ? QUEUE_VERDICT_TRAINING : QUEUE_VERDICT_OK;
-        fs->score = me->st.avg_usage;
+/* The sentence that says a host/device verdict about queue me (other: the queue it compares
+ * with, when any), into f->text. */
+static void host_device_text(const analysis *a, const qview *me, const qview *other,
+                             const host_device_verdict *d, queue_finding *f)
+{
+    char qn[NAME_MAX_TEXT + 4], on[NAME_MAX_TEXT + 4] = "";
+    text_name(a, me->st.name, qn);
+    if (other)
+        text_name(a, other->st.name, on);
+    else if (d->why == HD_HOST_STARVED && me->st.producer)
+        text_name(a, me->st.producer, on);
+    const queue_stat *q = &me->st;
+    unsigned long long samples = (unsigned long long)q->samples;
+    switch (d->why) {
+    case HD_DEVICE_FED:
+        textf(f->text, sizeof f->text,
+              "device queue \"%s\" held data in %.1f%% of %llu samples (average usage "
+              "%.1f%%): data preparation is not the bottleneck",
+              qn, PCT(1.0 - q->empty_share), samples, PCT(q->avg_usage));
+        break;
+    case HD_DEVICE_TRANSFER:
+        textf(f->text, sizeof f->text,
+              "device queue \"%s\" was empty in %.1f%% of %llu samples while host queue "
+              "\"%s\" was %.1f%% used (full in %.1f%%): the host-to-device transfer is the "
+              "bottleneck",
+              qn, PCT(q->empty_share), samples, on, PCT(other->st.avg_usage),
+              PCT(other->st.full_share));
+        break;
+    case HD_DEVICE_HOST_SLOW:
+        textf(f->text, sizeof f->text,
+              "device queue \"%s\" was empty in %.1f%% of %llu samples and host queue "
+              "\"%s\" was only %.1f%% used (empty in %.1f%%): data processing is the "
+              "bottleneck",
+              qn, PCT(q->empty_share), samples, on, PCT(other->st.avg_usage),
+              PCT(other->st.empty_share));
+        break;
+    case HD_DEVICE_STARVED:
+        textf(f->text, sizeof f->text,
+              "device queue \"%s\" was empty in %.1f%% of %llu samples (average usage "
+              "%.1f%%): data preparation is the bottleneck",
+              qn, PCT(q->empty_share), samples, PCT(q->avg_usage));
+        break;
+    case HD_HOST_DEVICE_FED:
         textf(f->text, sizeof f->text,
               "host queue \"%s\" was %.1f%% used (empty in %.1f%% of %llu samples) and device "
               "queue \"%s\" held data in %.1f%% of samples: data preparation is not the "
               "bottleneck",
-              qn, PCT(me->st.avg_usage), PCT(me->st.empty_share),
-              (unsigned long long)me->st.samples, on, PCT(1.0 - v[dev].st.empty_share));
-        if (me->filled)
-            textf(f->suggestion, sizeof f->suggestion,
-                  "look at the training step (forward/backward operators) instead");
-        return;
-    }
-    if (dev >= 0 && me->filled) {
-        text_name(a, v[dev].st.name, on);
-        f->verdict = QUEUE_VERDICT_TRANSFER;
-        fs->score = me->st.avg_usage;
+              qn, PCT(q->avg_usage), PCT(q->empty_share), samples, on,
+              PCT(1.0 - other->st.empty_share));
+        break;
+    case HD_HOST_TRANSFER:
         textf(f->text, sizeof f->text,
               "host queue \"%s\" was %.1f%% used (full in %.1f%% of %llu samples) while device "
               "queue \"%s\" was empty in %.1f%%: the host-to-device transfer is the bottleneck",
-              qn, PCT(me->st.avg_usage), PCT(me->st.full_share), (unsigned long long)me->st.samples,
-              on, PCT(v[dev].st.empty_share));
-        textf(f->suggestion, sizeof f->suggestion,
-              "speed up the transfer: pinned host memory and non-blocking copies, prefetch "
-              "batches to the device, a larger device queue");
-        return;
-    }
-    if (me->starved || dev >= 0) {
-        /* Mostly empty; or (with a starved device queue) not filled enough to blame transfer. */
-        f->verdict = QUEUE_VERDICT_DATA_PROCESSING;
-        f->op = me->st.producer;
-        fs->score = me->st.empty_share;
-        if (me->st.producer) {
-            text_name(a, me->st.producer, on);
-            textf(f->text, sizeof f->text,
-                  "host queue \"%s\" was empty in %.1f%% of %llu samples (average usage "
-                  "%.1f%%): data processing is the bottleneck, its producer \"%s\" is too slow",
-                  qn, PCT(me->st.empty_share), (unsigned long long)me->st.samples,
-                  PCT(me->st.avg_usage), on);
-        } else {
-            textf(f->text, sizeof f->text,
-                  "host queue \"%s\" was empty in %.1f%% of %llu samples (average usage "
-                  "%.1f%%): data processing is the bottleneck",
-                  qn, PCT(me->st.empty_share), (unsigned long long)me->st.samples,
-                  PCT(me->st.avg_usage));
-        }
-        stage_suggestion(a, f->op, f->suggestion, sizeof f->suggestion);
-        return;
-    }
-    fs->score = me->st.avg_usage;
-    if (me->filled) {
-        f->verdict = QUEUE_VERDICT_TRAINING;
-        f->op = me->st.consumer;
+              qn, PCT(q->avg_usage), PCT(q->full_share), samples, on, PCT(other->st.empty_share));
+        break;
+    case HD_HOST_STARVED:
+        textf(f->text, sizeof f->text,
+              "host queue \"%s\" was empty in %.1f%% of %llu samples (average usage "
+              "%.1f%%): data processing is the bottleneck%s%s%s",
+              qn, PCT(q->empty_share), samples, PCT(q->avg_usage),
+              q->producer ? ", its producer \"" : "", on, q->producer ? "\" is too slow" : "");
+        break;
+    case HD_HOST_FILLED:
         textf(f->text, sizeof f->text,
               "host queue \"%s\" was %.1f%% used (full in %.1f%% of %llu samples): the data "
               "pipeline keeps up, training is the slower side",
-              qn, PCT(me->st.avg_usage), PCT(me->st.full_share),
-              (unsigned long long)me->st.samples);
-        textf(f->suggestion, sizeof f->suggestion,
-              "look at the training step (forward/backward operators) instead");
-        return;
+              qn, PCT(q->avg_usage), PCT(q->full_share), samples);
+        break;
+    case HD_HOST_OK:
+        textf(f->text, sizeof f->text,
+              "host queue \"%s\" was %.1f%% used (empty in %.1f%%, full in %.1f%% of %llu "
+              "samples): no bottleneck at this queue",
+              qn, PCT(q->avg_usage), PCT(q->empty_share), PCT(q->full_share), samples);
+        break;
     }
-    f->verdict = QUEUE_VERDICT_OK;
-    textf(f->text, sizeof f->text,
-          "host queue \"%s\" was %.1f%% used (empty in %.1f%%, full in %.1f%% of %llu "
-          "samples): no bottleneck at this queue",
-          qn, PCT(me->st.avg_usage), PCT(me->st.empty_share), PCT(me->st.full_share),
-          (unsigned long long)me->st.samples);
 }
 
-/* What the stage rules found about a stage (seed 001, data process pipeline). */
+/* The suggestion that goes with a verdict: the training step, the transfer, or the stage that
+ * feeds the queue. */
+static void verdict_suggestion(const analysis *a, const queue_finding *f, char *out, size_t cap)
+{
+    if (f->verdict == QUEUE_VERDICT_TRAINING)
+        textf(out, cap, "look at the training step (forward/backward operators) instead");
+    else if (f->verdict == QUEUE_VERDICT_TRANSFER)
+        textf(out, cap,
+              "speed up the transfer: pinned host memory and non-blocking copies, prefetch "
+              "batches to the device, a larger device queue");
+    else if (f->verdict == QUEUE_VERDICT_DATA_PROCESSING)
+        stage_suggestion(a, f->op, out, cap);
+}
+
+static void judge_host_device(const analysis *a, const qview *v, uint32_t n, uint32_t i,
+                              finding_sort *fs)
+{
+    host_device_verdict d = host_device_judge(v, n, i);
+    queue_finding *f = &fs->f;
+    f->verdict = d.verdict;
+    f->op = d.op;
+    fs->score = d.score;
+    host_device_text(a, &v[i], d.other >= 0 ? &v[d.other] : NULL, &d, f);
+    verdict_suggestion(a, f, f->suggestion, sizeof f->suggestion);
+}
+
+/* What the stage rules (judge_stage) found about a stage of a pipeline. */
 enum { STAGE_NONE, STAGE_BOTTLENECK, STAGE_TRAINING, STAGE_UNKNOWN };
 
 /* Judges stage id: all adjacent queues (any role) must have enough samples. A middle stage with

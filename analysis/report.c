@@ -40,7 +40,8 @@ static int by_lost(const void *x, const void *y)
     return a->lost < b->lost ? 1 : a->lost > b->lost ? -1 : 0;
 }
 
-analysis_loss *report_losses_by_size(const analysis *a, size_t *n)
+/* The analysis's loss rows, most lost first: malloc'd (NULL when none), *n of them. */
+static analysis_loss *losses_by_size(const analysis *a, size_t *n)
 {
     const analysis_loss *rows;
     *n = analysis_losses(a, &rows);
@@ -54,7 +55,9 @@ analysis_loss *report_losses_by_size(const analysis *a, size_t *n)
     return c;
 }
 
-void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap)
+/* One loss row as a sentence ("window 1, thread 812 (worker): 1234 events lost ..."), its
+ * names cleaned, into buf. */
+static void loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap)
 {
     static const char *const why[] = {"for a reason not known", "its lane was full",
                                       "no lane was free", "the recording could not be written",
@@ -74,6 +77,24 @@ void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t
     snprintf(buf, cap, "window %u, %s: %llu events lost (%s), from %.3f s%s", l->window, who,
              (unsigned long long)l->lost, why[l->reason < 5 ? l->reason : 0],
              (double)report_rebase(r, l->first_ns) / 1e9, rate);
+}
+
+size_t report_loss_lines(const report *r, void (*line)(void *ctx, const char *text), void *ctx)
+{
+    size_t nl;
+    analysis_loss *rows = losses_by_size(r->a, &nl);
+    char text[512];
+    for (size_t i = 0; i < nl && i < REPORT_LOSSES_SHOWN; i++) {
+        loss_text(r, &rows[i], text, sizeof text);
+        line(ctx, text);
+    }
+    if (nl > REPORT_LOSSES_SHOWN) {
+        snprintf(text, sizeof text, "and %zu more (summary.json lists them all)",
+                 nl - REPORT_LOSSES_SHOWN);
+        line(ctx, text);
+    }
+    free(rows);
+    return nl;
 }
 
 void report_options_init(report_options *o)
@@ -116,6 +137,13 @@ const char *report_clean_id(scratch *sc, const analysis *a, uint32_t id, int kee
 int64_t report_rebase(const report *r, uint64_t ns)
 {
     return (int64_t)(ns - r->origin);
+}
+
+long report_parent_pid(const analysis *a)
+{
+    const char *pp = analysis_config_value(a, "parent_pid");
+    long ppid = pp ? strtol(pp, NULL, 10) : 0;
+    return ppid > 0 && ppid <= INT32_MAX ? ppid : 0;
 }
 
 /* The most severe finding per queue index (findings come most severe first). */
@@ -317,6 +345,76 @@ void report_free(report *r)
     free(r);
 }
 
+/* The recording opened, its file's real path and its run folder found: 0, or -1 with cause. */
+static int open_input(report *r, const char *path, char **cause)
+{
+    if (recording_reader_open(path, &r->rd, cause) < 0)
+        return -1;
+    char *file = report_locate(path);
+    r->info.recording = file ? realpath(file, NULL) : NULL;
+    if (!r->info.recording)
+        r->info.recording = file;
+    else
+        free(file);
+    r->run_folder = report_run_folder(path);
+    if (!r->info.recording || !r->run_folder)
+        return cause_set(cause, "out of memory");
+    return 0;
+}
+
+/* The target folder checked and the temporary folder beside it made: 1 when the target exists
+ * (a report to replace), 0 when not, -1 with cause. */
+static int prepare_target(report *r, char **cause)
+{
+    r->target = r->opt.out_dir ? strdup(r->opt.out_dir) : report_join(r->run_folder, REPORT_DIR);
+    if (!r->target)
+        return cause_set(cause, "out of memory");
+    size_t tl = strlen(r->target);
+    while (tl > 1 && r->target[tl - 1] == '/')
+        r->target[--tl] = 0;
+    int ck = report_check_target(r->target, cause);
+    if (ck < 0)
+        return -1;
+    if (report_make_tmp(r, cause) < 0)
+        return -1;
+    return ck == 2;
+}
+
+/* Every batch of the recording to the step operators, the analysis and the timeline, the
+ * progress told as it goes: 0, or -1 with cause. */
+static int read_events(report *r, char **cause)
+{
+    struct stat st;
+    double size = stat(r->info.recording, &st) == 0 && st.st_size > 0 ? (double)st.st_size : 0;
+    double done = 0;
+    for (;;) {
+        const ts_event *ev;
+        size_t n;
+        int got = recording_reader_next(r->rd, &ev, &n, cause);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        if (!r->started && start(r, ev, n, cause) < 0)
+            return -1;
+        r->info.events += n;
+        stepops_feed(r->so, ev, n); /* before the analysis, whose steps may end in this batch */
+        analysis_feed(r->a, ev, n);
+        if (r->tl) {
+            check_limit(r);
+            timeline_feed(r->tl, ev, n);
+        }
+        if (r->opt.progress && size > 0) {
+            /* The reader does not tell its offset: events and chunk headers read so far. */
+            done += (double)n * sizeof(ts_event) + 24;
+            r->opt.progress(r->opt.progress_ctx, done < size ? done / size : 0.999);
+        }
+    }
+    if (!r->started && start(r, NULL, 0, cause) < 0)
+        return -1;
+    return 0;
+}
+
 int report_run(const char *path, const report_options *opt, report **out, char **cause)
 {
     if (out)
@@ -332,38 +430,11 @@ int report_run(const char *path, const report_options *opt, report **out, char *
     /* Strings in opt belong to the caller: analysis_create copies the op names; the rest is
      * used before report_run returns. */
 
-    if (recording_reader_open(path, &r->rd, cause) < 0)
+    if (open_input(r, path, cause) < 0)
         goto fail;
-    char *file = report_locate(path);
-    r->info.recording = file ? realpath(file, NULL) : NULL;
-    if (!r->info.recording)
-        r->info.recording = file;
-    else
-        free(file);
-    r->run_folder = report_run_folder(path);
-    if (!r->info.recording || !r->run_folder) {
-        cause_set(cause, "out of memory");
-        goto fail;
-    }
-
     int existed = 0;
-    if (r->opt.write) {
-        r->target =
-            r->opt.out_dir ? strdup(r->opt.out_dir) : report_join(r->run_folder, REPORT_DIR);
-        if (!r->target) {
-            cause_set(cause, "out of memory");
-            goto fail;
-        }
-        size_t tl = strlen(r->target);
-        while (tl > 1 && r->target[tl - 1] == '/')
-            r->target[--tl] = 0;
-        int ck = report_check_target(r->target, cause);
-        if (ck < 0)
-            goto fail;
-        existed = ck == 2;
-        if (report_make_tmp(r, cause) < 0)
-            goto fail;
-    }
+    if (r->opt.write && (existed = prepare_target(r, cause)) < 0)
+        goto fail;
 
     analysis_config cfg;
     analysis_config_init(&cfg);
@@ -383,33 +454,7 @@ int report_run(const char *path, const report_options *opt, report **out, char *
         goto fail;
     }
 
-    struct stat st;
-    double size = stat(r->info.recording, &st) == 0 && st.st_size > 0 ? (double)st.st_size : 0;
-    double done = 0;
-    for (;;) {
-        const ts_event *ev;
-        size_t n;
-        int got = recording_reader_next(r->rd, &ev, &n, cause);
-        if (got < 0)
-            goto fail;
-        if (got == 0)
-            break;
-        if (!r->started && start(r, ev, n, cause) < 0)
-            goto fail;
-        r->info.events += n;
-        stepops_feed(r->so, ev, n); /* before the analysis, whose steps may end in this batch */
-        analysis_feed(r->a, ev, n);
-        if (r->tl) {
-            check_limit(r);
-            timeline_feed(r->tl, ev, n);
-        }
-        if (r->opt.progress && size > 0) {
-            /* The reader does not tell its offset: events and chunk headers read so far. */
-            done += (double)n * sizeof(ts_event) + 24;
-            r->opt.progress(r->opt.progress_ctx, done < size ? done / size : 0.999);
-        }
-    }
-    if (!r->started && start(r, NULL, 0, cause) < 0)
+    if (read_events(r, cause) < 0)
         goto fail;
     analysis_finish(r->a);
     r->info.skipped_bytes = recording_reader_skipped_bytes(r->rd);

@@ -27,6 +27,28 @@
  * each step's operators by total time; what termsight diff reads (diff.c). */
 #define REPORT_STEP_OPS_CSV    "step_ops.csv"
 #define REPORT_STEP_OPS_HEADER "step,op,type,count,total_us"
+/* step_trace.csv's columns, in the order the writer puts them (report_csv.c names them once:
+ * report_step_columns, for the writer and the readers). */
+#define REPORT_STEP_TRACE_CSV "step_trace.csv"
+enum report_step_col {
+    STEP_COL_STEP,
+    STEP_COL_BEGIN,
+    STEP_COL_END,
+    STEP_COL_FP_START,
+    STEP_COL_BP_END,
+    STEP_COL_INTERVAL,
+    STEP_COL_FPBP,
+    STEP_COL_TAIL,
+    STEP_COL_TOTAL,
+    STEP_COL_FP_OP,
+    STEP_COL_BP_OP,
+    STEP_COL_SOURCE,
+    STEP_COL_COMPUTE,
+    STEP_COL_COMM_WAIT,
+    STEP_COL_EVAL,
+    STEP_COL__COUNT
+};
+extern const char *const report_step_columns[STEP_COL__COUNT];
 /* The report's tables as one SQLite database (report_sqlite.c); the README's "report.sqlite". */
 #define REPORT_SQLITE "report.sqlite"
 
@@ -35,9 +57,9 @@
 typedef void (*report_progress_fn)(void *ctx, double fraction);
 
 typedef struct report_options {
-    const char *out_dir;           /* the report folder; NULL: <run folder>/report */
-    int pretty;                    /* indent the JSON files (the seeds' analyse(pretty=True)) */
-    int write;                     /* 0: analyse only, write nothing (termsight analyse --op) */
+    const char *out_dir; /* the report folder; NULL: <run folder>/report */
+    int pretty;          /* indent the JSON files (analyse(pretty=True) in the Python binding) */
+    int write;           /* 0: analyse only, write nothing (termsight analyse --op) */
     double timeline_limit_mb;      /* MiB of timeline in all; < 0: the recording's
                                       timeline_limit_mb option, else REPORT_TIMELINE_LIMIT_MB */
     uint64_t timeline_split_bytes; /* size below which each timeline file stays; 0: default */
@@ -144,6 +166,30 @@ void *report_json_kernels(const analysis *a, size_t limit);
 /* The step summary: count, source, avg_interval_us ... avg_comm_wait_us, slowest [step,
  * total_us]. */
 void *report_json_steps(const analysis *a);
+/* The CPU summary: samples, the machine's user_pct ... steal_pct, context_switches_per_s,
+ * avg_running, avg_blocked, process_user_pct, process_system_pct, cpus, processes_left_out, and
+ * "processes" (pid, ppid, name, samples, avg_cpu_pct, peak_cpu_pct, last_rss_bytes, ...; the
+ * busiest limit of them, 0: all) with first_us and last_us counted from origin (ns). */
+void *report_json_cpu(const analysis *a, uint64_t origin, size_t limit);
+/* The memory summary: host_samples, host_rss_bytes, host_peak_rss_bytes, "devices" (device,
+ * bytes, peak_bytes). */
+void *report_json_memory(const analysis *a);
+
+/* What the job report reads back from a rank's summary.json (report_summary_read). */
+typedef struct report_summary {
+    char job[64], host[64], process[64]; /* host: the job's, else the recording's */
+    long rank, local_rank, world_size;   /* -1 when not recorded */
+    long pid, parent_pid;                /* -1, 0 when not recorded */
+    double origin_wall_us;               /* the time origin on the wall clock */
+    double lost, bytes_skipped, chunks_skipped, avg_comm_us;
+    uint64_t timeline_left_out;
+    char ended[64]; /* how the process ended without closing its session (as recorded); "" */
+    int unfinished; /* a collection window has no stop */
+} report_summary;
+
+/* FOLDER/report/summary.json (at most max bytes) read into s: 0, or -1 with why ("no report
+ * (...)" when there is none). */
+int report_summary_read(const char *folder, uint64_t max, report_summary *s, char *why, size_t cap);
 
 /* The job a recording's process was a rank of, from its recorded options (the session's CONFIG
  * job, job_source, host, rank, local_rank, world_size). Texts as recorded (not cleaned). */
@@ -195,5 +241,25 @@ ssize_t report_next_line(const char **at, const char *end, const char **line, ui
 /* Splits one CSV line (RFC 4180 quoting, as the report writes it) in place into at most max
  * fields; returns their count. */
 size_t report_csv_split(char *line, char **field, size_t max);
+
+/* A rank's step_trace.csv read back row by row, its columns found by their names in its header
+ * (a file from another version may lack some or order them otherwise). */
+typedef struct report_step_reader {
+    FILE *f;
+    char *line;
+    size_t cap;
+    int col[STEP_COL__COUNT]; /* each column's index in the file, -1 when it has none */
+    uint64_t *long_lines;     /* lines passed over for their length are counted here */
+} report_step_reader;
+
+/* FOLDER/report/step_trace.csv opened (at most max bytes) and its header read: 0, or -1 with
+ * why and errno (ENOENT: no such file; EINVAL: no step or total_us column). */
+int report_step_trace_open(report_step_reader *sr, const char *folder, uint64_t max,
+                           uint64_t *long_lines, char *why, size_t cap);
+/* The next row whose step (a whole number) and total_us are numbers in [0, 1e15]: v[k] the
+ * number in column k, -1 where the file has no such column or its field is not such a number.
+ * 1, or 0 at the end. */
+int report_step_trace_next(report_step_reader *sr, double v[STEP_COL__COUNT]);
+void report_step_trace_close(report_step_reader *sr);
 
 #endif

@@ -270,9 +270,26 @@ static void sink_memory(void *ctx, const memory_row *row)
 
 /* ---- Start: the folder, the streams, the timeline ---------------------------------------- */
 
-static const char step_header[] =
-    "step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,total_us,fp_op,"
-    "bp_op,source,compute_us,comm_wait_us,eval_us";
+const char *const report_step_columns[STEP_COL__COUNT] = {
+    [STEP_COL_STEP] = "step",          [STEP_COL_BEGIN] = "begin_us",
+    [STEP_COL_END] = "end_us",         [STEP_COL_FP_START] = "fp_start_us",
+    [STEP_COL_BP_END] = "bp_end_us",   [STEP_COL_INTERVAL] = "interval_us",
+    [STEP_COL_FPBP] = "fpbp_us",       [STEP_COL_TAIL] = "tail_us",
+    [STEP_COL_TOTAL] = "total_us",     [STEP_COL_FP_OP] = "fp_op",
+    [STEP_COL_BP_OP] = "bp_op",        [STEP_COL_SOURCE] = "source",
+    [STEP_COL_COMPUTE] = "compute_us", [STEP_COL_COMM_WAIT] = "comm_wait_us",
+    [STEP_COL_EVAL] = "eval_us",
+};
+
+/* step_trace.csv's header line, from report_step_columns. */
+static void step_header(char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = 0; k < STEP_COL__COUNT && o < cap; k++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", k ? "," : "", report_step_columns[k]);
+}
+
 static const char overlap_header[] =
     "step,begin_us,end_us,total_us,compute_us,comm_us,pure_comm_us,free_us,gap_us";
 static const char qusage_header[] =
@@ -475,7 +492,9 @@ static void write_flops(report *r)
 
 int report_csv_open_streams(report *r)
 {
-    if (csv_open(r, &r->steps, "step_trace.csv", step_header) < 0 ||
+    char steps[256];
+    step_header(steps, sizeof steps);
+    if (csv_open(r, &r->steps, REPORT_STEP_TRACE_CSV, steps) < 0 ||
         csv_open(r, &r->overlap, "overlap.csv", overlap_header) < 0 ||
         csv_open(r, &r->qusage, "data_queue_usage.csv", qusage_header) < 0 ||
         csv_open(r, &r->cpu, "cpu_utilization.csv", cpu_header) < 0 ||

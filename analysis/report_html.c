@@ -178,6 +178,22 @@ static const char style[] =
 #define C_SYSTEM   "#d2554a"
 #define C_IOWAIT   "#8e6bbf"
 
+/* The losses' list, opened at its first line. */
+typedef struct loss_list {
+    FILE *f;
+    int open;
+} loss_list;
+
+static void put_loss_line(void *ctx, const char *text)
+{
+    loss_list *l = ctx;
+    if (!l->open++)
+        fputs("<ul class=\"advice\">\n", l->f);
+    fputs("<li>", l->f);
+    report_html_text(l->f, text);
+    fputs("</li>\n", l->f);
+}
+
 static void write_header(FILE *f, report *r, const step_summary *ss)
 {
     const analysis_totals *t = analysis_totals_of(r->a);
@@ -223,22 +239,9 @@ static void write_header(FILE *f, report *r, const step_summary *ss)
             "<a href=\"step_trace.csv\">step_trace.csv</a></p>\n",
             tl);
     /* What was lost, per window and thread, the largest first (as in report.txt). */
-    size_t nl;
-    analysis_loss *rows = report_losses_by_size(r->a, &nl);
-    if (nl) {
-        fputs("<ul class=\"advice\">\n", f);
-        char line[512];
-        for (size_t i = 0; i < nl && i < 10; i++) {
-            report_loss_text(r, &rows[i], line, sizeof line);
-            fputs("<li>", f);
-            report_html_text(f, line);
-            fputs("</li>\n", f);
-        }
-        if (nl > 10)
-            fprintf(f, "<li>and %zu more (summary.json lists them all)</li>\n", nl - 10);
+    loss_list list = {f, 0};
+    if (report_loss_lines(r, put_loss_line, &list))
         fputs("</ul>\n", f);
-    }
-    free(rows);
 }
 
 /* The split's parts, in the order of step_bin.part: colour and name. */
@@ -265,7 +268,7 @@ static void write_steps(FILE *f, const report_picture *p)
         for (int k = 0; k < SPLIT_PARTS; k++)
             used[k] |= p->steps[i].part[k] > 0;
     }
-    used[0] = used[1] = used[3] = 1; /* the seeds' three are always named */
+    used[0] = used[1] = used[3] = 1; /* interval, compute, tail: always named */
     const int w = 1000, h = 220, axis = 56;
     double bw = (double)(w - axis) / (double)p->nsteps;
     fprintf(f,
@@ -385,7 +388,7 @@ static void write_ops(FILE *f, report *r)
     free(rows);
 }
 
-/* The seeds' five shades of usage, empty to full. */
+/* Five shades of usage, empty to full. */
 static const char *shade(double usage)
 {
     static const char *const s[5] = {"#f1f4f9", "#c6d6ef", "#8fb0e3", "#4a7fd6", "#1d4fa3"};

@@ -65,13 +65,16 @@ struct report {
 /* An id's bytes cleaned (text_clean; tab, CR and LF escaped too unless keep_lines) into sc. */
 const char *report_clean_id(scratch *sc, const analysis *a, uint32_t id, int keep_lines);
 const char *report_lost_reason_name(uint32_t reason);
-/* The analysis's loss rows, most lost first: malloc'd (NULL when none), *n of them. */
-analysis_loss *report_losses_by_size(const analysis *a, size_t *n);
-/* One loss row as a sentence ("window 1, thread 812 (worker): 1234 events lost ..."), its
- * names cleaned, into buf. */
-void report_loss_text(const report *r, const analysis_loss *l, char *buf, size_t cap);
+/* The losses as report.txt and report.html list them, the largest first: a sentence for each of
+ * the first REPORT_LOSSES_SHOWN, then how many more summary.json lists; each line passed to
+ * line(ctx, text). Returns how many losses there are. */
+#define REPORT_LOSSES_SHOWN 10
+size_t report_loss_lines(const report *r, void (*line)(void *ctx, const char *text), void *ctx);
 /* ns in the run's time: since its origin. */
 int64_t report_rebase(const report *r, uint64_t ns);
+/* A forked child's session: the pid of the process it was forked from (config "parent_pid"),
+ * 0 when there is none or it is out of range. */
+long report_parent_pid(const analysis *a);
 /* The finding about queue q, or NULL. */
 const queue_finding *report_finding_of(const queue_finding *f, size_t nf, uint32_t q);
 

@@ -7,9 +7,37 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* summary.json's keys that the job report reads back (report_summary_read), named once for the
+ * writer and the reader. */
+#define SK_JOB            "job"
+#define SK_RECORDING      "recording"
+#define SK_TIME           "time"
+#define SK_EVENTS         "events"
+#define SK_STEPS          "steps"
+#define SK_TIMELINE       "timeline"
+#define SK_ID             "id"
+#define SK_HOST           "host"
+#define SK_RANK           "rank"
+#define SK_LOCAL_RANK     "local_rank"
+#define SK_WORLD_SIZE     "world_size"
+#define SK_PROCESS        "process"
+#define SK_PID            "pid"
+#define SK_PARENT_PID     "parent_pid"
+#define SK_START_REALTIME "start_realtime_ns"
+#define SK_START          "start_ns"
+#define SK_BYTES_SKIPPED  "bytes_skipped"
+#define SK_CHUNKS_SKIPPED "chunks_skipped"
+#define SK_ORIGIN         "origin_ns"
+#define SK_LOST           "lost"
+#define SK_BY_KIND        "by_kind"
+#define SK_ENDED          "ended"
+#define SK_AVG_COMM       "avg_comm_us"
+#define SK_LEFT_OUT       "left_out"
 
 int report_json_u64(void *object, const char *key, uint64_t v)
 {
@@ -120,7 +148,7 @@ void *report_json_steps(const analysis *a)
         {"avg_eval_us", ss.avg_eval_ns},
         {"avg_fpbp_us", ss.avg_fpbp_ns},
         {"avg_overlap_compute_us", ss.avg_overlap_compute_ns},
-        {"avg_comm_us", ss.avg_comm_ns},
+        {SK_AVG_COMM, ss.avg_comm_ns},
         {"avg_pure_comm_us", ss.avg_pure_comm_ns},
         {"avg_free_us", ss.avg_free_ns},
         {"avg_gap_us", ss.avg_gap_ns},
@@ -143,6 +171,76 @@ void *report_json_steps(const analysis *a)
         cJSON_AddItemToArray(slow, o);
     }
     return st;
+}
+
+/* summary.json's "cpu": the machine's and the process's averages, then the descendant
+ * processes (the busiest limit of them; 0: all), their times rebased to origin. */
+void *report_json_cpu(const analysis *a, uint64_t origin, size_t limit)
+{
+    cpu_summary cs = analysis_cpu(a);
+    cJSON *cpu = cJSON_CreateObject();
+    if (!cpu)
+        return NULL;
+    report_json_u64(cpu, "samples", cs.samples);
+    static const char *const fields[TS_CPU__COUNT] = {"user_pct",    "nice_pct",   "system_pct",
+                                                      "idle_pct",    "iowait_pct", "irq_pct",
+                                                      "softirq_pct", "steal_pct"};
+    for (int f = 0; f < TS_CPU__COUNT; f++)
+        cJSON_AddNumberToObject(cpu, fields[f], cs.machine[f]);
+    cJSON_AddNumberToObject(cpu, "context_switches_per_s", cs.context_switches_per_s);
+    cJSON_AddNumberToObject(cpu, "avg_running", cs.avg_running);
+    cJSON_AddNumberToObject(cpu, "avg_blocked", cs.avg_blocked);
+    cJSON_AddNumberToObject(cpu, "process_user_pct", cs.process_user);
+    cJSON_AddNumberToObject(cpu, "process_system_pct", cs.process_system);
+    cJSON_AddNumberToObject(cpu, "cpus", cs.cpus);
+    cJSON_AddNumberToObject(cpu, "processes_left_out", cs.processes_left_out);
+    cJSON *procs = cJSON_AddArrayToObject(cpu, "processes");
+    cpu_child *kids = NULL;
+    size_t nkids = analysis_cpu_children(a, &kids);
+    for (size_t i = 0; procs && i < nkids && (!limit || i < limit); i++) {
+        const cpu_child *p = &kids[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "pid", p->pid);
+        cJSON_AddNumberToObject(o, "ppid", p->ppid);
+        report_json_name(o, "name", a, p->name);
+        report_json_u64(o, "samples", p->samples);
+        cJSON_AddNumberToObject(o, "avg_user_pct", p->avg_user);
+        cJSON_AddNumberToObject(o, "avg_system_pct", p->avg_system);
+        cJSON_AddNumberToObject(o, "avg_cpu_pct", p->avg_user + p->avg_system);
+        cJSON_AddNumberToObject(o, "peak_cpu_pct", p->peak_total);
+        cJSON_AddNumberToObject(o, "cpu_us", us_of((double)p->cpu_ns));
+        report_json_u64(o, "last_rss_bytes", p->last_rss);
+        report_json_u64(o, "peak_rss_bytes", p->peak_rss);
+        cJSON_AddNumberToObject(o, "first_us", us_of((double)(int64_t)(p->first_ns - origin)));
+        cJSON_AddNumberToObject(o, "last_us", us_of((double)(int64_t)(p->last_ns - origin)));
+        cJSON_AddBoolToObject(o, "ended", p->ended);
+        cJSON_AddItemToArray(procs, o);
+    }
+    free(kids);
+    return cpu;
+}
+
+/* summary.json's "memory": the host's RSS, each device's allocated bytes and peak. */
+void *report_json_memory(const analysis *a)
+{
+    memory_summary ms = analysis_memory(a);
+    cJSON *mem = cJSON_CreateObject();
+    if (!mem)
+        return NULL;
+    report_json_u64(mem, "host_samples", ms.host_samples);
+    report_json_u64(mem, "host_rss_bytes", ms.host_rss);
+    report_json_u64(mem, "host_peak_rss_bytes", ms.host_peak_rss);
+    cJSON *devs = cJSON_AddArrayToObject(mem, "devices");
+    for (uint32_t d = 0; devs && d < 8; d++) {
+        if (!ms.device_bytes[d] && !ms.device_peak[d])
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "device", d);
+        report_json_u64(o, "bytes", ms.device_bytes[d]);
+        report_json_u64(o, "peak_bytes", ms.device_peak[d]);
+        cJSON_AddItemToArray(devs, o);
+    }
+    return mem;
 }
 
 /* ---- summary.json ---------------------------------------------------------------------- */
@@ -181,93 +279,103 @@ int report_job_of(const analysis *a, report_job *job)
     return 1;
 }
 
-static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
-                           size_t nadv)
-{
-    const analysis *a = r->a;
-    const analysis_totals *t = analysis_totals_of(a);
-    scratch sc = {0};
-    cJSON *root = cJSON_CreateObject();
-    if (!root)
-        return NULL;
+/* What summary.json's sections are written from: the report, its findings and advice, a
+ * scratch buffer for names. */
+typedef struct summary_ctx {
+    report *r;
+    const queue_finding *qf;
+    size_t nqf;
+    const advice *adv;
+    size_t nadv;
+    scratch sc;
+} summary_ctx;
 
+static void json_version(cJSON *root, summary_ctx *c)
+{
+    (void)c;
     cJSON *ver = cJSON_AddObjectToObject(root, "termsight");
     cJSON_AddStringToObject(ver, "version", TERMSIGHT_VERSION);
     cJSON_AddNumberToObject(ver, "report_format", REPORT_FORMAT);
+}
 
-    cJSON *rec = cJSON_AddObjectToObject(root, "recording");
+static void json_recording(cJSON *root, summary_ctx *c)
+{
+    const report *r = c->r;
+    cJSON *rec = cJSON_AddObjectToObject(root, SK_RECORDING);
     report_json_text(rec, "path", r->info.recording, strlen(r->info.recording));
     report_json_text(rec, "run_folder", r->run_folder, strlen(r->run_folder));
     if (r->have_meta) {
         char v[32];
         snprintf(v, sizeof v, "%" PRIu32 ".%" PRIu32, r->meta.major, r->meta.minor);
         cJSON_AddStringToObject(rec, "format", v);
-        report_json_text(rec, "process", r->meta.process,
+        report_json_text(rec, SK_PROCESS, r->meta.process,
                          strnlen(r->meta.process, sizeof r->meta.process));
-        cJSON_AddNumberToObject(rec, "pid", r->meta.pid);
-        report_json_text(rec, "host", r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
+        cJSON_AddNumberToObject(rec, SK_PID, r->meta.pid);
+        report_json_text(rec, SK_HOST, r->meta.host, strnlen(r->meta.host, sizeof r->meta.host));
         report_json_text(rec, "clock", r->meta.clock, strnlen(r->meta.clock, sizeof r->meta.clock));
-        report_json_u64(rec, "start_realtime_ns", r->meta.start_realtime_ns);
-        report_json_u64(rec, "start_ns", r->meta.start_ns);
+        report_json_u64(rec, SK_START_REALTIME, r->meta.start_realtime_ns);
+        report_json_u64(rec, SK_START, r->meta.start_ns);
         /* A forked child's session: the process it was forked from. */
-        const char *pp = analysis_config_value(a, "parent_pid");
-        long ppid = pp ? strtol(pp, NULL, 10) : 0;
-        if (ppid > 0 && ppid <= INT32_MAX)
-            cJSON_AddNumberToObject(rec, "parent_pid", (double)ppid);
+        long ppid = report_parent_pid(r->a);
+        if (ppid)
+            cJSON_AddNumberToObject(rec, SK_PARENT_PID, (double)ppid);
         else
-            cJSON_AddNullToObject(rec, "parent_pid");
+            cJSON_AddNullToObject(rec, SK_PARENT_PID);
     } else {
         cJSON_AddNullToObject(rec, "format");
     }
-    report_json_u64(rec, "bytes_skipped", r->info.skipped_bytes);
-    report_json_u64(rec, "chunks_skipped", r->info.bad_chunks);
+    report_json_u64(rec, SK_BYTES_SKIPPED, r->info.skipped_bytes);
+    report_json_u64(rec, SK_CHUNKS_SKIPPED, r->info.bad_chunks);
     /* A recording still being written is read up to its size at the start. */
     report_json_u64(rec, "bytes_read", r->info.read_bytes);
     report_json_u64(rec, "bytes_grown", r->info.grown_bytes);
+}
 
-    /* The job this process was a rank of, as its session recorded it; null when none. */
+/* The job this process was a rank of, as its session recorded it; null when none. */
+static void json_job(cJSON *root, summary_ctx *c)
+{
     report_job job;
-    if (report_job_of(a, &job)) {
-        cJSON *jo = cJSON_AddObjectToObject(root, "job");
-        report_json_text(jo, "id", job.id, strlen(job.id));
-        report_json_text(jo, "source", job.source, strlen(job.source));
-        report_json_text(jo, "host", job.host, strlen(job.host));
-        const struct {
-            const char *key;
-            long value;
-        } ranks[] = {
-            {"rank", job.rank}, {"local_rank", job.local_rank}, {"world_size", job.world_size}};
-        for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
-            if (ranks[i].value >= 0)
-                cJSON_AddNumberToObject(jo, ranks[i].key, (double)ranks[i].value);
-            else
-                cJSON_AddNullToObject(jo, ranks[i].key);
-        }
-    } else {
-        cJSON_AddNullToObject(root, "job");
+    if (!report_job_of(c->r->a, &job)) {
+        cJSON_AddNullToObject(root, SK_JOB);
+        return;
     }
+    cJSON *jo = cJSON_AddObjectToObject(root, SK_JOB);
+    report_json_text(jo, SK_ID, job.id, strlen(job.id));
+    report_json_text(jo, "source", job.source, strlen(job.source));
+    report_json_text(jo, SK_HOST, job.host, strlen(job.host));
+    const struct {
+        const char *key;
+        long value;
+    } ranks[] = {
+        {SK_RANK, job.rank}, {SK_LOCAL_RANK, job.local_rank}, {SK_WORLD_SIZE, job.world_size}};
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+        if (ranks[i].value >= 0)
+            cJSON_AddNumberToObject(jo, ranks[i].key, (double)ranks[i].value);
+        else
+            cJSON_AddNullToObject(jo, ranks[i].key);
+    }
+}
 
-    cJSON *tm = cJSON_AddObjectToObject(root, "time");
+static void json_time(cJSON *root, summary_ctx *c)
+{
+    const report *r = c->r;
+    const analysis_totals *t = analysis_totals_of(r->a);
+    cJSON *tm = cJSON_AddObjectToObject(root, SK_TIME);
     int any = t->first_ns != UINT64_MAX;
-    report_json_u64(tm, "origin_ns", r->origin);
+    report_json_u64(tm, SK_ORIGIN, r->origin);
     cJSON_AddNumberToObject(tm, "first_us", any ? us_of((double)report_rebase(r, t->first_ns)) : 0);
     cJSON_AddNumberToObject(tm, "last_us", any ? us_of((double)report_rebase(r, t->last_ns)) : 0);
     cJSON_AddNumberToObject(
         tm, "duration_us",
         any && t->last_ns > t->first_ns ? us_of((double)(t->last_ns - t->first_ns)) : 0);
+}
 
-    cJSON *evs = cJSON_AddObjectToObject(root, "events");
-    report_json_u64(evs, "total", t->events);
-    cJSON *bk = cJSON_AddObjectToObject(evs, "by_kind");
-    for (uint32_t k = 0; k < TS_KIND__COUNT; k++)
-        report_json_u64(bk, k ? event_kind_name(k) : "unknown", t->by_kind[k]);
-    report_json_u64(evs, "lost", t->lost);
-    cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
-    for (uint32_t k = 1; k < 5; k++)
-        report_json_u64(lr, report_lost_reason_name(k), t->lost_by_reason[k]);
+/* Each loss row: window, thread, how many, why, from when, at what rate. */
+static void json_losses(cJSON *evs, const report *r)
+{
     cJSON *losses = cJSON_AddArrayToObject(evs, "losses");
     const analysis_loss *rows;
-    size_t nl = analysis_losses(a, &rows);
+    size_t nl = analysis_losses(r->a, &rows);
     for (size_t i = 0; losses && i < nl; i++) {
         cJSON *o = cJSON_CreateObject();
         if (!o || !cJSON_AddItemToArray(losses, o)) {
@@ -281,12 +389,28 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddNumberToObject(o, "first_us", us_of((double)report_rebase(r, rows[i].first_ns)));
         report_json_u64(o, "offered_per_s", rows[i].rate);
     }
+}
+
+static void json_events(cJSON *root, summary_ctx *c)
+{
+    const analysis *a = c->r->a;
+    const analysis_totals *t = analysis_totals_of(a);
+    cJSON *evs = cJSON_AddObjectToObject(root, SK_EVENTS);
+    report_json_u64(evs, "total", t->events);
+    cJSON *bk = cJSON_AddObjectToObject(evs, SK_BY_KIND);
+    for (uint32_t k = 0; k < TS_KIND__COUNT; k++)
+        report_json_u64(bk, k ? event_kind_name(k) : "unknown", t->by_kind[k]);
+    report_json_u64(evs, SK_LOST, t->lost);
+    cJSON *lr = cJSON_AddObjectToObject(evs, "lost_by_reason");
+    for (uint32_t k = 1; k < 5; k++)
+        report_json_u64(lr, report_lost_reason_name(k), t->lost_by_reason[k]);
+    json_losses(evs, c->r);
     cJSON_AddNumberToObject(evs, "windows", t->windows);
     cJSON_AddNumberToObject(evs, "threads", t->threads);
     /* How the recording ended when it did not end as it should: null when it did. */
     const char *ended = analysis_config_value(a, "ended");
     const char *record_error = analysis_config_value(a, "record_error");
-    cJSON_AddItemToObject(evs, "ended", ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
+    cJSON_AddItemToObject(evs, SK_ENDED, ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
     cJSON_AddItemToObject(evs, "record_error",
                           record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
     /* A flight-recorder snapshot says why it was taken: null for a recording. */
@@ -299,27 +423,37 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     } else {
         cJSON_AddNullToObject(evs, "snapshot");
     }
+}
 
-    cJSON *steps = report_json_steps(a);
+static void json_steps(cJSON *root, summary_ctx *c)
+{
+    cJSON *steps = report_json_steps(c->r->a);
     /* Operator ranges step_ops.csv left out (past the bound of those waiting for their step). */
     if (steps)
-        report_json_u64(steps, "step_ops_dropped", stepops_dropped(r->so));
-    cJSON_AddItemToObject(root, "steps", steps);
+        report_json_u64(steps, "step_ops_dropped", stepops_dropped(c->r->so));
+    cJSON_AddItemToObject(root, SK_STEPS, steps);
+}
 
+static void json_ops(cJSON *root, summary_ctx *c)
+{
+    const analysis *a = c->r->a;
     cJSON *ops = cJSON_AddObjectToObject(root, "ops");
     cJSON_AddNumberToObject(ops, "self_us", us_of((double)analysis_ops_self_ns(a)));
     cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, TOP_OPS));
     cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, TOP_OPS));
-
     cJSON_AddItemToObject(root, "top_kernels", report_json_kernels(a, TOP_OPS));
+}
 
+static void json_queues(cJSON *root, summary_ctx *c)
+{
+    const analysis *a = c->r->a;
     queue_stat *qs = NULL;
     size_t nq = analysis_queues(a, &qs);
     cJSON *qa = cJSON_AddArrayToObject(root, "queues");
     for (size_t i = 0; i < nq; i++) {
-        const queue_finding *f = report_finding_of(qf, nqf, (uint32_t)i);
+        const queue_finding *f = report_finding_of(c->qf, c->nqf, (uint32_t)i);
         cJSON *o = cJSON_CreateObject();
-        j_name(o, "queue", &sc, a, qs[i].name);
+        j_name(o, "queue", &c->sc, a, qs[i].name);
         cJSON_AddStringToObject(o, "role", queues_role_name(qs[i].role));
         report_json_u64(o, "samples", qs[i].samples);
         cJSON_AddNumberToObject(o, "avg_usage_pct", 100 * qs[i].avg_usage);
@@ -331,73 +465,32 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
     }
     free(qs);
     cJSON *fa = cJSON_AddArrayToObject(root, "queue_findings");
-    for (size_t i = 0; i < nqf; i++) {
+    for (size_t i = 0; i < c->nqf; i++) {
+        const queue_finding *f = &c->qf[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "verdict", queues_verdict_name(qf[i].verdict));
-        cJSON_AddNumberToObject(o, "queue", qf[i].queue);
-        j_name(o, "bottleneck_op", &sc, a, qf[i].op);
-        report_json_text(o, "text", qf[i].text, strnlen(qf[i].text, sizeof qf[i].text));
-        report_json_text(o, "suggestion", qf[i].suggestion,
-                         strnlen(qf[i].suggestion, sizeof qf[i].suggestion));
+        cJSON_AddStringToObject(o, "verdict", queues_verdict_name(f->verdict));
+        cJSON_AddNumberToObject(o, "queue", f->queue);
+        j_name(o, "bottleneck_op", &c->sc, a, f->op);
+        report_json_text(o, "text", f->text, strnlen(f->text, sizeof f->text));
+        report_json_text(o, "suggestion", f->suggestion,
+                         strnlen(f->suggestion, sizeof f->suggestion));
         cJSON_AddItemToArray(fa, o);
     }
+}
 
-    cpu_summary cs = analysis_cpu(a);
-    cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
-    report_json_u64(cpu, "samples", cs.samples);
-    static const char *const fields[TS_CPU__COUNT] = {"user_pct",    "nice_pct",   "system_pct",
-                                                      "idle_pct",    "iowait_pct", "irq_pct",
-                                                      "softirq_pct", "steal_pct"};
-    for (int f = 0; f < TS_CPU__COUNT; f++)
-        cJSON_AddNumberToObject(cpu, fields[f], cs.machine[f]);
-    cJSON_AddNumberToObject(cpu, "context_switches_per_s", cs.context_switches_per_s);
-    cJSON_AddNumberToObject(cpu, "avg_running", cs.avg_running);
-    cJSON_AddNumberToObject(cpu, "avg_blocked", cs.avg_blocked);
-    cJSON_AddNumberToObject(cpu, "process_user_pct", cs.process_user);
-    cJSON_AddNumberToObject(cpu, "process_system_pct", cs.process_system);
-    cJSON_AddNumberToObject(cpu, "cpus", cs.cpus);
-    cJSON_AddNumberToObject(cpu, "processes_left_out", cs.processes_left_out);
-    cJSON *procs = cJSON_AddArrayToObject(cpu, "processes");
-    cpu_child *kids = NULL;
-    size_t nkids = analysis_cpu_children(a, &kids);
-    for (size_t i = 0; i < nkids; i++) {
-        const cpu_child *p = &kids[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "pid", p->pid);
-        cJSON_AddNumberToObject(o, "ppid", p->ppid);
-        j_name(o, "name", &sc, a, p->name);
-        report_json_u64(o, "samples", p->samples);
-        cJSON_AddNumberToObject(o, "avg_user_pct", p->avg_user);
-        cJSON_AddNumberToObject(o, "avg_system_pct", p->avg_system);
-        cJSON_AddNumberToObject(o, "avg_cpu_pct", p->avg_user + p->avg_system);
-        cJSON_AddNumberToObject(o, "peak_cpu_pct", p->peak_total);
-        cJSON_AddNumberToObject(o, "cpu_us", us_of((double)p->cpu_ns));
-        report_json_u64(o, "last_rss_bytes", p->last_rss);
-        report_json_u64(o, "peak_rss_bytes", p->peak_rss);
-        cJSON_AddNumberToObject(o, "first_us", us_of((double)report_rebase(r, p->first_ns)));
-        cJSON_AddNumberToObject(o, "last_us", us_of((double)report_rebase(r, p->last_ns)));
-        cJSON_AddBoolToObject(o, "ended", p->ended);
-        cJSON_AddItemToArray(procs, o);
-    }
-    free(kids);
+static void json_cpu(cJSON *root, summary_ctx *c)
+{
+    cJSON_AddItemToObject(root, "cpu", report_json_cpu(c->r->a, c->r->origin, 0));
+}
 
-    memory_summary ms = analysis_memory(a);
-    cJSON *mem = cJSON_AddObjectToObject(root, "memory");
-    report_json_u64(mem, "host_samples", ms.host_samples);
-    report_json_u64(mem, "host_rss_bytes", ms.host_rss);
-    report_json_u64(mem, "host_peak_rss_bytes", ms.host_peak_rss);
-    cJSON *devs = cJSON_AddArrayToObject(mem, "devices");
-    for (uint32_t d = 0; d < 8; d++) {
-        if (!ms.device_bytes[d] && !ms.device_peak[d])
-            continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "device", d);
-        report_json_u64(o, "bytes", ms.device_bytes[d]);
-        report_json_u64(o, "peak_bytes", ms.device_peak[d]);
-        cJSON_AddItemToArray(devs, o);
-    }
+static void json_memory(cJSON *root, summary_ctx *c)
+{
+    cJSON_AddItemToObject(root, "memory", report_json_memory(c->r->a));
+}
 
-    flops_summary fs = analysis_flops(a);
+static void json_flops(cJSON *root, summary_ctx *c)
+{
+    flops_summary fs = analysis_flops(c->r->a);
     cJSON *fl = cJSON_AddObjectToObject(root, "flops");
     report_json_u64(fl, "flops", fs.flops);
     cJSON_AddNumberToObject(fl, "time_us", us_of((double)fs.time_ns));
@@ -407,10 +500,14 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddNumberToObject(fl, "utilization", fs.utilization);
     else
         cJSON_AddNullToObject(fl, "utilization");
-    cJSON_AddNumberToObject(fl, "peak_flops_per_s", r->opt.peak_flops);
+    cJSON_AddNumberToObject(fl, "peak_flops_per_s", c->r->opt.peak_flops);
+}
 
+static void json_gaps(cJSON *root, summary_ctx *c)
+{
+    const report *r = c->r;
     op_gap gaps[5];
-    size_t ng = analysis_gaps(a, gaps, 5);
+    size_t ng = analysis_gaps(r->a, gaps, 5);
     cJSON *ga = cJSON_AddArrayToObject(root, "largest_gaps");
     for (size_t i = 0; i < ng; i++) {
         cJSON *o = cJSON_CreateObject();
@@ -418,37 +515,65 @@ static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const
         cJSON_AddNumberToObject(o, "at_us", us_of((double)report_rebase(r, gaps[i].at_ns)));
         report_json_u64(o, "step", gaps[i].step);
         cJSON_AddNumberToObject(o, "tid", gaps[i].tid);
-        j_name(o, "before", &sc, a, gaps[i].before);
-        j_name(o, "after", &sc, a, gaps[i].after);
+        j_name(o, "before", &c->sc, r->a, gaps[i].before);
+        j_name(o, "after", &c->sc, r->a, gaps[i].after);
         cJSON_AddItemToArray(ga, o);
     }
+}
 
+static void json_advice(cJSON *root, summary_ctx *c)
+{
     cJSON *ad = cJSON_AddArrayToObject(root, "advice");
-    for (size_t i = 0; i < nadv; i++) {
+    for (size_t i = 0; i < c->nadv; i++) {
+        const advice *v = &c->adv[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "kind", advisor_kind_name(adv[i].kind));
-        cJSON_AddNumberToObject(o, "weight", adv[i].weight);
-        report_json_text(o, "title", adv[i].title, strnlen(adv[i].title, sizeof adv[i].title));
-        report_json_text(o, "text", adv[i].text, strnlen(adv[i].text, sizeof adv[i].text));
+        cJSON_AddStringToObject(o, "kind", advisor_kind_name(v->kind));
+        cJSON_AddNumberToObject(o, "weight", v->weight);
+        report_json_text(o, "title", v->title, strnlen(v->title, sizeof v->title));
+        report_json_text(o, "text", v->text, strnlen(v->text, sizeof v->text));
         cJSON_AddItemToArray(ad, o);
     }
+}
 
-    cJSON *tl = cJSON_AddObjectToObject(root, "timeline");
-    report_json_u64(tl, "limit_bytes", r->info.timeline_limit_bytes);
-    cJSON_AddNumberToObject(tl, "files", r->info.timeline_files);
-    report_json_u64(tl, "events", r->info.timeline_events);
-    report_json_u64(tl, "left_out", r->info.timeline_left_out);
-    report_json_u64(tl, "moved_to_overlap_tracks", r->info.timeline_moved);
-    report_json_u64(tl, "dropped_overlapping", r->info.timeline_dropped);
-    report_json_u64(tl, "bytes", r->info.timeline_bytes);
+static void json_timeline(cJSON *root, summary_ctx *c)
+{
+    const report_info *in = &c->r->info;
+    cJSON *tl = cJSON_AddObjectToObject(root, SK_TIMELINE);
+    report_json_u64(tl, "limit_bytes", in->timeline_limit_bytes);
+    cJSON_AddNumberToObject(tl, "files", in->timeline_files);
+    report_json_u64(tl, "events", in->timeline_events);
+    report_json_u64(tl, SK_LEFT_OUT, in->timeline_left_out);
+    report_json_u64(tl, "moved_to_overlap_tracks", in->timeline_moved);
+    report_json_u64(tl, "dropped_overlapping", in->timeline_dropped);
+    report_json_u64(tl, "bytes", in->timeline_bytes);
+}
 
+static void json_files(cJSON *root, summary_ctx *c)
+{
     cJSON *files = cJSON_AddArrayToObject(root, "files");
-    for (size_t i = 0; i < r->nfiles; i++)
-        cJSON_AddItemToArray(files, cJSON_CreateString(r->files[i]));
+    for (size_t i = 0; i < c->r->nfiles; i++)
+        cJSON_AddItemToArray(files, cJSON_CreateString(c->r->files[i]));
     cJSON_AddItemToArray(files, cJSON_CreateString("summary.json"));
     cJSON_AddItemToArray(files, cJSON_CreateString("report.txt"));
+}
 
-    free(sc.p);
+/* summary.json's sections, in their order (README "The report folder"). */
+static void (*const summary_sections[])(cJSON *root, summary_ctx *c) = {
+    json_version, json_recording, json_job,    json_time,     json_events,
+    json_steps,   json_ops,       json_queues, json_cpu,      json_memory,
+    json_flops,   json_gaps,      json_advice, json_timeline, json_files,
+};
+
+static cJSON *summary_json(report *r, const queue_finding *qf, size_t nqf, const advice *adv,
+                           size_t nadv)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+    summary_ctx c = {.r = r, .qf = qf, .nqf = nqf, .adv = adv, .nadv = nadv};
+    for (size_t i = 0; i < sizeof summary_sections / sizeof summary_sections[0]; i++)
+        summary_sections[i](root, &c);
+    free(c.sc.p);
     return root;
 }
 
@@ -471,5 +596,97 @@ int report_json_write_summary(report *r, const queue_finding *qf, size_t nqf, co
         report_file_close(r, f, "summary.json");
     }
     free(text);
+    return 0;
+}
+
+/* ---- Reading a rank's summary.json back ------------------------------------------------- */
+
+static double num(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static void text(const cJSON *o, const char *key, char *out, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    snprintf(out, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static long index_of(const cJSON *o, const char *key)
+{
+    double v = num(o, key, -1);
+    return v >= 0 && v <= INT32_MAX && v == floor(v) ? (long)v : -1;
+}
+
+/* The whole of FOLDER/report/summary.json, NUL-terminated (malloc'd), or NULL with why. */
+static char *summary_text(const char *folder, uint64_t max, char *why, size_t cap)
+{
+    char opened[480];
+    uint64_t size = 0;
+    FILE *f = report_file_read(folder, "summary.json", max, &size, opened, sizeof opened);
+    if (!f) {
+        if (errno == ENOENT)
+            snprintf(why, cap, "no report (%s)", opened);
+        else
+            snprintf(why, cap, "%s", opened);
+        return NULL;
+    }
+    char *buf = malloc((size_t)size + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
+    if (buf)
+        buf[got] = 0;
+    else
+        snprintf(why, cap, "%s/summary.json: out of memory", REPORT_DIR);
+    fclose(f);
+    return buf;
+}
+
+int report_summary_read(const char *folder, uint64_t max, report_summary *s, char *why, size_t cap)
+{
+    memset(s, 0, sizeof *s);
+    s->rank = s->local_rank = s->world_size = -1;
+    char *t = summary_text(folder, max, why, cap);
+    if (!t)
+        return -1;
+    cJSON *root = cJSON_Parse(t);
+    free(t);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(why, cap, "its %s/summary.json is not a report summary", REPORT_DIR);
+        return -1;
+    }
+    const cJSON *job = cJSON_GetObjectItemCaseSensitive(root, SK_JOB);
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(root, SK_RECORDING);
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(root, SK_TIME);
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, SK_EVENTS);
+    if (cJSON_IsObject(job)) {
+        text(job, SK_ID, s->job, sizeof s->job);
+        text(job, SK_HOST, s->host, sizeof s->host);
+        s->rank = index_of(job, SK_RANK);
+        s->local_rank = index_of(job, SK_LOCAL_RANK);
+        s->world_size = index_of(job, SK_WORLD_SIZE);
+    }
+    text(rec, SK_PROCESS, s->process, sizeof s->process);
+    if (!s->host[0])
+        text(rec, SK_HOST, s->host, sizeof s->host);
+    s->pid = (long)num(rec, SK_PID, -1);
+    s->parent_pid = (long)num(rec, SK_PARENT_PID, 0);
+    /* Wall clock of the origin: the session's start on the wall clock, plus how far the origin
+     * lies from the start on the collector's clock. */
+    double wall = num(rec, SK_START_REALTIME, 0), start = num(rec, SK_START, 0),
+           origin = num(tm, SK_ORIGIN, start);
+    s->origin_wall_us = (wall + (origin - start)) / 1000.0;
+    s->bytes_skipped = num(rec, SK_BYTES_SKIPPED, 0);
+    s->chunks_skipped = num(rec, SK_CHUNKS_SKIPPED, 0);
+    s->lost = num(ev, SK_LOST, 0);
+    s->avg_comm_us = num(cJSON_GetObjectItemCaseSensitive(root, SK_STEPS), SK_AVG_COMM, 0);
+    s->timeline_left_out =
+        (uint64_t)num(cJSON_GetObjectItemCaseSensitive(root, SK_TIMELINE), SK_LEFT_OUT, 0);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(ev, SK_BY_KIND);
+    text(ev, SK_ENDED, s->ended, sizeof s->ended);
+    s->unfinished = num(kinds, event_kind_name(TS_KIND_COLLECT_START), 0) >
+                    num(kinds, event_kind_name(TS_KIND_COLLECT_STOP), 0);
+    cJSON_Delete(root);
     return 0;
 }

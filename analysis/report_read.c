@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -146,4 +147,67 @@ size_t report_csv_split(char *line, char **field, size_t max)
         *p++ = 0;
     }
     return n;
+}
+
+/* ---- step_trace.csv ------------------------------------------------------------------------ */
+
+int report_step_trace_open(report_step_reader *sr, const char *folder, uint64_t max,
+                           uint64_t *long_lines, char *why, size_t cap)
+{
+    memset(sr, 0, sizeof *sr);
+    sr->long_lines = long_lines;
+    for (int k = 0; k < STEP_COL__COUNT; k++)
+        sr->col[k] = -1;
+    uint64_t size;
+    sr->f = report_file_read(folder, REPORT_STEP_TRACE_CSV, max, &size, why, cap);
+    if (!sr->f)
+        return -1;
+    char *field[64];
+    if (report_read_line(sr->f, &sr->line, &sr->cap, sr->long_lines) > 0) {
+        size_t nf = report_csv_split(sr->line, field, 64);
+        for (size_t i = 0; i < nf; i++)
+            for (int k = 0; k < STEP_COL__COUNT; k++)
+                if (sr->col[k] < 0 && !strcmp(field[i], report_step_columns[k]))
+                    sr->col[k] = (int)i;
+    }
+    if (sr->col[STEP_COL_STEP] < 0 || sr->col[STEP_COL_TOTAL] < 0) {
+        report_step_trace_close(sr);
+        snprintf(why, cap, "its %s/%s has no step or total_us column", REPORT_DIR,
+                 REPORT_STEP_TRACE_CSV);
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
+int report_step_trace_next(report_step_reader *sr, double v[STEP_COL__COUNT])
+{
+    char *field[64];
+    while (report_read_line(sr->f, &sr->line, &sr->cap, sr->long_lines) > 0) {
+        size_t nf = report_csv_split(sr->line, field, 64);
+        for (int k = 0; k < STEP_COL__COUNT; k++) {
+            int c = sr->col[k];
+            v[k] = -1;
+            if (c < 0 || (size_t)c >= nf)
+                continue;
+            char *end;
+            double x = strtod(field[c], &end);
+            if (end != field[c] && !*end && x >= 0 && x <= 1e15)
+                v[k] = x;
+        }
+        if (v[STEP_COL_STEP] >= 0 && v[STEP_COL_TOTAL] >= 0 &&
+            v[STEP_COL_STEP] == floor(v[STEP_COL_STEP]))
+            return 1;
+    }
+    return 0;
+}
+
+void report_step_trace_close(report_step_reader *sr)
+{
+    if (sr->f)
+        fclose(sr->f);
+    free(sr->line);
+    sr->f = NULL;
+    sr->line = NULL;
+    sr->cap = 0;
 }

@@ -183,61 +183,37 @@ static void json_queues(cJSON *o, const analysis *a)
     }
 }
 
+/* The CPU and memory summaries in summary.json's shapes (report_json_cpu, report_json_memory;
+ * times from the first event the view holds, the busiest JSON_TOP processes), with what only a
+ * live view has: each process's CPU in the last sample, and the busiest threads. */
 static void json_cpu_memory(cJSON *o, const analysis *a)
 {
-    cpu_summary cs = analysis_cpu(a);
-    cJSON *c = cJSON_AddObjectToObject(o, "cpu");
-    report_json_u64(c, "samples", cs.samples);
-    cJSON_AddNumberToObject(c, "cpus", cs.cpus);
-    cJSON_AddNumberToObject(c, "machine_user", cs.machine[TS_CPU_USER] + cs.machine[TS_CPU_NICE]);
-    cJSON_AddNumberToObject(c, "machine_system",
-                            cs.machine[TS_CPU_SYSTEM] + cs.machine[TS_CPU_IRQ] +
-                                cs.machine[TS_CPU_SOFTIRQ]);
-    cJSON_AddNumberToObject(c, "machine_iowait", cs.machine[TS_CPU_IOWAIT]);
-    cJSON_AddNumberToObject(c, "machine_idle", cs.machine[TS_CPU_IDLE]);
-    cJSON_AddNumberToObject(c, "process_user", cs.process_user);
-    cJSON_AddNumberToObject(c, "process_system", cs.process_system);
-    cpu_thread *th = NULL;
-    size_t nt = analysis_cpu_threads(a, &th);
-    cJSON *arr = cJSON_AddArrayToObject(c, "threads");
-    for (size_t i = 0; i < nt && i < JSON_TOP; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "tid", th[i].tid);
-        if (th[i].name)
-            add_name(e, "name", a, th[i].name);
-        cJSON_AddNumberToObject(e, "avg", th[i].avg_user + th[i].avg_system);
-        cJSON_AddNumberToObject(e, "last", th[i].last_total);
-        cJSON_AddItemToArray(arr, e);
+    const analysis_totals *t = analysis_totals_of(a);
+    cJSON *c = report_json_cpu(a, t->first_ns != UINT64_MAX ? t->first_ns : 0, JSON_TOP);
+    if (c) {
+        cJSON_AddItemToObject(o, "cpu", c);
+        cpu_child *ch = NULL;
+        size_t nc = analysis_cpu_children(a, &ch);
+        cJSON *procs = cJSON_GetObjectItemCaseSensitive(c, "processes");
+        for (size_t i = 0; i < nc && i < JSON_TOP; i++)
+            cJSON_AddNumberToObject(cJSON_GetArrayItem(procs, (int)i), "last_cpu_pct",
+                                    ch[i].last_total);
+        free(ch);
+        cpu_thread *th = NULL;
+        size_t nt = analysis_cpu_threads(a, &th);
+        cJSON *arr = cJSON_AddArrayToObject(c, "threads");
+        for (size_t i = 0; arr && i < nt && i < JSON_TOP; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "tid", th[i].tid);
+            if (th[i].name)
+                add_name(e, "name", a, th[i].name);
+            cJSON_AddNumberToObject(e, "avg_cpu_pct", th[i].avg_user + th[i].avg_system);
+            cJSON_AddNumberToObject(e, "last_cpu_pct", th[i].last_total);
+            cJSON_AddItemToArray(arr, e);
+        }
+        free(th);
     }
-    free(th);
-    cpu_child *ch = NULL;
-    size_t nc = analysis_cpu_children(a, &ch);
-    arr = cJSON_AddArrayToObject(c, "processes");
-    for (size_t i = 0; i < nc && i < JSON_TOP; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "pid", ch[i].pid);
-        if (ch[i].name)
-            add_name(e, "name", a, ch[i].name);
-        cJSON_AddNumberToObject(e, "avg", ch[i].avg_user + ch[i].avg_system);
-        cJSON_AddNumberToObject(e, "last", ch[i].last_total);
-        report_json_u64(e, "rss", ch[i].last_rss);
-        cJSON_AddBoolToObject(e, "ended", ch[i].ended);
-        cJSON_AddItemToArray(arr, e);
-    }
-    free(ch);
-    memory_summary m = analysis_memory(a);
-    cJSON *mem = cJSON_AddObjectToObject(o, "memory");
-    report_json_u64(mem, "host_samples", m.host_samples);
-    report_json_u64(mem, "host_rss", m.host_rss);
-    report_json_u64(mem, "host_peak_rss", m.host_peak_rss);
-    arr = cJSON_AddArrayToObject(mem, "devices");
-    for (uint32_t d = 0; d < m.devices && d < 8; d++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "device", d);
-        report_json_u64(e, "bytes", m.device_bytes[d]);
-        report_json_u64(e, "peak_bytes", m.device_peak[d]);
-        cJSON_AddItemToArray(arr, e);
-    }
+    cJSON_AddItemToObject(o, "memory", report_json_memory(a));
 }
 
 static void json_timeline(cJSON *o, const panel_ctx *p)

@@ -2,6 +2,7 @@
  * curses): the step trace, operators (types, ops, sort, search, Choose Type), data queues, CPU
  * and memory, the timeline with W/A/S/D and its cursor, hostile names, and the --once
  * snapshots. */
+#include "report.h"
 #include "tui_fixture.h"
 
 #include <cJSON.h>
@@ -682,17 +683,26 @@ START_TEST(test_snapshot_text)
 }
 END_TEST
 
+/* top --once --json of r, parsed; *buf its text (the caller frees both). */
+static cJSON *snapshot_of(run *r, char **buf)
+{
+    size_t len = 0;
+    *buf = NULL;
+    FILE *f = open_memstream(buf, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(snapshot_json(f, &r->p), 0);
+    fclose(f);
+    cJSON *o = cJSON_Parse(*buf);
+    ck_assert_msg(o != NULL, "not JSON:\n%s", *buf);
+    return o;
+}
+
 START_TEST(test_snapshot_json)
 {
     run r;
     make_run(&r, 1);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(snapshot_json(f, &r.p), 0);
-    fclose(f);
-    cJSON *o = cJSON_Parse(buf);
-    ck_assert_msg(o != NULL, "not JSON:\n%s", buf);
+    char *buf;
+    cJSON *o = snapshot_of(&r, &buf);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "process")->valuestring, "trainer");
     ck_assert_str_eq(cJSON_GetObjectItem(o, "state")->valuestring, "collecting");
     ck_assert_int_eq(cJSON_GetObjectItem(o, "missed")->valueint, 17);
@@ -738,16 +748,68 @@ START_TEST(test_snapshot_json)
     /* A thread that lost events: the one that lost most, and at what rate it emitted then. */
     r.st.lost_threads = 3;
     r.st.worst = (lane_loss){.tid = 812, .lost = 4000, .first_ns = 1, .rate = 48000000};
-    f = open_memstream(&buf, &len);
-    ck_assert_int_eq(snapshot_json(f, &r.p), 0);
-    fclose(f);
-    o = cJSON_Parse(buf);
-    ck_assert_ptr_nonnull(o);
+    o = snapshot_of(&r, &buf);
     ck_assert_int_eq(cJSON_GetObjectItem(o, "lost_threads")->valueint, 3);
     cJSON *most = cJSON_GetObjectItem(o, "lost_most");
     ck_assert_int_eq(cJSON_GetObjectItem(most, "tid")->valueint, 812);
     ck_assert_int_eq(cJSON_GetObjectItem(most, "lost")->valueint, 4000);
     ck_assert_int_eq(cJSON_GetObjectItem(most, "offered_per_s")->valueint, 48000000);
+    cJSON_Delete(o);
+    free(buf);
+    free_run(&r);
+}
+END_TEST
+
+/* Whether every key of want is in got with the same type, objects and first array elements
+ * compared key by key; and whether got has no other key than want's and those in extra. */
+static void same_keys(const cJSON *want, const cJSON *got, const char *const *extra,
+                      const char *where)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, want)
+    {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, w->string);
+        ck_assert_msg(g != NULL, "%s: top --once --json has no \"%s\"", where, w->string);
+        ck_assert_msg((g->type & 0xff) == (w->type & 0xff) || (cJSON_IsBool(g) && cJSON_IsBool(w)),
+                      "%s: \"%s\" is not of the same type", where, w->string);
+        if (cJSON_IsObject(w))
+            same_keys(w, g, extra, w->string);
+        if (cJSON_IsArray(w) && cJSON_GetArraySize(w) > 0) {
+            ck_assert_int_gt(cJSON_GetArraySize(g), 0);
+            same_keys(cJSON_GetArrayItem(w, 0), cJSON_GetArrayItem(g, 0), extra, w->string);
+        }
+    }
+    const cJSON *g;
+    cJSON_ArrayForEach(g, got)
+    {
+        int known = cJSON_GetObjectItemCaseSensitive(want, g->string) != NULL;
+        for (size_t i = 0; !known && extra[i]; i++)
+            known = !strcmp(g->string, extra[i]);
+        ck_assert_msg(known, "%s: top --once --json has \"%s\", which summary.json has not", where,
+                      g->string);
+    }
+}
+
+/* top --once --json's "cpu" and "memory" have summary.json's keys (the report's section
+ * builders), with only the live view's additions besides. */
+START_TEST(test_snapshot_json_cpu_memory_keys)
+{
+    run r;
+    make_run(&r, 0);
+    char *buf;
+    cJSON *o = snapshot_of(&r, &buf);
+    cJSON *cpu = report_json_cpu(r.a, 0, 0), *mem = report_json_memory(r.a);
+    ck_assert_ptr_nonnull(cpu);
+    ck_assert_ptr_nonnull(mem);
+    /* The fixture has what every key needs: descendant processes, samples, host memory. */
+    ck_assert_int_gt(cJSON_GetArraySize(cJSON_GetObjectItem(cpu, "processes")), 0);
+    ck_assert_ptr_nonnull(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "memory"), "host_rss_bytes"));
+    ck_assert_ptr_nonnull(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "cpu"), "process_user_pct"));
+    static const char *const live[] = {"threads", "last_cpu_pct", NULL};
+    same_keys(cpu, cJSON_GetObjectItem(o, "cpu"), live, "cpu");
+    same_keys(mem, cJSON_GetObjectItem(o, "memory"), live, "memory");
+    cJSON_Delete(cpu);
+    cJSON_Delete(mem);
     cJSON_Delete(o);
     free(buf);
     free_run(&r);
@@ -775,6 +837,7 @@ int main(void)
     tcase_add_test(tc, test_timeline_tracks_hostile_values);
     tcase_add_test(tc, test_snapshot_text);
     tcase_add_test(tc, test_snapshot_json);
+    tcase_add_test(tc, test_snapshot_json_cpu_memory_keys);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
