@@ -827,6 +827,10 @@ ts_mailbox *segment_mailbox(const segment *s);
 ts_lane *segment_lane(const segment *s, uint32_t i);
 ts_event *segment_ring(const segment *s, uint32_t i);
 
+/* The offset of lane i's first ring (lane_events events): where every lane starts, and where a
+ * reclaimed one starts again. i below the lane count. */
+uint64_t segment_first_ring_off(const segment *s, uint32_t i);
+
 /* The ring of events at off, or NULL unless it lies whole among the first rings or in the grow
  * region and its size is one a lane may have. */
 ts_event *segment_ring_at(const segment *s, uint64_t off, uint32_t events);
@@ -1152,10 +1156,6 @@ typedef struct lane_rings {
     uint64_t old_off;
 } lane_rings;
 
-/* Sets l's rings to its first one alone (a new segment, a reclaimed lane): no reader may be
- * in the middle of them but through the sequence lock. */
-void lane_ring_reset(ts_lane *l, uint64_t off, uint32_t events);
-
 /* l's rings as whole fields, checked against s. 0, or -1 when they stay torn (a writer died
  * mid-way or the record is damaged) or name no ring of s. */
 int lane_rings_read(const segment *s, const ts_lane *l, lane_rings *out);
@@ -1279,25 +1279,42 @@ uint64_t inflight_comm_issue(const segment *s, inflight_claims *c, uint32_t name
 /* Any thread: the communication of ticket completed; a ticket already done, or 0, does nothing. */
 void inflight_comm_done(const segment *s, inflight_claims *c, uint64_t ticket);
 
-/* Events as at most two contiguous runs of a ring (where it wraps): what a drain finds in a lane.
- */
+/* Events as at most two contiguous runs (a and then b, where a lane's ring wraps): what a drain
+ * finds in a lane, and what the recorder, the flight recorder and the recording writer take. A run
+ * may be NULL when its count is 0. */
 typedef struct lane_run {
     const ts_event *a, *b;
     size_t na, nb;
 } lane_run;
 
+/* One contiguous array of n events as a run. */
+static inline lane_run lane_run_of(const ts_event *ev, size_t n)
+{
+    return (lane_run){.a = ev, .na = n};
+}
+
+/* The events in a run. */
+static inline size_t lane_run_count(const lane_run *r)
+{
+    return r->na + r->nb;
+}
+
+/* Event k (below lane_run_count) of a run. */
+static inline const ts_event *lane_run_at(const lane_run *r, size_t k)
+{
+    return k < r->na ? &r->a[k] : &r->b[k - r->na];
+}
+
 /* The first events of *rest, at most max, into *piece, and *rest stepped past them: how many. */
 size_t lane_run_take(lane_run *rest, size_t max, lane_run *piece);
 
 /* Consumer: the events published and not yet consumed, as at most two contiguous runs of one
- * ring (of the old ring first, while the consumer has not passed it: a later peek has the rest).
- * Returns the total; release them with lane_consume. head and tail come from shared memory and
- * are clamped so that a damaged lane yields at most one ring's worth. */
-size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, const ts_event **b,
-                 size_t *nb);
+ * ring (of the old ring first, while the consumer has not passed it: a later peek has the rest),
+ * into *out. Returns the total; release them with lane_consume. head and tail come from shared
+ * memory and are clamped so that a damaged lane yields at most one ring's worth. */
+size_t lane_peek(const segment *s, uint32_t i, lane_run *out);
 /* The same from index `from` on instead of the tail (a reader that does not consume). */
-size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, const ts_event **a, size_t *na,
-                    const ts_event **b, size_t *nb);
+size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, lane_run *out);
 /* Releases n events; an old ring the consumer has passed goes back to the grow region. */
 void lane_consume(const segment *s, uint32_t i, size_t n);
 
@@ -1461,9 +1478,8 @@ int recording_writer_openat(int dirfd, const char *dir, const recording_meta *me
 int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count,
                              const char *const *bytes, const uint32_t *lens, char **cause);
 
-/* One or more EVENTS chunks holding the events of both runs (nb may be 0), in order. */
-int recording_append_events(recording_writer *w, const ts_event *a, size_t na, const ts_event *b,
-                            size_t nb, char **cause);
+/* One or more EVENTS chunks holding the events of run, in order (lane_run_of for one array). */
+int recording_append_events(recording_writer *w, lane_run run, char **cause);
 
 /* Everything appended so far reaches the disk (fdatasync). */
 int recording_sync(recording_writer *w, char **cause);

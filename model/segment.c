@@ -385,6 +385,15 @@ static int no_own_name(pid_t pid, const pid_names *pn, char **cause)
                      pn->foreign - 1, (int)pid);
 }
 
+/* A new lane record's rings: its first ring alone. No reader can see the record before the
+ * header's magic is published, so no sequence lock is needed here (lane.c rewrites the ring
+ * fields of a lane in use under one). */
+static void first_ring(ts_lane *l, uint64_t off, uint32_t events)
+{
+    atomic_store_explicit(&l->ring_off, off, memory_order_relaxed);
+    atomic_store_explicit(&l->ring_events, events, memory_order_relaxed);
+}
+
 int segment_create(const segment_config *cfg, segment **out, char **cause)
 {
     *out = NULL;
@@ -531,9 +540,8 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     geometry_from(s, h);
     /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
     for (uint32_t i = 0; i < cfg->lane_count; i++) {
-        uint64_t off = l.rings_off + (uint64_t)i * cfg->lane_events * sizeof(ts_event);
-        lane_ring_reset(&s->ctl[i], off, cfg->lane_events);
-        lane_ring_reset(segment_lane(s, i), off, cfg->lane_events);
+        first_ring(&s->ctl[i], segment_first_ring_off(s, i), cfg->lane_events);
+        first_ring(segment_lane(s, i), segment_first_ring_off(s, i), cfg->lane_events);
     }
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
@@ -859,12 +867,17 @@ ts_lane *segment_lane(const segment *s, uint32_t i)
     return segment_at(s, s->g.lanes_off + (uint64_t)i * sizeof(ts_lane), sizeof(ts_lane));
 }
 
+uint64_t segment_first_ring_off(const segment *s, uint32_t i)
+{
+    return s->g.rings_off + (uint64_t)i * s->g.lane_events * sizeof(ts_event);
+}
+
 ts_event *segment_ring(const segment *s, uint32_t i)
 {
     if (i >= s->g.lane_count)
         return NULL;
     uint64_t bytes = (uint64_t)s->g.lane_events * sizeof(ts_event);
-    return segment_at(s, s->g.rings_off + (uint64_t)i * bytes, bytes);
+    return segment_at(s, segment_first_ring_off(s, i), bytes);
 }
 
 int segment_lane_ready(const segment *s, uint32_t i)

@@ -116,24 +116,23 @@ static uint32_t lane_index(const segment *s, const ts_lane *l)
  * returns how many events there were. */
 static size_t peek_check(const segment *s, uint32_t i, uint64_t *next, uint32_t tag)
 {
-    const ts_event *a, *b;
-    size_t na, nb;
-    size_t n = lane_peek(s, i, &a, &na, &b, &nb);
+    lane_run run;
+    size_t n = lane_peek(s, i, &run);
     uint64_t cap = segment_header(s)->lane_events;
     const ts_event *ring = segment_ring(s, i);
     uint64_t tail = atomic_load(&segment_lane_ctl(s, i)->tail);
-    ck_assert_uint_eq(na + nb, n);
+    ck_assert_uint_eq(lane_run_count(&run), n);
     ck_assert_uint_le(n, cap);
     if (n) {
-        ck_assert_ptr_eq(a, ring + (tail & (cap - 1)));
-        ck_assert_uint_eq(na, n < cap - (tail & (cap - 1)) ? n : cap - (tail & (cap - 1)));
+        ck_assert_ptr_eq(run.a, ring + (tail & (cap - 1)));
+        ck_assert_uint_eq(run.na, n < cap - (tail & (cap - 1)) ? n : cap - (tail & (cap - 1)));
     }
-    if (nb)
-        ck_assert_ptr_eq(b, ring);
+    if (run.nb)
+        ck_assert_ptr_eq(run.b, ring);
     else
-        ck_assert_ptr_null(b);
+        ck_assert_ptr_null(run.b);
     for (size_t k = 0; k < n; k++) {
-        const ts_event *e = k < na ? &a[k] : &b[k - na];
+        const ts_event *e = lane_run_at(&run, k);
         ck_assert_uint_eq(e->v0, *next);
         ck_assert_msg(ev_ok(e, tag), "event %llu damaged", (unsigned long long)e->v0);
         (*next)++;
@@ -187,9 +186,8 @@ START_TEST(test_order_and_wraparound)
     ck_assert_ptr_ne(w.lane, w.mirror); /* the creator's control block is its own */
     ck_assert_uint_gt(drops, 0);        /* the bursts did overfill */
     /* The other lane saw nothing. */
-    const ts_event *a, *b;
-    size_t na, nb;
-    ck_assert_uint_eq(lane_peek(s, 1 - li, &a, &na, &b, &nb), 0);
+    lane_run run;
+    ck_assert_uint_eq(lane_peek(s, 1 - li, &run), 0);
     segment_close(s, 1);
 }
 END_TEST
@@ -228,13 +226,12 @@ START_TEST(test_full_ring_drops_and_keeps)
     ck_assert_uint_eq(atomic_load(&w.lane->drops), 101);
     ck_assert_int_eq(memcmp(before + 10, ring + 10, (cap - 10) * sizeof(ts_event)), 0);
 
-    const ts_event *a, *b;
-    size_t na, nb;
-    ck_assert_uint_eq(lane_peek(s, 0, &a, &na, &b, &nb), cap);
-    ck_assert_ptr_eq(a, ring + 10);
-    ck_assert_uint_eq(na, cap - 10);
-    ck_assert_ptr_eq(b, ring);
-    ck_assert_uint_eq(nb, 10);
+    lane_run run;
+    ck_assert_uint_eq(lane_peek(s, 0, &run), cap);
+    ck_assert_ptr_eq(run.a, ring + 10);
+    ck_assert_uint_eq(run.na, cap - 10);
+    ck_assert_ptr_eq(run.b, ring);
+    ck_assert_uint_eq(run.nb, 10);
     next = 10;
     ck_assert_uint_eq(peek_check(s, 0, &next, 1), cap);
     free(before);
@@ -297,10 +294,9 @@ START_TEST(test_claim_retire_reclaim)
     ck_assert_int_eq(lane_push(&again, &e), 1);
     ck_assert_uint_eq(peek_check(s, i1, &next, 9), 1);
     ck_assert_uint_eq(next, 4);
-    const ts_event *a, *b;
-    size_t na, nb;
-    lane_peek(s, i1, &a, &na, &b, &nb);
-    ck_assert_ptr_eq(a, segment_ring(s, i1) + 3);
+    lane_run run;
+    lane_peek(s, i1, &run);
+    ck_assert_ptr_eq(run.a, segment_ring(s, i1) + 3);
     ck_assert_uint_eq(atomic_load(&h->lanes_used), 4);
     segment_close(s, 1);
 }
@@ -435,12 +431,11 @@ static int64_t drain_pass(consumer *c)
     uint32_t used = atomic_load_explicit(&segment_header(c->s)->lanes_used, memory_order_acquire);
     int64_t total = 0;
     for (uint32_t i = 0; i < used; i++) {
-        const ts_event *a, *b;
-        size_t na, nb;
-        size_t n = lane_peek(c->s, i, &a, &na, &b, &nb);
+        lane_run run;
+        size_t n = lane_peek(c->s, i, &run);
         lane_tally *t = &c->tally[i];
         for (size_t k = 0; k < n; k++) {
-            const ts_event *e = k < na ? &a[k] : &b[k - na];
+            const ts_event *e = lane_run_at(&run, k);
             if (t->tag < 0)
                 t->tag = e->tid;
             if (e->tid != (uint32_t)t->tag || !ev_ok(e, e->tid)) {
@@ -565,9 +560,8 @@ static void push_consume(const segment *s, uint32_t li, lane_writer *w, uint64_t
     for (uint64_t k = 0; k < n; k++) {
         ts_event e = ev_make(w->head, 3);
         ck_assert_int_eq(lane_push(w, &e), 1);
-        const ts_event *a, *b;
-        size_t na, nb;
-        lane_consume(s, li, lane_peek(s, li, &a, &na, &b, &nb));
+        lane_run run;
+        lane_consume(s, li, lane_peek(s, li, &run));
     }
 }
 
@@ -694,11 +688,10 @@ static void *race_consumer(void *arg)
     uint64_t next = 0;
     for (;;) {
         int finished = atomic_load(&r->producer_done);
-        const ts_event *a, *b;
-        size_t na, nb;
-        size_t n = lane_peek(r->s, 0, &a, &na, &b, &nb);
+        lane_run run;
+        size_t n = lane_peek(r->s, 0, &run);
         for (size_t k = 0; k < n; k++) {
-            const ts_event *e = k < na ? &a[k] : &b[k - na];
+            const ts_event *e = lane_run_at(&run, k);
             if (e->v0 != next || !ev_ok(e, 3)) {
                 thread_fail("consumer: got seq %llu, expected %llu", (unsigned long long)e->v0,
                             (unsigned long long)next);
@@ -803,11 +796,10 @@ static void push_n(lane_writer *w, uint64_t n)
 /* One peek of lane li, checked from *next on and consumed; returns its count. */
 static size_t drain_one(const segment *s, uint32_t li, uint64_t *next)
 {
-    const ts_event *a, *b;
-    size_t na, nb;
-    size_t n = lane_peek(s, li, &a, &na, &b, &nb);
+    lane_run run;
+    size_t n = lane_peek(s, li, &run);
     for (size_t k = 0; k < n; k++) {
-        const ts_event *e = k < na ? &a[k] : &b[k - na];
+        const ts_event *e = lane_run_at(&run, k);
         ck_assert_uint_eq(e->v0, *next);
         ck_assert(ev_ok(e, 3));
         (*next)++;
@@ -919,9 +911,8 @@ START_TEST(test_damaged_lane)
 
     /* The creator goes by its own control block: it sees nothing, and its producer and consumer
      * still agree. */
-    const ts_event *a, *b;
-    size_t na, nb;
-    ck_assert_uint_eq(lane_peek(owner, 1, &a, &na, &b, &nb), 0);
+    lane_run run;
+    ck_assert_uint_eq(lane_peek(owner, 1, &run), 0);
     lane_writer ow = claim(owner, 77);
     ck_assert_uint_eq(lane_index(owner, ow.lane), 0);
     lane_writer w1 = claim(owner, 78);
@@ -931,7 +922,7 @@ START_TEST(test_damaged_lane)
     uint64_t next = 0;
     ck_assert_uint_eq(peek_check(owner, 1, &next, 3), 1);
     lane_consume(owner, 1, 1);
-    ck_assert_uint_eq(lane_peek(owner, 1, &a, &na, &b, &nb), 0);
+    ck_assert_uint_eq(lane_peek(owner, 1, &run), 0);
     ck_assert_uint_eq(segment_lanes_used(owner), 2);
     atomic_store(&segment_header(owner)->lanes_used, UINT32_MAX);
     ck_assert_uint_eq(segment_lanes_used(owner), 2);
@@ -942,16 +933,16 @@ START_TEST(test_damaged_lane)
      * ring. */
     segment *s = mt_attach(segment_header(owner)->pid, 1);
     uint64_t expect = d->expect == UINT64_MAX ? cap : d->expect;
-    size_t n = lane_peek(s, 1, &a, &na, &b, &nb);
+    size_t n = lane_peek(s, 1, &run);
     ck_assert_uint_eq(n, expect);
-    ck_assert_uint_eq(na + nb, n);
+    ck_assert_uint_eq(lane_run_count(&run), n);
     const ts_event *ring = segment_ring(s, 1);
-    if (na) {
-        ck_assert(a >= ring && a + na <= ring + cap);
+    if (run.na) {
+        ck_assert(run.a >= ring && run.a + run.na <= ring + cap);
     }
-    if (nb) {
-        ck_assert_ptr_eq(b, ring);
-        ck_assert_uint_le(nb, cap);
+    if (run.nb) {
+        ck_assert_ptr_eq(run.b, ring);
+        ck_assert_uint_le(run.nb, cap);
     }
 
     /* The observer follows the lane and reads at most one ring. */
@@ -964,10 +955,10 @@ START_TEST(test_damaged_lane)
         ck_assert_uint_eq(got + missed, d->head - d->tail);
 
     /* Out of range. */
-    ck_assert_uint_eq(lane_peek(s, 2, &a, &na, &b, &nb), 0);
-    ck_assert_ptr_null(a);
-    ck_assert_ptr_null(b);
-    ck_assert_uint_eq(na + nb, 0);
+    ck_assert_uint_eq(lane_peek(s, 2, &run), 0);
+    ck_assert_ptr_null(run.a);
+    ck_assert_ptr_null(run.b);
+    ck_assert_uint_eq(lane_run_count(&run), 0);
     lane_consume(s, 2, 5); /* no effect, no crash */
     segment_close(s, 0);
     segment_close(owner, 1);

@@ -115,11 +115,10 @@ static recording_writer *writer_open(const char *dir, int32_t pid)
     return w;
 }
 
-static void writer_events(recording_writer *w, const ts_event *a, size_t na, const ts_event *b,
-                          size_t nb)
+static void writer_events(recording_writer *w, lane_run run)
 {
     char *cause = NULL;
-    int rc = recording_append_events(w, a, na, b, nb, &cause);
+    int rc = recording_append_events(w, run, &cause);
     ck_assert_msg(rc == 0, "append_events: %s", cause ? cause : "?");
 }
 
@@ -291,7 +290,7 @@ START_TEST(test_round_trip)
     recording_writer *w = writer_open(dir, 77);
     writer_odd_names(w, 100);
     ts_event *ev = ev_array(0, 300);
-    writer_events(w, ev, 300, NULL, 0);
+    writer_events(w, lane_run_of(ev, 300));
     char *cause = NULL;
     ck_assert_int_eq(recording_sync(w, &cause), 0);
     uint64_t bytes = recording_bytes(w);
@@ -479,7 +478,7 @@ START_TEST(test_two_runs_split)
     ts_event *all = ev_array(0, total);
     recording_writer *w = writer_open(tmp, 1);
     uint64_t before = recording_bytes(w);
-    writer_events(w, all, na, all + na, nb);
+    writer_events(w, (lane_run){.a = all, .na = na, .b = all + na, .nb = nb});
     size_t chunks = (total + T_EVENTS_MAX - 1) / T_EVENTS_MAX;
     ck_assert_uint_eq(recording_bytes(w) - before, total * sizeof(ts_event) + chunks * T_HEADER);
     writer_close(w);
@@ -526,16 +525,16 @@ static void small_make(small_rec *s)
     s->end[0] = recording_bytes(w);
     writer_odd_names(w, 10); /* 1: strings */
     s->end[1] = recording_bytes(w);
-    writer_events(w, s->ev, 3, NULL, 0); /* 2: events 0..2 */
+    writer_events(w, lane_run_of(s->ev, 3)); /* 2: events 0..2 */
     s->end[2] = recording_bytes(w);
-    writer_events(w, s->ev + 3, 2, NULL, 0); /* 3: events 3..4 */
+    writer_events(w, lane_run_of(s->ev + 3, 2)); /* 3: events 3..4 */
     s->end[3] = recording_bytes(w);
     const char *late = "late,name";
     uint32_t late_len = 9;
     char *cause = NULL;
     ck_assert_int_eq(recording_append_strings(w, 50, 1, &late, &late_len, &cause), 0); /* 4 */
     s->end[4] = recording_bytes(w);
-    writer_events(w, s->ev + 5, 4, NULL, 0); /* 5: events 5..8 */
+    writer_events(w, lane_run_of(s->ev + 5, 4)); /* 5: events 5..8 */
     s->end[5] = recording_bytes(w);
     writer_close(w);
     static const size_t per_chunk[SMALL_CHUNKS] = {0, 0, 3, 2, 0, 4};
@@ -674,13 +673,13 @@ START_TEST(test_reopen_after_torn_write)
     char *tmp = tmp_make();
     ts_event *ev = ev_array(0, 5);
     recording_writer *w = writer_open(tmp, 1);
-    writer_events(w, ev, 3, NULL, 0);
+    writer_events(w, lane_run_of(ev, 3));
     writer_close(w);
     char *file = path_join(tmp, TS_RECORDING_FILE);
     file_append(file, "torn!", 5);
 
     w = writer_open(tmp, 2);
-    writer_events(w, ev + 3, 2, NULL, 0);
+    writer_events(w, lane_run_of(ev + 3, 2));
     ck_assert_uint_eq(recording_bytes(w),
                       3 + T_HEADER + sizeof(recording_meta) + T_HEADER + 2 * sizeof(ts_event));
     writer_close(w);
@@ -707,7 +706,7 @@ START_TEST(test_format_is_pinned)
     char *tmp = tmp_make();
     ts_event *ev = ev_array(0, 2);
     recording_writer *w = writer_open(tmp, 9);
-    writer_events(w, ev, 2, NULL, 0);
+    writer_events(w, lane_run_of(ev, 2));
     writer_close(w);
     char *file = path_join(tmp, TS_RECORDING_FILE);
     size_t len;
@@ -789,7 +788,7 @@ START_TEST(test_crafted_chunks)
     char *tmp = tmp_make();
     ts_event *ev = ev_array(0, 5);
     recording_writer *w = writer_open(tmp, 1);
-    writer_events(w, ev, 2, NULL, 0);
+    writer_events(w, lane_run_of(ev, 2));
     writer_close(w);
     char *file = path_join(tmp, TS_RECORDING_FILE);
 
@@ -906,7 +905,7 @@ START_TEST(test_open_paths)
     char *file = path_join(dir, TS_RECORDING_FILE);
     ts_event *ev = ev_array(0, 4);
     recording_writer *w = writer_open(dir, 1);
-    writer_events(w, ev, 4, NULL, 0);
+    writer_events(w, lane_run_of(ev, 4));
     writer_close(w);
     const char *paths[] = {run, dir, file};
     for (size_t i = 0; i < 3; i++) {
@@ -1003,7 +1002,7 @@ START_TEST(test_reader_refuses_later_major)
     recording_writer *w;
     ck_assert_int_eq(recording_writer_open(tmp, &m, &w, NULL), 0);
     ts_event ev = ev_make(1);
-    ck_assert_int_eq(recording_append_events(w, &ev, 1, NULL, 0, NULL), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(&ev, 1), NULL), 0);
     ck_assert_int_eq(recording_writer_close(w, NULL), 0);
     recording_reader *r;
     ck_assert_int_eq(recording_reader_open(tmp, &r, NULL), 0);
@@ -1105,7 +1104,7 @@ START_TEST(test_write_fails_midway)
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
     char *cause = NULL;
-    int rc = recording_append_events(w, ev, 100, NULL, 0, &cause);
+    int rc = recording_append_events(w, lane_run_of(ev, 100), &cause);
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
     signal(SIGXFSZ, prev);
     ck_assert_int_eq(rc, -1);
