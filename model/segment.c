@@ -5,7 +5,7 @@
  * thing a monitor writes, is an object of its own beside it ("<name>-ctl"). Attach trusts nothing:
  * sizes, offsets and counts are checked against the real size of the mapping before any is used,
  * and every later access goes through segment_at(). */
-#include "model.h"
+#include "segment_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -108,13 +108,9 @@ static int have(segment *s, void *p, uint64_t len, int *refused)
     return 0;
 }
 
-#define CTL_SUFFIX  "-ctl" /* the control object beside a segment: its name + this */
-#define CTL_SIZE    TS_SEGMENT_CTL_SIZE
-#define REAP_SUFFIX "-reap" /* a segment a reaper took (segment_claim) */
-
 /* a then b into buf of cap bytes: 0, or -1 with errno ENAMETOOLONG when they do not fit (a
  * name cut short would name some other object). */
-static int join2(char *buf, size_t cap, const char *a, const char *b)
+int segment_join2(char *buf, size_t cap, const char *a, const char *b)
 {
     int n = snprintf(buf, cap, "%s%s", a, b);
     if (n < 0 || (size_t)n >= cap) {
@@ -128,7 +124,7 @@ static int join2(char *buf, size_t cap, const char *a, const char *b)
 static int ctl_create(const char *name, ts_mailbox **out)
 {
     char ctl[96];
-    if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) != 0)
+    if (segment_join2(ctl, sizeof ctl, name, CTL_SUFFIX) != 0)
         return -1;
     int fd = shm_open(ctl, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -157,7 +153,7 @@ static void ctl_remove(const char *name, ts_mailbox *m)
         munmap(m, CTL_SIZE);
     if (name[0] == '/' && !strchr(name + 1, '/')) {
         char ctl[96];
-        if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) == 0)
+        if (segment_join2(ctl, sizeof ctl, name, CTL_SUFFIX) == 0)
             shm_unlink(ctl);
     }
 }
@@ -168,7 +164,7 @@ static void ctl_remove(const char *name, ts_mailbox *m)
 static int ctl_attach(const char *label, ts_mailbox **out, char **cause)
 {
     char ctl[4200];
-    if (join2(ctl, sizeof ctl, label, CTL_SUFFIX) != 0)
+    if (segment_join2(ctl, sizeof ctl, label, CTL_SUFFIX) != 0)
         return cause_set(cause, "%s: name too long", label);
     int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     int is_shm = label[0] == '/' && !strchr(label + 1, '/');
@@ -249,7 +245,7 @@ void segment_copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
     dst[n] = 0;
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
+void segment_copy_str(char *dst, size_t cap, const char *src)
 {
     if (!src)
         src = "";
@@ -257,10 +253,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
     memcpy(dst, src, n);
     dst[n] = 0;
 }
-
-/* Where POSIX shared memory objects live as files on Linux: "/termsight-1" is SHM_DIR
- * "/termsight-1". */
-#define SHM_DIR "/dev/shm"
 
 /* A fresh name for pid's segment: "/termsight-<pid>-<16 hex digits from getrandom>", so that no
  * one can take it first by guessing it from the pid. */
@@ -299,7 +291,7 @@ uint64_t segment_shm_available(void)
 
 /* The pid in a name of SHM_DIR: "termsight-<pid>-<16 hex digits>", or "termsight-<pid>" (the
  * names older versions gave, still listed so that they can be cleaned). 1 and *pid, or 0. */
-static int parse_pid(const char *entry, pid_t *pid)
+int segment_parse_pid(const char *entry, pid_t *pid)
 {
     size_t pl = strlen(TS_SEGMENT_PREFIX);
     if (strncmp(entry, TS_SEGMENT_PREFIX, pl))
@@ -326,18 +318,9 @@ static int parse_pid(const char *entry, pid_t *pid)
     return 1;
 }
 
-/* The names in SHM_DIR that name one pid, all of them: anyone can create "termsight-<pid>-<hex>"
- * for any pid, so no count of planted names may hide the real one. */
-typedef struct pid_names {
-    char (*own)[64]; /* shm names ("/termsight-...") of this user's objects */
-    int n;
-    int foreign;   /* passed over: another user's */
-    char why[160]; /* the first one passed over, and why */
-} pid_names;
-
 /* Fills pn with pid's names: 0, or -1 with *cause when SHM_DIR cannot be read (pn->own is then
  * NULL). Free pn->own. */
-static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
+int segment_names_of_pid(pid_t pid, pid_names *pn, char **cause)
 {
     memset(pn, 0, sizeof *pn);
     DIR *d = opendir(SHM_DIR);
@@ -348,7 +331,7 @@ static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
     while ((e = readdir(d))) {
         pid_t p;
         struct stat st;
-        if (!parse_pid(e->d_name, &p) || p != pid ||
+        if (!segment_parse_pid(e->d_name, &p) || p != pid ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
         if (st.st_uid != geteuid()) {
@@ -368,14 +351,14 @@ static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
             }
             pn->own = grown;
         }
-        snprintf(pn->own[pn->n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
+        snprintf(pn->own[pn->n++], 64, "/%.62s", e->d_name); /* segment_parse_pid: at most 37 */
     }
     closedir(d);
     return 0;
 }
 
 /* The message when pid has no name of this user's: the first one passed over, or none. */
-static int no_own_name(pid_t pid, const pid_names *pn, char **cause)
+int segment_no_own_name(pid_t pid, const pid_names *pn, char **cause)
 {
     if (!pn->foreign)
         return cause_set(cause, "pid %d: no such segment", (int)pid);
@@ -449,7 +432,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     if (fd < 0) {
         int e = errno;
         char name[64];
-        copy_str(name, sizeof name, s->name);
+        segment_copy_str(name, sizeof name, s->name);
         free(s);
         budget_give(cfg->budget, fixed);
         return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
@@ -508,15 +491,15 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->segment_size = l.size;
     h->pid = pid;
     h->uid = geteuid();
-    copy_str(h->process, sizeof h->process, cfg->process);
-    copy_str(h->clock, sizeof h->clock, cfg->clock);
+    segment_copy_str(h->process, sizeof h->process, cfg->process);
+    segment_copy_str(h->clock, sizeof h->clock, cfg->clock);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     h->start_ns = cfg->start_ns;
-    copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
-    copy_str(h->job, sizeof h->job, cfg->job ? cfg->job : "");
-    copy_str(h->host, sizeof h->host, cfg->host ? cfg->host : "");
+    segment_copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
+    segment_copy_str(h->job, sizeof h->job, cfg->job ? cfg->job : "");
+    segment_copy_str(h->host, sizeof h->host, cfg->host ? cfg->host : "");
     int in_job = cfg->job && *cfg->job;
     h->rank = in_job && cfg->rank >= 0 ? cfg->rank : -1;
     h->local_rank = in_job && cfg->local_rank >= 0 ? cfg->local_rank : -1;
@@ -646,7 +629,7 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
     }
     s->base = base;
     s->size = size;
-    copy_str(s->name, sizeof s->name, label);
+    segment_copy_str(s->name, sizeof s->name, label);
     geometry_from(s, base);
     if (writable && ctl_attach(label, &s->mailbox, cause) != 0) {
         segment_close(s, 0);
@@ -674,8 +657,6 @@ int segment_attach_name(const char *name, int writable, segment **out, char **ca
     close(fd);
     return r;
 }
-
-static int segment_alive(pid_t pid, const char *shm_name);
 
 /* Attaches name and checks that its header names pid. */
 static int attach_of_pid(const char *name, pid_t pid, int writable, segment **out, char **cause)
@@ -735,10 +716,10 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
 {
     *out = NULL;
     pid_names pn;
-    if (names_of_pid(pid, &pn, cause) != 0)
+    if (segment_names_of_pid(pid, &pn, cause) != 0)
         return -1;
     /* Another user's objects at pid's names are passed over: they never hide ours. */
-    int r = pn.n ? attach_best(pid, &pn, writable, out, cause) : no_own_name(pid, &pn, cause);
+    int r = pn.n ? attach_best(pid, &pn, writable, out, cause) : segment_no_own_name(pid, &pn, cause);
     if (r == 0 && pn.foreign)
         snprintf((*out)->note, sizeof(*out)->note,
                  "passed over %d name%s of pid %d in " SHM_DIR " that %s not yours (%s)",
@@ -1057,287 +1038,4 @@ void segment_lane_claimed(const segment *s, uint32_t i)
         raise_to(&((segment *)s)->lanes_used, i + 1);
     /* The mirror only ever grows, whatever another process wrote into it. */
     raise_to(&segment_header(s)->lanes_used, i + 1);
-}
-
-/* Alive means the process exists and still maps this very object (not a deleted one, not a pid
- * reused by an unrelated process). */
-static int segment_alive(pid_t pid, const char *shm_name)
-{
-    if (kill(pid, 0) != 0 && errno != EPERM)
-        return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 1; /* exists, cannot tell more */
-    char want[96];
-    if (join2(want, sizeof want, SHM_DIR, shm_name) != 0) {
-        fclose(f);
-        return 1; /* cannot tell more */
-    }
-    size_t wl = strlen(want);
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, want);
-        if (p && (p[wl] == '\n' || p[wl] == 0))
-            found = 1;
-    }
-    fclose(f);
-    return found;
-}
-
-static int by_pid(const void *a, const void *b)
-{
-    const segment_info *x = a, *y = b;
-    return (x->pid > y->pid) - (x->pid < y->pid);
-}
-
-static void info_fill(segment_info *info, const char *entry, pid_t pid);
-
-/* A new last entry of *list (n of cap), or NULL (the list freed) when memory is out. */
-static segment_info *list_push(segment_info **list, size_t *n, size_t *cap)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 8;
-        segment_info *nl = realloc(*list, c * sizeof *nl);
-        if (!nl) {
-            free(*list);
-            *list = NULL;
-            return NULL;
-        }
-        *list = nl;
-        *cap = c;
-    }
-    return &(*list)[(*n)++];
-}
-
-/* What segment_list says of the segment at entry (of pid), but whether it is alive. */
-static void info_fill(segment_info *info, const char *entry, pid_t pid)
-{
-    memset(info, 0, sizeof *info);
-    info->pid = pid;
-    snprintf(info->shm_name, sizeof info->shm_name, "/%.62s", entry);
-    segment *s = NULL;
-    char *why = NULL;
-    if (segment_attach_name(info->shm_name, 0, &s, &why) == 0) {
-        ts_segment_header *h = segment_header(s);
-        info->readable = 1;
-        copy_str(info->process, sizeof info->process, h->process);
-        if (segment_run_folder(s, info->run_folder, sizeof info->run_folder, NULL) != 0)
-            copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
-        copy_str(info->job, sizeof info->job, h->job);
-        info->rank = h->rank;
-        info->world_size = h->world_size;
-        info->parent_pid = h->parent_pid;
-        info->state = atomic_load_explicit(&h->state, memory_order_acquire);
-        info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
-        info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
-        info->window = atomic_load_explicit(&h->window, memory_order_relaxed);
-        info->start_ns = h->start_ns;
-        info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
-        info->start_realtime_ns = h->start_realtime_ns;
-        info->budget_id = h->budget_id;
-        info->program_events = atomic_load_explicit(&h->program_events, memory_order_relaxed);
-        info->flight_mb = h->minor >= 2 ? h->flight_mb : 0;
-        info->budget_charged = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
-        segment_close(s, 0);
-    } else {
-        copy_str(info->error, sizeof info->error, why ? why : "unreadable");
-        free(why);
-    }
-}
-
-/* Whether pid has ended: no such process, or a zombie its parent has not waited for yet. */
-static int process_ended(pid_t pid)
-{
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 1;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* Which segments a listing keeps: NULL, every one of this user's; else only those whose process
- * has ended, that are regular files and readable, and whose header names budget_id as its ledger
- * (when not 0) or parent as its parent (when > 0). */
-typedef struct list_filter {
-    uint64_t budget_id;
-    pid_t parent;
-} list_filter;
-
-static int list_segments(const list_filter *f, segment_info **out, char **cause)
-{
-    *out = NULL;
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    segment_info *list = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        pid_t pid;
-        struct stat st;
-        /* A filtered look costs no attach for a process that is still there. */
-        if (!parse_pid(e->d_name, &pid) || (f && !process_ended(pid)) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
-            (f && !S_ISREG(st.st_mode)))
-            continue;
-        segment_info info;
-        info_fill(&info, e->d_name, pid);
-        if (f && (!info.readable || (f->budget_id && info.budget_id != f->budget_id) ||
-                  (f->parent > 0 && info.parent_pid != f->parent)))
-            continue;
-        info.alive = f ? 0 : segment_alive(pid, info.shm_name);
-        segment_info *slot = list_push(&list, &n, &cap);
-        if (!slot) {
-            closedir(d);
-            return cause_set(cause, "out of memory");
-        }
-        *slot = info;
-    }
-    closedir(d);
-    if (n)
-        qsort(list, n, sizeof *list, by_pid);
-    *out = list;
-    return (int)n;
-}
-
-int segment_list(segment_info **out, char **cause)
-{
-    return list_segments(NULL, out, cause);
-}
-
-int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause)
-{
-    list_filter f = {.budget_id = budget_id, .parent = parent};
-    return list_segments(&f, out, cause);
-}
-
-int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
-{
-    /* Judged by lstat, never opened: a link or a FIFO of ours under such a name is junk to
-     * remove, not something to follow or to block on. /dev/shm is sticky: only we can remove or
-     * replace an entry of ours between the look and the unlink. */
-    char path[96];
-    if (join2(path, sizeof path, SHM_DIR, name) != 0)
-        return cause_set(cause, "%s: name too long", name);
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return cause_set(cause, "%s: %s", name, strerror(errno));
-    if (st.st_uid != geteuid())
-        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
-    if (S_ISREG(st.st_mode) && segment_alive(pid, name))
-        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
-    if (unlink(path) != 0)
-        return cause_set(cause, "%s: %s", name, strerror(errno));
-    /* Its control object, when it is ours too. */
-    char ctl[128];
-    if (join2(ctl, sizeof ctl, path, CTL_SUFFIX) == 0 && lstat(ctl, &st) == 0 &&
-        st.st_uid == geteuid())
-        unlink(ctl);
-    return 0;
-}
-
-int segment_claim(const char *name, pid_t pid, char *claimed, size_t cap, char **cause)
-{
-    char from[96];
-    if (join2(from, sizeof from, SHM_DIR, name) != 0 || join2(claimed, cap, from, REAP_SUFFIX) != 0)
-        return cause_set(cause, "%s: name too long", name);
-    struct stat st;
-    if (lstat(from, &st) != 0)
-        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
-    if (st.st_uid != geteuid())
-        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
-    if (!S_ISREG(st.st_mode)) {
-        /* A link or a FIFO of ours under such a name: junk, removed, never followed. */
-        segment_remove_claimed(name, from);
-        return 0;
-    }
-    if (segment_alive(pid, name))
-        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
-    /* /dev/shm is sticky: only we can rename an entry of ours, and of two reapers one wins. */
-    if (rename(from, claimed) != 0)
-        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
-    return 1;
-}
-
-void segment_remove_claimed(const char *name, const char *claimed)
-{
-    unlink(claimed);
-    char ctl[128];
-    struct stat st;
-    if (join2(ctl, sizeof ctl, SHM_DIR, name) == 0 &&
-        strlen(ctl) + strlen(CTL_SUFFIX) < sizeof ctl) {
-        strcat(ctl, CTL_SUFFIX);
-        if (lstat(ctl, &st) == 0 && st.st_uid == geteuid())
-            unlink(ctl);
-    }
-}
-
-int segment_remove_orphan_ctls(void)
-{
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return 0;
-    int removed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        /* A control object, or a segment a reaper took and did not remove (it died). */
-        size_t len = strlen(e->d_name), sl = strlen(CTL_SUFFIX);
-        if (len > strlen(REAP_SUFFIX) &&
-            !strcmp(e->d_name + len - strlen(REAP_SUFFIX), REAP_SUFFIX))
-            sl = strlen(REAP_SUFFIX);
-        else if (len <= sl || strcmp(e->d_name + len - sl, CTL_SUFFIX))
-            continue;
-        char seg[256];
-        pid_t pid;
-        if (len - sl >= sizeof seg)
-            continue;
-        memcpy(seg, e->d_name, len - sl);
-        seg[len - sl] = 0;
-        struct stat st;
-        if (!parse_pid(seg, &pid) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            st.st_uid != geteuid() || fstatat(dirfd(d), seg, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-            (kill(pid, 0) == 0 || errno == EPERM))
-            continue; /* its segment is there, or its process lives: not an orphan */
-        removed += unlinkat(dirfd(d), e->d_name, 0) == 0;
-    }
-    closedir(d);
-    return removed;
-}
-
-int segment_remove_stale(pid_t pid, char **cause)
-{
-    pid_names pn;
-    if (names_of_pid(pid, &pn, cause) != 0)
-        return -1;
-    if (!pn.n)
-        return no_own_name(pid, &pn, cause);
-    int removed = 0;
-    char *first_cause = NULL;
-    for (int i = 0; i < pn.n; i++) {
-        char *why = NULL;
-        if (segment_remove_stale_name(pn.own[i], pid, &why) == 0)
-            removed++;
-        else if (!first_cause)
-            first_cause = why;
-        else
-            free(why);
-    }
-    free(pn.own);
-    if (removed) {
-        free(first_cause);
-        return removed;
-    }
-    int r = cause_set(cause, "%s", first_cause ? first_cause : "nothing removed");
-    free(first_cause);
-    return r;
 }
