@@ -377,110 +377,119 @@ static void first_ring(ts_lane *l, uint64_t off, uint32_t events)
     atomic_store_explicit(&l->ring_events, events, memory_order_relaxed);
 }
 
-int segment_create(const segment_config *cfg, segment **out, char **cause)
+/* cfg's sizes, checked: 0 and the largest ring a lane may grow to, or -1 with *cause. */
+static int config_check(const segment_config *cfg, uint32_t *max_events, char **cause)
 {
-    *out = NULL;
     if (cfg->lane_count < 1 || cfg->lane_count > LANES_MAX)
         return cause_set(cause, "lane count %u outside 1..%u", cfg->lane_count, LANES_MAX);
     if (!is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
         cfg->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "lane size %u is not a power of two in %u..%u", cfg->lane_events,
                          LANE_EVENTS_MIN, LANE_EVENTS_MAX);
-    uint32_t max_events = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
-    if (!is_pow2(max_events) || max_events < cfg->lane_events || max_events > LANE_EVENTS_MAX)
-        return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max_events,
+    uint32_t max = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
+    if (!is_pow2(max) || max < cfg->lane_events || max > LANE_EVENTS_MAX)
+        return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max,
                          cfg->lane_events, LANE_EVENTS_MAX);
     if (cfg->grow_budget > GROW_BUDGET_MAX)
         return cause_set(cause, "lane growth budget %llu bytes over %llu",
                          (unsigned long long)cfg->grow_budget, GROW_BUDGET_MAX);
-    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
     if (cfg->string_max < STRINGS_MIN || cfg->string_max > STRINGS_MAX)
         return cause_set(cause, "string table size %u outside %u..%u", cfg->string_max, STRINGS_MIN,
                          STRINGS_MAX);
     if (cfg->string_arena < ARENA_MIN || cfg->string_arena > ARENA_MAX)
         return cause_set(cause, "string arena %u bytes outside %u..%u", cfg->string_arena,
                          ARENA_MIN, ARENA_MAX);
+    *max_events = max;
+    return 0;
+}
 
-    pid_t pid = cfg->pid ? cfg->pid : getpid();
-    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
-                         cfg->string_arena);
+/* The bytes of the ledger a new segment takes from the start, or -1 with *cause when the ledger
+ * refuses them. */
+static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fixed, char **cause)
+{
     /* What a segment has from the start: the header and lane records, the boards' head, the
      * control object. The names' pages come as names do (strtab.c), the rings' as lanes do. */
-    uint64_t fixed = l.rings_off + round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
-    if (budget_take(cfg->budget, fixed) != 0) {
-        const ts_shm_budget *b = cfg->budget;
-        return cause_set(cause,
-                         "the shared-memory budget of this process tree is spent (%llu of %llu "
-                         "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
-                         (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
-                         (unsigned long long)(b->limit >> 10));
-    }
-    segment *s = calloc(1, sizeof *s);
-    if (!s) {
-        budget_give(cfg->budget, fixed);
-        return cause_set(cause, "out of memory");
-    }
-    /* Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
-     * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
+    *fixed = l->rings_off + round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
+    if (budget_take(cfg->budget, *fixed) == 0)
+        return 0;
+    const ts_shm_budget *b = cfg->budget;
+    return cause_set(cause,
+                     "the shared-memory budget of this process tree is spent (%llu of %llu "
+                     "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
+                     (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
+                     (unsigned long long)(b->limit >> 10));
+}
+
+/* A new shared-memory object of pid's, its name into name: the descriptor, or -1 with errno.
+ * Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
+ * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
+static int shm_create_new(pid_t pid, char *name, size_t cap)
+{
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < CREATE_TRIES; tries++) {
-        shm_name_new(pid, s->name, sizeof s->name);
-        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        shm_name_new(pid, name, cap);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
     }
-    if (fd < 0) {
-        int e = errno;
-        char name[64];
-        segment_copy_str(name, sizeof name, s->name);
-        free(s);
-        budget_give(cfg->budget, fixed);
-        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
-    }
-    void *base = MAP_FAILED;
-    int e = 0;
-    const char *what = "cannot size shared memory";
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0)
-        goto fail;
-    what = "cannot map shared memory";
-    base = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return fd;
+}
+
+/* Sizes and maps the new object fd for s (its mailbox beside it), read-only for others after:
+ * the mapping, or MAP_FAILED with errno and *what saying which step failed. */
+static void *map_new(segment *s, int fd, const layout *l, const char **what)
+{
+    int e;
+    *what = "cannot size shared memory";
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l->size) != 0)
+        return MAP_FAILED;
+    *what = "cannot map shared memory";
+    void *base = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
-        goto fail;
+        return MAP_FAILED;
     /* Everything but the rings is written from the start: its pages are had now, so that a
      * full shared-memory file system fails here, with a message, rather than kill the process
      * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
-    what = "cannot have the shared memory the segment starts with";
-    if (populate(base, l.rings_off) != 0 ||
-        populate((uint8_t *)base + l.board_off, offsetof(ts_board, ops)) != 0)
-        goto fail;
+    *what = "cannot have the shared memory the segment starts with";
+    if (populate(base, l->rings_off) != 0 ||
+        populate((uint8_t *)base + l->board_off, offsetof(ts_board, ops)) != 0)
+        goto unmap;
     /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
      * is read-only for every process but this one (which keeps its writable mapping): a monitor
      * that strays cannot write into lanes or names, whatever the collector already does not
      * trust there. */
-    what = "cannot create the segment's control object";
+    *what = "cannot create the segment's control object";
     if (ctl_create(s->name, &s->mailbox) != 0)
-        goto fail;
-    what = "cannot make the segment read-only for others";
-    if (fchmod(fd, 0400) != 0)
-        goto fail;
-    close(fd);
-    s->base = base;
-    s->size = l.size;
-    s->writable = 1;
-    s->budget = cfg->budget;
-    atomic_store(&s->charged, fixed);
-    s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
-    s->ready = calloc(cfg->lane_count, 1);
-    s->grow = calloc(cfg->lane_count, sizeof *s->grow);
-    if (!s->ctl || !s->ready || !s->grow) {
-        segment_close(s, 1);
-        return cause_set(cause, "out of memory");
-    }
-    memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
+        goto unmap;
+    *what = "cannot make the segment read-only for others";
+    if (fchmod(fd, 0400) == 0)
+        return base;
+unmap:
+    e = errno;
+    munmap(base, l->size);
+    errno = e;
+    return MAP_FAILED;
+}
+
+/* The creator's own state beside the segment: the lanes' control blocks, which lanes are
+ * ready, the growth state. 0, or -1 without memory. */
+static int creator_state(segment *s, uint32_t lanes)
+{
+    s->ctl = aligned_alloc(_Alignof(ts_lane), lanes * sizeof(ts_lane));
+    s->ready = calloc(lanes, 1);
+    s->grow = calloc(lanes, sizeof *s->grow);
+    if (!s->ctl || !s->ready || !s->grow)
+        return -1;
+    memset(s->ctl, 0, lanes * sizeof(ts_lane));
     pthread_mutex_init(&s->ready_lock, NULL);
     s->ready_lock_made = 1;
+    return 0;
+}
 
-    ts_segment_header *h = base;
+/* The header of a new segment of pid laid out as l, all but the magic. */
+static void header_fill(ts_segment_header *h, const segment_config *cfg, pid_t pid, const layout *l,
+                        uint32_t max_events, uint64_t grow_bytes, uint64_t fixed)
+{
     h->endian = 0x01020304u;
     h->major = TS_SEGMENT_MAJOR;
     h->minor = TS_SEGMENT_MINOR;
@@ -488,7 +497,7 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->event_size = sizeof(ts_event);
     h->lane_size = sizeof(ts_lane);
     h->word_size = sizeof(void *);
-    h->segment_size = l.size;
+    h->segment_size = l->size;
     h->pid = pid;
     h->uid = geteuid();
     segment_copy_str(h->process, sizeof h->process, cfg->process);
@@ -507,19 +516,72 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->parent_pid = cfg->parent_pid > 0 ? cfg->parent_pid : 0;
     h->lane_count = cfg->lane_count;
     h->lane_events = cfg->lane_events;
-    h->lanes_off = l.lanes_off;
-    h->rings_off = l.rings_off;
+    h->lanes_off = l->lanes_off;
+    h->rings_off = l->rings_off;
     h->lane_max_events = max_events;
-    h->grow_off = l.grow_off;
+    h->grow_off = l->grow_off;
     h->grow_bytes = grow_bytes;
     h->string_max = cfg->string_max;
     h->string_arena = cfg->string_arena;
-    h->string_index_off = l.string_index_off;
-    h->string_arena_off = l.string_arena_off;
-    h->mailbox_off = l.mailbox_off;
-    h->board_off = l.board_off;
+    h->string_index_off = l->string_index_off;
+    h->string_arena_off = l->string_arena_off;
+    h->mailbox_off = l->mailbox_off;
+    h->board_off = l->board_off;
     h->budget_id = cfg->budget ? cfg->budget->id : 0;
     atomic_store_explicit(&h->budget_charged, fixed, memory_order_relaxed);
+}
+
+int segment_create(const segment_config *cfg, segment **out, char **cause)
+{
+    *out = NULL;
+    uint32_t max_events = 0;
+    if (config_check(cfg, &max_events, cause) != 0)
+        return -1;
+    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
+    pid_t pid = cfg->pid ? cfg->pid : getpid();
+    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
+                         cfg->string_arena);
+    uint64_t fixed = 0;
+    if (budget_first(cfg, &l, &fixed, cause) != 0)
+        return -1;
+    segment *s = calloc(1, sizeof *s);
+    if (!s) {
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "out of memory");
+    }
+    int fd = shm_create_new(pid, s->name, sizeof s->name);
+    if (fd < 0) {
+        int e = errno;
+        char name[64];
+        segment_copy_str(name, sizeof name, s->name);
+        free(s);
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
+    }
+    const char *what;
+    void *base = map_new(s, fd, &l, &what);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        ctl_remove(s->name, s->mailbox);
+        shm_unlink(s->name);
+        free(s);
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what,
+                         (unsigned long long)l.size, strerror(e));
+    }
+    close(fd);
+    s->base = base;
+    s->size = l.size;
+    s->writable = 1;
+    s->budget = cfg->budget;
+    atomic_store(&s->charged, fixed);
+    if (creator_state(s, cfg->lane_count) != 0) {
+        segment_close(s, 1);
+        return cause_set(cause, "out of memory");
+    }
+    ts_segment_header *h = base;
+    header_fill(h, cfg, pid, &l, max_events, grow_bytes, fixed);
     geometry_from(s, h);
     /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
     for (uint32_t i = 0; i < cfg->lane_count; i++) {
@@ -531,18 +593,6 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->magic = TS_SEGMENT_MAGIC;
     *out = s;
     return 0;
-
-fail:
-    e = errno;
-    close(fd);
-    if (base != MAP_FAILED)
-        munmap(base, l.size);
-    ctl_remove(s->name, s->mailbox);
-    shm_unlink(s->name);
-    free(s);
-    budget_give(cfg->budget, fixed);
-    return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what, (unsigned long long)l.size,
-                     strerror(e));
 }
 
 int segment_validate(const void *base, uint64_t size, char **cause)
@@ -719,7 +769,8 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
     if (segment_names_of_pid(pid, &pn, cause) != 0)
         return -1;
     /* Another user's objects at pid's names are passed over: they never hide ours. */
-    int r = pn.n ? attach_best(pid, &pn, writable, out, cause) : segment_no_own_name(pid, &pn, cause);
+    int r =
+        pn.n ? attach_best(pid, &pn, writable, out, cause) : segment_no_own_name(pid, &pn, cause);
     if (r == 0 && pn.foreign)
         snprintf((*out)->note, sizeof(*out)->note,
                  "passed over %d name%s of pid %d in " SHM_DIR " that %s not yours (%s)",
