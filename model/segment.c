@@ -22,58 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE            4096u
-#define LANES_MAX       4096u
-#define LANE_EVENTS_MIN 64u
-#define LANE_EVENTS_MAX (1u << 24)
-#define STRINGS_MIN     16u
-#define STRINGS_MAX     (1u << 24)
-#define ARENA_MIN       4096u
-#define ARENA_MAX       (1u << 30)
-#define GROW_BUDGET_MAX (64ull << 30) /* bytes of grown rings a segment may have */
-#define GROW_ORDERS     25            /* ring sizes 2^0 .. 2^24 events: free lists by order */
-
-/* A free list of grown rings of one size (offsets in the grow region). */
-typedef struct grow_list {
-    uint64_t *off;
-    size_t n, cap;
-} grow_list;
-
-struct segment {
-    uint8_t *base;
-    uint64_t size;
-    int writable;
-    char name[64];
-    char note[256];     /* what segment_attach passed over to find it; "" when nothing */
-    segment_geometry g; /* the validated layout, never re-read from the header */
-    /* The creator's: the lanes' control blocks and the count of lanes claimed, in its own
-     * memory (the segment holds their mirrors). NULL and unused in an attacher. */
-    ts_lane *ctl;
-    _Atomic uint32_t lanes_used;
-    /* The creator's: lane i's ring pages are had (segment_lane_ready); full once shared memory
-     * refused a ring. Under ready_lock. */
-    _Atomic uint8_t *ready;
-    pthread_mutex_t ready_lock;
-    int ready_lock_made;
-    int full;
-    /* The creator's consumer's: the grow region's rings (segment_grow_*), and per lane a
-     * larger ring being made ready, not yet offered or taken (lane_grow). */
-    int grow_full;      /* shared memory refused a grown ring: no more are tried */
-    uint64_t grow_next; /* the region's bytes handed out so far */
-    uint64_t grow_used; /* bytes of rings in use */
-    grow_list grow_free[GROW_ORDERS];
-    lane_grow_state *grow;
-    ts_mailbox *mailbox; /* the control object's mapping (writable); NULL when read-only */
-    /* The creator's: the tree's ledger its pages are taken from (NULL: no limit), and the bytes
-     * taken, given back as pages go and all at once when the name goes (segment_unlink). */
-    ts_shm_budget *budget;
-    _Atomic uint64_t charged;
-};
-
 static int populate(void *p, uint64_t len);
 
 /* Takes len bytes from the tree's ledger for pages about to be had: 0, or -1 when it refuses. */
-static int charge(segment *s, uint64_t len)
+int segment_charge(segment *s, uint64_t len)
 {
     if (budget_take(s->budget, len) != 0)
         return -1;
@@ -83,7 +35,7 @@ static int charge(segment *s, uint64_t len)
 }
 
 /* Gives back len bytes of what this segment took (at most all of it). */
-static void discharge(segment *s, uint64_t len)
+void segment_discharge(segment *s, uint64_t len)
 {
     uint64_t c = atomic_load_explicit(&s->charged, memory_order_relaxed), left;
     do
@@ -96,13 +48,13 @@ static void discharge(segment *s, uint64_t len)
 
 /* Has the pages of [p, p + len), taken from the ledger first. 0; -1 when the ledger refuses
  * (*refused 1) or shared memory is full (*refused 0; what was taken is given back). */
-static int have(segment *s, void *p, uint64_t len, int *refused)
+int segment_have(segment *s, void *p, uint64_t len, int *refused)
 {
-    *refused = charge(s, len) != 0;
+    *refused = segment_charge(s, len) != 0;
     if (*refused)
         return -1;
     if (populate(p, len) != 0) {
-        discharge(s, len);
+        segment_discharge(s, len);
         return -1;
     }
     return 0;
@@ -200,16 +152,6 @@ static void geometry_from(segment *s, const ts_segment_header *h)
                               .board_off = h->board_off};
 }
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-static int is_pow2(uint64_t v)
-{
-    return v && !(v & (v - 1));
-}
-
 /* Region sizes for a configuration, the same computation for create and validate. */
 typedef struct layout {
     uint64_t lanes_off, rings_off, grow_off, string_index_off, string_arena_off, mailbox_off;
@@ -220,7 +162,7 @@ typedef struct layout {
  * size from its budget (the region is sparse: only rings in use have pages). */
 static uint64_t grow_bytes_of(uint64_t budget)
 {
-    return budget ? round_up(2 * budget, PAGE) : 0;
+    return budget ? segment_round_up(2 * budget, PAGE) : 0;
 }
 
 static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_bytes, uint64_t strings,
@@ -228,13 +170,13 @@ static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_byte
 {
     layout l;
     l.lanes_off = PAGE;
-    l.rings_off = round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
+    l.rings_off = segment_round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
     l.grow_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
     l.string_index_off = l.grow_off + grow_bytes;
-    l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
+    l.string_arena_off = segment_round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
     l.mailbox_off = 0; /* the mailbox is in the control object (ctl_create) */
-    l.board_off = round_up(l.string_arena_off + arena, PAGE);
-    l.size = round_up(l.board_off + sizeof(ts_board), PAGE);
+    l.board_off = segment_round_up(l.string_arena_off + arena, PAGE);
+    l.size = segment_round_up(l.board_off + sizeof(ts_board), PAGE);
     return l;
 }
 
@@ -382,12 +324,12 @@ static int config_check(const segment_config *cfg, uint32_t *max_events, char **
 {
     if (cfg->lane_count < 1 || cfg->lane_count > LANES_MAX)
         return cause_set(cause, "lane count %u outside 1..%u", cfg->lane_count, LANES_MAX);
-    if (!is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
+    if (!segment_is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
         cfg->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "lane size %u is not a power of two in %u..%u", cfg->lane_events,
                          LANE_EVENTS_MIN, LANE_EVENTS_MAX);
     uint32_t max = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
-    if (!is_pow2(max) || max < cfg->lane_events || max > LANE_EVENTS_MAX)
+    if (!segment_is_pow2(max) || max < cfg->lane_events || max > LANE_EVENTS_MAX)
         return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max,
                          cfg->lane_events, LANE_EVENTS_MAX);
     if (cfg->grow_budget > GROW_BUDGET_MAX)
@@ -409,7 +351,7 @@ static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fi
 {
     /* What a segment has from the start: the header and lane records, the boards' head, the
      * control object. The names' pages come as names do (strtab.c), the rings' as lanes do. */
-    *fixed = l->rings_off + round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
+    *fixed = l->rings_off + segment_round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
     if (budget_take(cfg->budget, *fixed) == 0)
         return 0;
     const ts_shm_budget *b = cfg->budget;
@@ -623,7 +565,7 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         !memchr(h->run_folder, 0, sizeof h->run_folder) ||
         !memchr(h->record_notice, 0, sizeof h->record_notice))
         return cause_set(cause, "unterminated text in header");
-    if (h->lane_count < 1 || h->lane_count > LANES_MAX || !is_pow2(h->lane_events) ||
+    if (h->lane_count < 1 || h->lane_count > LANES_MAX || !segment_is_pow2(h->lane_events) ||
         h->lane_events < LANE_EVENTS_MIN || h->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "bad lane geometry (%u lanes of %u events)", h->lane_count,
                          h->lane_events);
@@ -631,7 +573,7 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         h->string_arena > ARENA_MAX)
         return cause_set(cause, "bad string table geometry (%u ids, %u bytes)", h->string_max,
                          h->string_arena);
-    if (!is_pow2(h->lane_max_events) || h->lane_max_events < h->lane_events ||
+    if (!segment_is_pow2(h->lane_max_events) || h->lane_max_events < h->lane_events ||
         h->lane_max_events > LANE_EVENTS_MAX || h->grow_bytes > 2 * GROW_BUDGET_MAX ||
         h->grow_bytes % PAGE)
         return cause_set(cause, "bad lane growth geometry (up to %u events, %llu bytes)",
@@ -838,7 +780,7 @@ void segment_close(segment *s, int remove)
 void segment_unlink(const segment *s)
 {
     if (s->writable)
-        discharge((segment *)s, UINT64_MAX); /* its pages go with the name */
+        segment_discharge((segment *)s, UINT64_MAX); /* its pages go with the name */
     if (s->name[0] == '/' && !strchr(s->name + 1, '/')) {
         shm_unlink(s->name);
         ctl_remove(s->name, NULL);
@@ -857,7 +799,7 @@ int segment_populate(const segment *s, uint64_t off, uint64_t len)
 {
     void *p = s->writable ? segment_at(s, off, len) : NULL;
     int refused;
-    return p ? have((segment *)s, p, len, &refused) : -1;
+    return p ? segment_have((segment *)s, p, len, &refused) : -1;
 }
 
 void *segment_at(const segment *s, uint64_t off, uint64_t len)
@@ -910,183 +852,4 @@ ts_event *segment_ring(const segment *s, uint32_t i)
         return NULL;
     uint64_t bytes = (uint64_t)s->g.lane_events * sizeof(ts_event);
     return segment_at(s, segment_first_ring_off(s, i), bytes);
-}
-
-int segment_lane_ready(const segment *s, uint32_t i)
-{
-    segment *m = (segment *)s;
-    ts_event *ring = segment_ring(s, i);
-    if (!ring)
-        return -1;
-    if (!s->ready || atomic_load_explicit(&m->ready[i], memory_order_acquire))
-        return 0;
-    /* One at a time: rings populated side by side would each take part of what is left and all
-     * fail. A ring that fails gives its pages back, and after one failure no more is tried
-     * (shared memory is full: each try would cost a system call and pages for nothing). */
-    pthread_mutex_lock(&m->ready_lock);
-    int rc = 0;
-    if (!atomic_load_explicit(&m->ready[i], memory_order_relaxed)) {
-        uint64_t len = (uint64_t)s->g.lane_events * sizeof(ts_event);
-        int refused = 0;
-        if (m->full || have(m, ring, len, &refused) != 0) {
-            /* The ledger's no is for now (rings go back as threads end); a full file system's
-             * is for good. */
-            if (!m->full && !refused) {
-                madvise(ring, len, MADV_REMOVE);
-                m->full = 1;
-            }
-            rc = -1;
-        } else {
-            atomic_store_explicit(&m->ready[i], 1, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&m->ready_lock);
-    return rc;
-}
-
-ts_event *segment_ring_at(const segment *s, uint64_t off, uint32_t events)
-{
-    /* A ring lies whole in the first rings or in the grow region, whatever a mirror says. */
-    if (!is_pow2(events) || events < LANE_EVENTS_MIN || events > s->g.lane_max_events ||
-        off % sizeof(ts_event))
-        return NULL;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    uint64_t first = (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event);
-    int in_first = off >= s->g.rings_off && off - s->g.rings_off <= first &&
-                   len <= first - (off - s->g.rings_off);
-    int in_grow = off >= s->g.grow_off && off - s->g.grow_off <= s->g.grow_bytes &&
-                  len <= s->g.grow_bytes - (off - s->g.grow_off);
-    return in_first || in_grow ? segment_at(s, off, len) : NULL;
-}
-
-int segment_ring_grown(const segment *s, uint64_t off)
-{
-    return s->g.grow_bytes && off >= s->g.grow_off && off - s->g.grow_off < s->g.grow_bytes;
-}
-
-static int order_of(uint32_t events)
-{
-    return __builtin_ctz(events);
-}
-
-int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off)
-{
-    segment *m = (segment *)s;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    uint64_t budget = s->g.grow_bytes / 2;
-    if (!s->ctl || !is_pow2(events) || events > s->g.lane_max_events || m->grow_full ||
-        m->grow_used + len > budget)
-        return -1;
-    grow_list *fl = &m->grow_free[order_of(events)];
-    if (fl->n) {
-        *off = fl->off[--fl->n];
-    } else {
-        /* Aligned to its size, up to a page: a ring never straddles what another was. */
-        uint64_t at = round_up(m->grow_next, len < PAGE ? len : PAGE);
-        if (at + len > s->g.grow_bytes)
-            return -1;
-        *off = s->g.grow_off + at;
-        m->grow_next = at + len;
-    }
-    m->grow_used += len;
-    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
-    return 0;
-}
-
-void segment_grow_free(const segment *s, uint64_t off, uint32_t events, uint64_t had)
-{
-    segment *m = (segment *)s;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    if (!s->ctl || !segment_ring_grown(s, off))
-        return;
-    /* Its pages go back: the budget is memory, not address space. */
-    madvise(m->base + off, len, MADV_REMOVE);
-    discharge(m, had < len ? had : len);
-    m->grow_used -= len < m->grow_used ? len : m->grow_used;
-    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
-    grow_list *fl = &m->grow_free[order_of(events)];
-    if (fl->n == fl->cap) {
-        size_t cap = fl->cap ? 2 * fl->cap : 8;
-        uint64_t *o = realloc(fl->off, cap * sizeof *o);
-        if (!o)
-            return; /* the space is lost to reuse; the budget was given back */
-        fl->off = o;
-        fl->cap = cap;
-    }
-    fl->off[fl->n++] = off;
-}
-
-int segment_grow_populate(const segment *s, uint64_t off, uint64_t len)
-{
-    segment *m = (segment *)s;
-    if (m->grow_full || !segment_at(s, off, len))
-        return -1;
-    int refused;
-    if (have(m, m->base + off, len, &refused) != 0) {
-        if (!refused)
-            m->grow_full = 1; /* shared memory is full: no more growing */
-        return -1;
-    }
-    return 0;
-}
-
-lane_grow_state *segment_grow_state(const segment *s, uint32_t i)
-{
-    return s->grow && i < s->g.lane_count ? &s->grow[i] : NULL;
-}
-
-ts_lane *segment_lane_ctl(const segment *s, uint32_t i)
-{
-    if (!s->ctl)
-        return segment_lane(s, i);
-    return i < s->g.lane_count ? &s->ctl[i] : NULL;
-}
-
-uint32_t segment_lanes_used(const segment *s)
-{
-    uint32_t used =
-        s->ctl ? atomic_load_explicit(&((segment *)s)->lanes_used, memory_order_acquire)
-               : atomic_load_explicit(&segment_header(s)->lanes_used, memory_order_acquire);
-    return used < s->g.lane_count ? used : s->g.lane_count;
-}
-
-uint32_t segment_lane_losses(const segment *s, lane_loss *out, uint32_t max)
-{
-    uint32_t used = segment_lanes_used(s), n = 0;
-    for (uint32_t i = 0; i < used; i++) {
-        const ts_lane *l = segment_lane(s, i);
-        lane_loss x = {.tid = atomic_load_explicit(&l->tid, memory_order_relaxed),
-                       .lost = atomic_load_explicit(&l->lost_window, memory_order_relaxed),
-                       .first_ns = atomic_load_explicit(&l->lost_first_ns, memory_order_relaxed),
-                       .rate = atomic_load_explicit(&l->lost_rate, memory_order_relaxed)};
-        if (!x.lost)
-            continue;
-        /* Kept most first: an insertion into the first max. */
-        uint32_t k = n < max ? n : max;
-        while (k > 0 && out[k - 1].lost < x.lost) {
-            if (k < max)
-                out[k] = out[k - 1];
-            k--;
-        }
-        if (k < max)
-            out[k] = x;
-        n++;
-    }
-    return n;
-}
-
-static void raise_to(_Atomic uint32_t *v, uint32_t n)
-{
-    uint32_t cur = atomic_load_explicit(v, memory_order_relaxed);
-    while (cur < n && !atomic_compare_exchange_weak_explicit(v, &cur, n, memory_order_release,
-                                                             memory_order_relaxed))
-        ;
-}
-
-void segment_lane_claimed(const segment *s, uint32_t i)
-{
-    if (s->ctl)
-        raise_to(&((segment *)s)->lanes_used, i + 1);
-    /* The mirror only ever grows, whatever another process wrote into it. */
-    raise_to(&segment_header(s)->lanes_used, i + 1);
 }
