@@ -163,134 +163,146 @@ void steptrace_split_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t
 
 enum { RANK_MARKS = 1, RANK_OPTION = 2, RANK_AUTO = 3, RANK_NONE = 4 };
 
-/* Forward start and backward end: marks, else the operator options, else the seeds' rule. */
+/* A candidate for a boundary: its time and the op that gives it (0: a mark), when there is one. */
+typedef struct pick {
+    uint64_t t;
+    uint32_t name;
+    int have;
+} pick;
+
+/* What a step's records say about its boundaries: the phase marks, the ops the operator options
+ * name, the data fetch, the first and last candidate ops, the last communication. */
+typedef struct phase_scan {
+    pick fwd, bwd, opt_fp, opt_bp;
+    pick first, last; /* have: any candidate op */
+    uint64_t fetch_b, fetch_e;
+    int have_fetch;
+    uint64_t last_comm;
+    int have_comm;
+} phase_scan;
+
+/* One record of the step into p; sets the record's name flags (r->nf) for the default rule. */
+static void scan_rec(steptrace *st, const slot *s, rec *r, phase_scan *p)
+{
+    if (r->cls == REC_FWD) {
+        if (r->begin < p->fwd.t)
+            p->fwd.t = r->begin;
+        p->fwd.have = 1;
+        return;
+    }
+    if (r->cls == REC_BWD) {
+        if (r->begin >= p->bwd.t)
+            p->bwd.t = r->begin;
+        p->bwd.have = 1;
+        return;
+    }
+    if ((r->flags & RF_CARRY) || r->cls >= REC_EVAL_B)
+        return;
+    if (r->cls == REC_COMM) {
+        if (!p->have_comm || r->begin > p->last_comm)
+            p->last_comm = r->begin;
+        p->have_comm = 1;
+        return;
+    }
+    if (r->cls == REC_HOST && r->tid != s->tid)
+        return;
+    uint8_t f = r->nf = steptrace_name_flags(st, r->name);
+    if ((f & NF_FP) && r->begin < p->opt_fp.t)
+        p->opt_fp = (pick){r->begin, r->name, 1};
+    if ((f & NF_BP) && (!p->opt_bp.have || r->end >= p->opt_bp.t))
+        p->opt_bp = (pick){r->end, r->name, 1};
+    if (f & NF_FETCH) {
+        if (r->begin < p->fetch_b || (r->begin == p->fetch_b && r->end > p->fetch_e)) {
+            p->fetch_b = r->begin;
+            p->fetch_e = r->end;
+        }
+        p->have_fetch = 1;
+        return;
+    }
+    if (r->begin < p->first.t) {
+        p->first.t = r->begin;
+        p->first.name = r->name;
+    }
+    if (!p->last.have || r->end >= p->last.t)
+        p->last = (pick){r->end, r->name, 1};
+    p->first.have = 1;
+}
+
+/* The default rule: the first op after the data fetch, else the first op; the end of the op
+ * before the last communication, else the last op. Fetch ops are never FP/BP themselves. */
+static void default_rule(const slot *s, const phase_scan *p, pick *fp, pick *bp)
+{
+    *fp = p->first;
+    *bp = p->last;
+    if (!p->first.have || (!p->have_fetch && !p->have_comm))
+        return;
+    uint64_t after_b = UINT64_MAX, before_b = 0, before_e = 0;
+    uint32_t after_name = 0, before_name = 0;
+    int have_after = 0, have_before = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const rec *r = &s->recs[i];
+        if ((r->flags & RF_CARRY) || (r->cls != REC_HOST && r->cls != REC_KERNEL) ||
+            (r->cls == REC_HOST && r->tid != s->tid) || (r->nf & NF_FETCH))
+            continue;
+        if (p->have_fetch && r->begin >= p->fetch_e && r->begin < after_b) {
+            after_b = r->begin;
+            after_name = r->name;
+            have_after = 1;
+        }
+        if (p->have_comm && r->begin < p->last_comm &&
+            (!have_before || r->begin > before_b || (r->begin == before_b && r->end > before_e))) {
+            before_b = r->begin;
+            before_e = r->end;
+            before_name = r->name;
+            have_before = 1;
+        }
+    }
+    if (have_after) {
+        fp->t = after_b;
+        fp->name = after_name;
+    }
+    if (have_before) {
+        bp->t = before_e;
+        bp->name = before_name;
+    }
+}
+
+/* A boundary from the first rule that gives one (a mark, the operator option, the default
+ * rule) into *t and *op (left as they are when none does): its rank. */
+static uint32_t boundary(const pick *mark, const pick *opt, const pick *dflt, uint64_t *t,
+                         uint32_t *op)
+{
+    if (mark->have) {
+        *t = mark->t;
+        return RANK_MARKS;
+    }
+    if (opt->have) {
+        *t = opt->t;
+        *op = opt->name;
+        return RANK_OPTION;
+    }
+    if (dflt->have) {
+        *t = dflt->t;
+        *op = dflt->name;
+        return RANK_AUTO;
+    }
+    return RANK_NONE;
+}
+
+/* Forward start and backward end: marks, else the operator options, else the default rule. */
 void steptrace_split_phases(steptrace *st, slot *s, uint64_t lo, uint64_t hi, step_row *row)
 {
-    uint64_t fwd = UINT64_MAX, bwd = 0, opt_fp = UINT64_MAX, opt_bp = 0;
-    uint64_t fetch_b = UINT64_MAX, fetch_e = 0, first_b = UINT64_MAX, last_e = 0;
-    uint64_t last_comm = 0;
-    uint32_t opt_fp_name = 0, opt_bp_name = 0, first_name = 0, last_name = 0;
-    int have_fwd = 0, have_bwd = 0, have_opt_fp = 0, have_opt_bp = 0, have_fetch = 0;
-    int have_cand = 0, have_comm = 0;
-
-    for (uint32_t i = 0; i < s->n; i++) {
-        rec *r = &s->recs[i];
-        if (r->cls == REC_FWD) {
-            if (r->begin < fwd)
-                fwd = r->begin;
-            have_fwd = 1;
-            continue;
-        }
-        if (r->cls == REC_BWD) {
-            if (r->begin >= bwd)
-                bwd = r->begin;
-            have_bwd = 1;
-            continue;
-        }
-        if ((r->flags & RF_CARRY) || r->cls >= REC_EVAL_B)
-            continue;
-        if (r->cls == REC_COMM) {
-            if (!have_comm || r->begin > last_comm)
-                last_comm = r->begin;
-            have_comm = 1;
-            continue;
-        }
-        if (r->cls == REC_HOST && r->tid != s->tid)
-            continue;
-        uint8_t f = r->nf = steptrace_name_flags(st, r->name);
-        if ((f & NF_FP) && r->begin < opt_fp) {
-            opt_fp = r->begin;
-            opt_fp_name = r->name;
-            have_opt_fp = 1;
-        }
-        if ((f & NF_BP) && (!have_opt_bp || r->end >= opt_bp)) {
-            opt_bp = r->end;
-            opt_bp_name = r->name;
-            have_opt_bp = 1;
-        }
-        if (f & NF_FETCH) {
-            if (r->begin < fetch_b || (r->begin == fetch_b && r->end > fetch_e)) {
-                fetch_b = r->begin;
-                fetch_e = r->end;
-            }
-            have_fetch = 1;
-            continue;
-        }
-        if (r->begin < first_b) {
-            first_b = r->begin;
-            first_name = r->name;
-        }
-        if (!have_cand || r->end >= last_e) {
-            last_e = r->end;
-            last_name = r->name;
-        }
-        have_cand = 1;
-    }
-
-    /* The seeds' rule: the first op after the data fetch; the op before the last
-     * communication, else the last op. Fetch ops are never FP/BP themselves. */
-    uint64_t auto_fp = first_b, auto_bp = last_e;
-    uint32_t auto_fp_name = first_name, auto_bp_name = last_name;
-    if (have_cand && (have_fetch || have_comm)) {
-        uint64_t after_b = UINT64_MAX, before_b = 0, before_e = 0;
-        uint32_t after_name = 0, before_name = 0;
-        int have_after = 0, have_before = 0;
-        for (uint32_t i = 0; i < s->n; i++) {
-            const rec *r = &s->recs[i];
-            if ((r->flags & RF_CARRY) || (r->cls != REC_HOST && r->cls != REC_KERNEL) ||
-                (r->cls == REC_HOST && r->tid != s->tid) || (r->nf & NF_FETCH))
-                continue;
-            if (have_fetch && r->begin >= fetch_e && r->begin < after_b) {
-                after_b = r->begin;
-                after_name = r->name;
-                have_after = 1;
-            }
-            if (have_comm && r->begin < last_comm &&
-                (!have_before || r->begin > before_b ||
-                 (r->begin == before_b && r->end > before_e))) {
-                before_b = r->begin;
-                before_e = r->end;
-                before_name = r->name;
-                have_before = 1;
-            }
-        }
-        if (have_after) {
-            auto_fp = after_b;
-            auto_fp_name = after_name;
-        }
-        if (have_before) {
-            auto_bp = before_e;
-            auto_bp_name = before_name;
-        }
-    }
+    phase_scan p = {
+        .fwd.t = UINT64_MAX, .opt_fp.t = UINT64_MAX, .first.t = UINT64_MAX, .fetch_b = UINT64_MAX};
+    for (uint32_t i = 0; i < s->n; i++)
+        scan_rec(st, s, &s->recs[i], &p);
+    pick auto_fp, auto_bp;
+    default_rule(s, &p, &auto_fp, &auto_bp);
 
     uint64_t fp = lo, bp = hi;
-    uint32_t fp_rank = RANK_NONE, bp_rank = RANK_NONE;
     row->fp_op = row->bp_op = 0;
-    if (have_fwd) {
-        fp = fwd;
-        fp_rank = RANK_MARKS;
-    } else if (have_opt_fp) {
-        fp = opt_fp;
-        row->fp_op = opt_fp_name;
-        fp_rank = RANK_OPTION;
-    } else if (have_cand) {
-        fp = auto_fp;
-        row->fp_op = auto_fp_name;
-        fp_rank = RANK_AUTO;
-    }
-    if (have_bwd) {
-        bp = bwd;
-        bp_rank = RANK_MARKS;
-    } else if (have_opt_bp) {
-        bp = opt_bp;
-        row->bp_op = opt_bp_name;
-        bp_rank = RANK_OPTION;
-    } else if (have_cand) {
-        bp = auto_bp;
-        row->bp_op = auto_bp_name;
-        bp_rank = RANK_AUTO;
-    }
+    uint32_t fp_rank = boundary(&p.fwd, &p.opt_fp, &auto_fp, &fp, &row->fp_op);
+    uint32_t bp_rank = boundary(&p.bwd, &p.opt_bp, &auto_bp, &bp, &row->bp_op);
     /* A row is as reliable as its weaker half. */
     uint32_t rank = fp_rank > bp_rank ? fp_rank : bp_rank;
     row->source = rank == RANK_MARKS    ? STEP_SOURCE_MARKS
