@@ -1,6 +1,6 @@
 /* lane: one single-producer ring per producing thread, in the segment.
  *
- * The producer (lane_push, inline in model.h) writes a slot, then publishes head with a release
+ * The producer (lane_push, inline in lane.h) writes a slot, then publishes head with a release
  * store. The consumer (the recorder) reads up to head with an acquire load and publishes tail;
  * the producer never writes a slot the consumer has not released, so a full ring drops. The
  * observer (another process, read-only) copies slots and then re-reads head: a slot whose index

@@ -15,7 +15,7 @@
  *       16     8  sequence number, 0, 1, 2 ... from each opening of the file
  *       24     -  payload, then zeros up to the next multiple of 8
  *
- *   META     recording_meta as laid out in model.h
+ *   META     recording_meta as laid out in recording.h
  *   STRINGS  uint32 first id, uint32 count, then count times { uint32 length, bytes }
  *   EVENTS   ts_event records, at most CHUNK_EVENTS_MAX per chunk
  *

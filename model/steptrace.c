@@ -23,16 +23,17 @@
  *
  * - Forward start and backward end, per boundary, from the first rule that gives one: phase
  *   marks in the window (the first forward start, the last backward end); the operator options
- *   (steptrace_set_options): the begin of the first op so
- *   named, the end of the last, where an op matches by its exact name bytes or by its normalized
- *   key (opname_key_length, so "aten::addmm" names "aten::addmm, seq = 4, ..."); the seeds' rule:
- * the first op beginning at or after the end of the step's first data fetch (ops named like
- *   get_next, GetNext, data fetch, DataLoader, next batch), else the first op; the end of the op
- *   that began last strictly before the last communication op began, else the end of the op that
- *   ends last. The ops are the top-level host ops of the thread that marked the step and the
- *   device kernels; fetch ops are never FP or BP themselves. The row's source is the weaker rule
- *   of its two boundaries. With no boundary at all (no op, no mark) the source is NONE and the
- *   whole step counts as FP/BP, so interval + fpbp + tail = total always holds.
+ *   (steptrace_set_options): the begin of the first op so named, the end of the last, where an
+ *   op matches by its exact name bytes or by its normalized key (opname_key_length, so
+ *   "aten::addmm" names "aten::addmm, seq = 4, ..."); the default rule (steptrace_split.c,
+ *   default_rule): the first op beginning at or after the end of the step's first data fetch
+ *   (ops named like get_next, GetNext, data fetch, DataLoader, next batch), else the first op;
+ *   the end of the op that began last strictly before the last communication op began, else the
+ *   end of the op that ends last. The ops are the top-level host ops of the thread that marked
+ *   the step and the device kernels; fetch ops are never FP or BP themselves. The row's source
+ *   is the weaker rule of its two boundaries. With no boundary at all (no op, no mark) the
+ *   source is NONE and the whole step counts as FP/BP, so interval + fpbp + tail = total always
+ *   holds.
  * - Overlap: computation is the union of non-communication kernels when the window holds any
  *   kernel, else of top-level host ops of every thread; communication the union of TS_EF_COMM
  *   kernels and ranges and COMM_OP; both clipped to the window. An interval running past its
@@ -43,9 +44,9 @@
  *   the step's thread runs (communication ranges excepted; a data fetch counts as running, since
  *   the step then waits for data). Other threads do not hide the wait: the step waits when its
  *   thread does. For a rank that waits for a slower one, this is the time it spends waiting;
- *   with DDP it is at the end of backward, which the seeds' rule puts in the tail.
- * - The split (model.h), a partition of the window: evaluation passes (between the step's
- *   evaluation marks) are eval; the rest before the forward start is interval, whatever it
+ *   with DDP it is at the end of backward, which the default rule puts in the tail.
+ * - The split (step_row in steptrace.h), a partition of the window: evaluation passes (between the
+ * step's evaluation marks) are eval; the rest before the forward start is interval, whatever it
  *   holds; after it, the communication wait is comm_wait; the rest is compute up to the
  *   backward end and tail after it.
  * - Gaps: the holes between consecutive top-level ops of the step's thread, clipped to [FP, BP],

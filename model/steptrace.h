@@ -11,7 +11,7 @@ enum step_source {
     STEP_SOURCE_NONE = 0,   /* no operator in the step: FP/BP unknown */
     STEP_SOURCE_MARKS = 1,  /* phase marks (termsight_phase_mark) */
     STEP_SOURCE_OPTION = 2, /* operator names given by option or PROFILING_FP_START/BP_END */
-    STEP_SOURCE_AUTO = 3,   /* the seeds' rule: first op; op before the last communication */
+    STEP_SOURCE_AUTO = 3,   /* the default rule: first op; op before the last communication */
 };
 
 /* The name of an enum step_source value: none, marks, option, auto ("unknown" past them). */
@@ -39,8 +39,8 @@ typedef struct step_row {
     uint32_t fp_op, bp_op; /* name ids of the operators that set them, 0 with marks or none */
     uint32_t source;       /* enum step_source */
     uint32_t tid;          /* the thread that marked the step */
-    /* Overlap (seed 001 "Op Overlap Analyse") over [begin, end], a partition of its own:
-     * overlap_compute + pure_comm + free = total. */
+    /* Overlap (steptrace.c: computation against communication) over [begin, end], a partition of
+     * its own: overlap_compute + pure_comm + free = total. */
     uint64_t overlap_compute_ns; /* union of computation (kernels; without device work, host ops) */
     uint64_t comm_ns;            /* union of communication (TS_EF_COMM kernels, COMM_OP) */
     uint64_t pure_comm_ns;       /* communication not overlapped by computation */

@@ -112,7 +112,7 @@ uint64_t steptrace_split_gaps(steptrace *st, const slot *s, uint64_t fp, uint64_
  * split (step_split). */
 void steptrace_split_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, step_row *row);
 
-/* Forward start and backward end: marks, else the operator options, else the seeds' rule. */
+/* Forward start and backward end: marks, else the operator options, else the default rule. */
 void steptrace_split_phases(steptrace *st, slot *s, uint64_t lo, uint64_t hi, step_row *row);
 
 #endif

@@ -88,8 +88,8 @@ static size_t eval_spans(steptrace *st, const slot *s, uint64_t lo, uint64_t hi)
     return m;
 }
 
-/* The split (model.h) from the step's communication-wait spans w (sorted, disjoint, nw): the
- * evaluation passes first, then the wait after the forward start; the rest is interval,
+/* The split (step_row in steptrace.h) from the step's communication-wait spans w (sorted, disjoint,
+ * nw): the evaluation passes first, then the wait after the forward start; the rest is interval,
  * compute or tail by where it lies. */
 static void step_split(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, span *w, size_t nw,
                        step_row *row)
