@@ -82,7 +82,7 @@ static ts_event *push(gen *g, uint16_t kind, uint32_t tid, uint32_t device, uint
 {
     if (g->n == g->cap) {
         char *cause = NULL;
-        if (recording_append_events(g->w, g->buf, g->n, NULL, 0, &cause) < 0)
+        if (recording_append_events(g->w, lane_run_of(g->buf, g->n), &cause) < 0)
             die("events", cause);
         g->written += g->n;
         g->n = 0;
@@ -278,7 +278,7 @@ static uint64_t generate(const char *run, uint64_t events)
     uint64_t t = meta.start_ns + 1000 * US;
     for (uint64_t step = 1; g.written + g.n < events; step++)
         t = gen_step(&g, step, t);
-    if (g.n && recording_append_events(g.w, g.buf, g.n, NULL, 0, &cause) < 0)
+    if (g.n && recording_append_events(g.w, lane_run_of(g.buf, g.n), &cause) < 0)
         die("events", cause);
     g.written += g.n;
     if (recording_writer_close(g.w, &cause) < 0)

@@ -394,7 +394,7 @@ void flight_free(flight *f);
 /* Under drain, on the recorder thread: a drain begins at now (before it peeks at the lanes), and
  * the events it takes, in order. */
 void flight_drain_begins(flight *f, uint64_t now);
-void flight_put(flight *f, const ts_event *a, size_t na);
+void flight_put(flight *f, lane_run run);
 /* On the recorder thread, after a drain: the automatic snapshots (a step much slower than the
  * ones before it, no step ended for long) and SIGUSR2's. */
 void flight_watch(termsight_session *s, uint64_t now);

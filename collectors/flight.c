@@ -145,7 +145,7 @@ void flight_drain_begins(flight *f, uint64_t now)
     f->marks[f->nmarks++ % MARKS] = (flight_mark){.pos = f->head, .ns = now};
 }
 
-void flight_put(flight *f, const ts_event *a, size_t na)
+static void put_array(flight *f, const ts_event *a, size_t na)
 {
     while (na) {
         uint64_t slot = f->head % f->cap;
@@ -155,6 +155,12 @@ void flight_put(flight *f, const ts_event *a, size_t na)
         a += n;
         na -= n;
     }
+}
+
+void flight_put(flight *f, lane_run run)
+{
+    put_array(f, run.a, run.na);
+    put_array(f, run.b, run.nb);
 }
 
 /* The oldest mark whose events are all still in the ring: where a snapshot may begin (*pos) and
@@ -248,7 +254,7 @@ static int write_snapshot(termsight_session *s, recording_writer *w, uint64_t po
     }
     /* Every name the events may use: they were interned before being pushed. */
     if (recording_copy_names(s->seg, w, 0, strtab_count(s->names), err) != 0 ||
-        recording_append_events(w, head.ev, head.n, NULL, 0, err) != 0)
+        recording_append_events(w, lane_run_of(head.ev, head.n), err) != 0)
         goto out;
     ts_event batch[WRITE_BATCH];
     size_t n = 0;
@@ -258,13 +264,13 @@ static int write_snapshot(termsight_session *s, recording_writer *w, uint64_t po
             continue; /* partly kept, or the flight window's own markers */
         batch[n++] = *e;
         if (n == WRITE_BATCH) {
-            if (recording_append_events(w, batch, n, NULL, 0, err) != 0)
+            if (recording_append_events(w, lane_run_of(batch, n), err) != 0)
                 goto out;
             n = 0;
         }
     }
     batch[n++] = session_marker(TS_KIND_COLLECT_STOP, 0, 0, 1);
-    rc = recording_append_events(w, batch, n, NULL, 0, err);
+    rc = recording_append_events(w, lane_run_of(batch, n), err);
 out:
     free(head.ev);
     return rc;

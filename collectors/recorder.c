@@ -127,31 +127,30 @@ static void count_recorded(termsight_session *s, uint64_t n)
                               memory_order_relaxed);
 }
 
-static void write_events(termsight_session *s, const ts_event *a, size_t na, const ts_event *b,
-                         size_t nb)
+static void write_events(termsight_session *s, lane_run run)
 {
+    size_t n = lane_run_count(&run);
     if (s->flight) { /* flight mode: kept in memory, no recording (ls counts them) */
-        flight_put(s->flight, a, na);
-        flight_put(s->flight, b, nb);
-        count_recorded(s, na + nb);
+        flight_put(s->flight, run);
+        count_recorded(s, n);
         return;
     }
     if (!s->rec->writer) {
-        s->rec->write_drops += na + nb;
+        s->rec->write_drops += n;
         return;
     }
     char *why = NULL;
     uint64_t before = recording_events(s->rec->writer);
-    if (recording_append_events(s->rec->writer, a, na, b, nb, &why) != 0) {
+    if (recording_append_events(s->rec->writer, run, &why) != 0) {
         /* The chunks written whole before the failure are in the file: recorded, not lost. */
         uint64_t written = recording_events(s->rec->writer) - before;
         count_recorded(s, written);
-        s->rec->write_drops += na + nb - written;
+        s->rec->write_drops += n - written;
         record_failed(s, why ? why : "cannot write events");
         free(why);
         return;
     }
-    count_recorded(s, na + nb);
+    count_recorded(s, n);
 }
 
 /* Writes lane i's run and releases it a chunk at a time: its thread has room again as soon as a
@@ -165,9 +164,9 @@ static void write_consume(termsight_session *s, uint32_t i, const lane_run *run)
      * out of the boards' sums then (counted, so the live view says partial), so that the
      * recorder keeps up and the recording loses nothing for the live view's sake. */
     if (s->rec->dg)
-        digest_pressed(s->rec->dg, run->na + run->nb > lane_capacity(s->seg, i) / 4 * 3);
+        digest_pressed(s->rec->dg, lane_run_count(run) > lane_capacity(s->seg, i) / 4 * 3);
     while ((n = lane_run_take(&rest, CONSUME_STEP, &p))) {
-        write_events(s, p.a, p.na, p.b, p.nb);
+        write_events(s, p);
         if (s->rec->dg) {
             digest_feed(s->rec->dg, p.a, p.na);
             digest_feed(s->rec->dg, p.b, p.nb);
@@ -326,8 +325,7 @@ static size_t drain_locked(termsight_session *s)
     if (s->flight) /* before the peek: what is pushed from here on is in this drain or later */
         flight_drain_begins(s->flight, tsclock_now(&ts_clock));
     for (uint32_t i = 0; i < used; i++) {
-        runs[i].na = runs[i].nb = 0;
-        total += lane_peek(s->seg, i, &runs[i].a, &runs[i].na, &runs[i].b, &runs[i].nb);
+        total += lane_peek(s->seg, i, &runs[i]);
     }
     /* A window a training thread opened (window.c) waits for its start marker: its events stay
      * in the lanes until the loop has written it. The thread published the request before the
@@ -348,7 +346,7 @@ static size_t drain_locked(termsight_session *s)
         if (l == s->rec->own.lane) {
             /* The collector's own lane loses nothing to a full ring (the overflow takes it). */
             if (overflow_n) {
-                write_events(s, s->rec->overflow, overflow_n, NULL, 0);
+                write_events(s, lane_run_of(s->rec->overflow, overflow_n));
                 if (s->rec->dg) {
                     digest_pressed(s->rec->dg, 0);
                     digest_feed(s->rec->dg, s->rec->overflow, overflow_n);
@@ -359,11 +357,11 @@ static size_t drain_locked(termsight_session *s)
             }
             continue;
         }
-        if (runs[i].na + runs[i].nb) /* the program's own threads recorded: said for reapers */
-            recorder_count_program_locked(s, runs[i].na + runs[i].nb);
+        if (lane_run_count(&runs[i])) /* the program's own threads recorded: said for reapers */
+            recorder_count_program_locked(s, lane_run_count(&runs[i]));
         uint64_t d = atomic_load_explicit(&l->drops, memory_order_relaxed);
-        grow(s, i, d != s->rec->lane_drops_seen[i], runs[i].na + runs[i].nb);
-        uint64_t rate = watch_lane(s, i, d, runs[i].na + runs[i].nb, now);
+        grow(s, i, d != s->rec->lane_drops_seen[i], lane_run_count(&runs[i]));
+        uint64_t rate = watch_lane(s, i, d, lane_run_count(&runs[i]), now);
         if (d != s->rec->lane_drops_seen[i] &&
             lost_notice(s, atomic_load_explicit(&l->tid, memory_order_relaxed),
                         d - s->rec->lane_drops_seen[i], TS_LOST_LANE_FULL, rate)) {
@@ -538,7 +536,7 @@ static void close_failed_recording(termsight_session *s)
         rc = recording_append_strings(s->rec->writer, id, 1, bytes, lens, &why);
     }
     if (rc == 0)
-        rc = recording_append_events(s->rec->writer, note, 2, NULL, 0, &why);
+        rc = recording_append_events(s->rec->writer, lane_run_of(note, 2), &why);
     if (rc == 0)
         recording_sync(s->rec->writer, NULL);
     free(why);

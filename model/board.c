@@ -1,4 +1,4 @@
-/* board: the step and operator boards in the segment (model.h explains what they hold).
+/* board: the step and operator boards in the segment (board.h explains what they hold).
  *
  * A sequence lock per record: the writer makes the record's sequence word odd, stores the words
  * (relaxed atomics: a reader may copy them meanwhile), then makes it even with a release store;

@@ -1,4 +1,4 @@
-/* digest: what the recorder writes, summed for monitors on the segment's boards (model.h): the
+/* digest: what the recorder writes, summed for monitors on the segment's boards (board.h): the
  * step trace (steptrace.c, the definition the report uses) and every operator's and kernel's
  * totals since the session began. The collector's recorder feeds it each chunk it writes, before
  * the chunk's slots go back to their thread, and publishes after each drain; all of it on the

@@ -2,7 +2,7 @@
  *
  * Ranges are recorded when they end, so a thread stuck inside one leaves nothing in its ring.
  * Two things are published as they happen instead, for monitors (termsight top, termsight hang):
- * - each lane's innermost open range (lane_open_set, inline in model.h), written by the lane's
+ * - each lane's innermost open range (lane_open_set, inline in lane.h), written by the lane's
  *   producer under a sequence lock of its own on the producer's cache line;
  * - the communications issued and not yet complete (a collective's issue to its completion,
  *   which another thread sees), in a small table of slots in the header. Any thread may issue or

@@ -1,6 +1,6 @@
 /* lane: one single-producer ring per producing thread, in the segment.
  *
- * The producer (lane_push, inline in model.h) writes a slot, then publishes head with a release
+ * The producer (lane_push, inline in lane.h) writes a slot, then publishes head with a release
  * store. The consumer (the recorder) reads up to head with an acquire load and publishes tail;
  * the producer never writes a slot the consumer has not released, so a full ring drops. The
  * observer (another process, read-only) copies slots and then re-reads head: a slot whose index
@@ -17,7 +17,10 @@
  * into the new ring, and it records the switch (ring_from = h, the old ring kept) under the
  * lane's sequence lock, in the control block and its mirror. The consumer reads the old ring
  * up to ring_from, then the new one, and gives the old ring back once it has passed it; it offers
- * no other ring before that, so a lane has at most two. */
+ * no other ring before that, so a lane has at most two.
+ *
+ * The arrow is one way: lane.c goes by segment.c's accessors (segment_lane_ctl, segment_ring_at,
+ * the grow region), and segment.c, which lays lanes out, never calls in here. */
 #include "model.h"
 
 #include <string.h>
@@ -49,7 +52,9 @@ static void rings_set(ts_lane *l, uint64_t off, uint32_t events, uint64_t from, 
     rings_write_end(l);
 }
 
-void lane_ring_reset(ts_lane *l, uint64_t off, uint32_t events)
+/* Sets l's rings to its first one alone (a reclaimed lane): no reader may be in the middle of
+ * them but through the sequence lock. */
+static void ring_reset(ts_lane *l, uint64_t off, uint32_t events)
 {
     atomic_store_explicit(&l->next_events, 0, memory_order_relaxed);
     rings_set(l, off, events, 0, 0, 0);
@@ -171,11 +176,9 @@ void lane_retire(lane_writer *w)
     memset(w, 0, sizeof *w);
 }
 
-size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, const ts_event **a, size_t *na,
-                    const ts_event **b, size_t *nb)
+size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, lane_run *out)
 {
-    *a = *b = NULL;
-    *na = *nb = 0;
+    *out = (lane_run){0};
     ts_lane *l = segment_lane_ctl(s, i);
     if (!l)
         return 0;
@@ -201,21 +204,20 @@ size_t lane_peek_at(const segment *s, uint32_t i, uint64_t from, const ts_event 
         return 0;
     uint64_t start = from & (cap - 1);
     uint64_t first = cap - start < n ? cap - start : n;
-    *a = ring + start;
-    *na = first;
+    out->a = ring + start;
+    out->na = first;
     if (n > first) {
-        *b = ring;
-        *nb = n - first;
+        out->b = ring;
+        out->nb = n - first;
     }
     return n;
 }
 
-size_t lane_peek(const segment *s, uint32_t i, const ts_event **a, size_t *na, const ts_event **b,
-                 size_t *nb)
+size_t lane_peek(const segment *s, uint32_t i, lane_run *out)
 {
     ts_lane *l = segment_lane_ctl(s, i);
     uint64_t tail = l ? atomic_load_explicit(&l->tail, memory_order_relaxed) : 0;
-    return lane_peek_at(s, i, tail, a, na, b, nb);
+    return lane_peek_at(s, i, tail, out);
 }
 
 size_t lane_run_take(lane_run *rest, size_t max, lane_run *piece)
@@ -323,11 +325,11 @@ int lane_reclaim(const segment *s, uint32_t i)
     if (g && lane_rings_read(s, l, &r) == 0 && (r.old_events || segment_ring_grown(s, r.off))) {
         old_ring_passed(s, i, l, head);
         segment_grow_free(s, r.off, r.events, UINT64_MAX);
-        uint64_t first = (uint64_t)segment_geometry_of(s)->lane_events;
-        uint64_t off = segment_geometry_of(s)->rings_off + (uint64_t)i * first * sizeof(ts_event);
-        lane_ring_reset(l, off, (uint32_t)first);
+        uint32_t first = segment_geometry_of(s)->lane_events;
+        uint64_t off = segment_first_ring_off(s, i);
+        ring_reset(l, off, first);
         if (mirror != l)
-            lane_ring_reset(mirror, off, (uint32_t)first);
+            ring_reset(mirror, off, first);
         g->freed_seq = atomic_load_explicit(&l->ring_seq, memory_order_relaxed);
     }
     if (g && g->events) { /* a ring made ready or offered, never taken */

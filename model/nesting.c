@@ -1,6 +1,6 @@
 /* nesting: the self time of ranges written when they end (operator and NVTX ranges), for the
  * analysis's operator statistics (analysis/opstats.c) and the collector's live operator board
- * alike. The per-range step is inline (model.h, nesting_stack_self); finding a thread's stack and
+ * alike. The per-range step is inline (nesting.h, nesting_stack_self); finding a thread's stack and
  * growing it are here.
  *
  * On one thread a nested child arrives before its parent, and each thread's events keep their

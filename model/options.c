@@ -1,6 +1,6 @@
 /* options: the configuration's limits and the parsers of its text values, in one place for the
  * library (termsight_options_init's TERMSIGHT_* variables, autostart) and the termsight
- * command (run's options, which become those variables). See model.h. */
+ * command (run's options, which become those variables). See options.h. */
 #include "model.h"
 
 #include <errno.h>

@@ -15,7 +15,7 @@
  *       16     8  sequence number, 0, 1, 2 ... from each opening of the file
  *       24     -  payload, then zeros up to the next multiple of 8
  *
- *   META     recording_meta as laid out in model.h
+ *   META     recording_meta as laid out in recording.h
  *   STRINGS  uint32 first id, uint32 count, then count times { uint32 length, bytes }
  *   EVENTS   ts_event records, at most CHUNK_EVENTS_MAX per chunk
  *
@@ -387,11 +387,10 @@ int recording_append_strings(recording_writer *w, uint32_t first, uint32_t count
     return 0;
 }
 
-int recording_append_events(recording_writer *w, const ts_event *a, size_t na, const ts_event *b,
-                            size_t nb, char **cause)
+int recording_append_events(recording_writer *w, lane_run run, char **cause)
 {
     /* Chunks of up to CHUNK_EVENTS_MAX, each written straight from the two runs. */
-    lane_run rest = {.a = a, .na = na, .b = b, .nb = nb}, p;
+    lane_run rest = run, p;
     while (lane_run_take(&rest, CHUNK_EVENTS_MAX, &p)) {
         struct iovec parts[2] = {
             {.iov_base = (void *)p.a, .iov_len = p.na * sizeof(ts_event)},

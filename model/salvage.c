@@ -82,16 +82,15 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
         /* From the tail on, the old ring's part first when the lane had just grown. */
         const ts_lane *l = segment_lane(seg, i);
         uint64_t at = atomic_load_explicit(&l->tail, memory_order_relaxed);
-        const ts_event *a, *b;
-        size_t na, nb, n;
-        for (int part = 0; rc == 0 && part < 2 && (n = lane_peek_at(seg, i, at, &a, &na, &b, &nb));
-             part++) {
+        lane_run run;
+        size_t n;
+        for (int part = 0; rc == 0 && part < 2 && (n = lane_peek_at(seg, i, at, &run)); part++) {
             for (size_t k = 0; k < n; k++) {
-                const ts_event *e = k < na ? &a[k] : &b[k - na];
+                const ts_event *e = lane_run_at(&run, k);
                 if (e->end_ns > last_ns && e->end_ns - last_ns < 3600000000000ull)
                     last_ns = e->end_ns; /* an hour past the heartbeat is damage, not a time */
             }
-            rc = recording_append_events(w, a, na, b, nb, cause);
+            rc = recording_append_events(w, run, cause);
             if (rc == 0)
                 *events += n;
             at += n;
@@ -134,7 +133,7 @@ int recording_salvage(const segment *seg, const char *dir, const char *why, uint
         tail[nt++].type = count + 3;
     }
     if (rc == 0)
-        rc = recording_append_events(w, tail, nt, NULL, 0, cause);
+        rc = recording_append_events(w, lane_run_of(tail, nt), cause);
     if (rc == 0)
         rc = recording_sync(w, cause);
     if (recording_writer_close(w, rc == 0 ? cause : NULL) != 0)

@@ -5,7 +5,7 @@
  * thing a monitor writes, is an object of its own beside it ("<name>-ctl"). Attach trusts nothing:
  * sizes, offsets and counts are checked against the real size of the mapping before any is used,
  * and every later access goes through segment_at(). */
-#include "model.h"
+#include "segment_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,58 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE            4096u
-#define LANES_MAX       4096u
-#define LANE_EVENTS_MIN 64u
-#define LANE_EVENTS_MAX (1u << 24)
-#define STRINGS_MIN     16u
-#define STRINGS_MAX     (1u << 24)
-#define ARENA_MIN       4096u
-#define ARENA_MAX       (1u << 30)
-#define GROW_BUDGET_MAX (64ull << 30) /* bytes of grown rings a segment may have */
-#define GROW_ORDERS     25            /* ring sizes 2^0 .. 2^24 events: free lists by order */
-
-/* A free list of grown rings of one size (offsets in the grow region). */
-typedef struct grow_list {
-    uint64_t *off;
-    size_t n, cap;
-} grow_list;
-
-struct segment {
-    uint8_t *base;
-    uint64_t size;
-    int writable;
-    char name[64];
-    char note[256];     /* what segment_attach passed over to find it; "" when nothing */
-    segment_geometry g; /* the validated layout, never re-read from the header */
-    /* The creator's: the lanes' control blocks and the count of lanes claimed, in its own
-     * memory (the segment holds their mirrors). NULL and unused in an attacher. */
-    ts_lane *ctl;
-    _Atomic uint32_t lanes_used;
-    /* The creator's: lane i's ring pages are had (segment_lane_ready); full once shared memory
-     * refused a ring. Under ready_lock. */
-    _Atomic uint8_t *ready;
-    pthread_mutex_t ready_lock;
-    int ready_lock_made;
-    int full;
-    /* The creator's consumer's: the grow region's rings (segment_grow_*), and per lane a
-     * larger ring being made ready, not yet offered or taken (lane_grow). */
-    int grow_full;      /* shared memory refused a grown ring: no more are tried */
-    uint64_t grow_next; /* the region's bytes handed out so far */
-    uint64_t grow_used; /* bytes of rings in use */
-    grow_list grow_free[GROW_ORDERS];
-    lane_grow_state *grow;
-    ts_mailbox *mailbox; /* the control object's mapping (writable); NULL when read-only */
-    /* The creator's: the tree's ledger its pages are taken from (NULL: no limit), and the bytes
-     * taken, given back as pages go and all at once when the name goes (segment_unlink). */
-    ts_shm_budget *budget;
-    _Atomic uint64_t charged;
-};
-
 static int populate(void *p, uint64_t len);
 
 /* Takes len bytes from the tree's ledger for pages about to be had: 0, or -1 when it refuses. */
-static int charge(segment *s, uint64_t len)
+int segment_charge(segment *s, uint64_t len)
 {
     if (budget_take(s->budget, len) != 0)
         return -1;
@@ -83,7 +35,7 @@ static int charge(segment *s, uint64_t len)
 }
 
 /* Gives back len bytes of what this segment took (at most all of it). */
-static void discharge(segment *s, uint64_t len)
+void segment_discharge(segment *s, uint64_t len)
 {
     uint64_t c = atomic_load_explicit(&s->charged, memory_order_relaxed), left;
     do
@@ -96,25 +48,21 @@ static void discharge(segment *s, uint64_t len)
 
 /* Has the pages of [p, p + len), taken from the ledger first. 0; -1 when the ledger refuses
  * (*refused 1) or shared memory is full (*refused 0; what was taken is given back). */
-static int have(segment *s, void *p, uint64_t len, int *refused)
+int segment_have(segment *s, void *p, uint64_t len, int *refused)
 {
-    *refused = charge(s, len) != 0;
+    *refused = segment_charge(s, len) != 0;
     if (*refused)
         return -1;
     if (populate(p, len) != 0) {
-        discharge(s, len);
+        segment_discharge(s, len);
         return -1;
     }
     return 0;
 }
 
-#define CTL_SUFFIX  "-ctl" /* the control object beside a segment: its name + this */
-#define CTL_SIZE    TS_SEGMENT_CTL_SIZE
-#define REAP_SUFFIX "-reap" /* a segment a reaper took (segment_claim) */
-
 /* a then b into buf of cap bytes: 0, or -1 with errno ENAMETOOLONG when they do not fit (a
  * name cut short would name some other object). */
-static int join2(char *buf, size_t cap, const char *a, const char *b)
+int segment_join2(char *buf, size_t cap, const char *a, const char *b)
 {
     int n = snprintf(buf, cap, "%s%s", a, b);
     if (n < 0 || (size_t)n >= cap) {
@@ -128,7 +76,7 @@ static int join2(char *buf, size_t cap, const char *a, const char *b)
 static int ctl_create(const char *name, ts_mailbox **out)
 {
     char ctl[96];
-    if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) != 0)
+    if (segment_join2(ctl, sizeof ctl, name, CTL_SUFFIX) != 0)
         return -1;
     int fd = shm_open(ctl, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -157,7 +105,7 @@ static void ctl_remove(const char *name, ts_mailbox *m)
         munmap(m, CTL_SIZE);
     if (name[0] == '/' && !strchr(name + 1, '/')) {
         char ctl[96];
-        if (join2(ctl, sizeof ctl, name, CTL_SUFFIX) == 0)
+        if (segment_join2(ctl, sizeof ctl, name, CTL_SUFFIX) == 0)
             shm_unlink(ctl);
     }
 }
@@ -168,7 +116,7 @@ static void ctl_remove(const char *name, ts_mailbox *m)
 static int ctl_attach(const char *label, ts_mailbox **out, char **cause)
 {
     char ctl[4200];
-    if (join2(ctl, sizeof ctl, label, CTL_SUFFIX) != 0)
+    if (segment_join2(ctl, sizeof ctl, label, CTL_SUFFIX) != 0)
         return cause_set(cause, "%s: name too long", label);
     int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     int is_shm = label[0] == '/' && !strchr(label + 1, '/');
@@ -204,16 +152,6 @@ static void geometry_from(segment *s, const ts_segment_header *h)
                               .board_off = h->board_off};
 }
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-static int is_pow2(uint64_t v)
-{
-    return v && !(v & (v - 1));
-}
-
 /* Region sizes for a configuration, the same computation for create and validate. */
 typedef struct layout {
     uint64_t lanes_off, rings_off, grow_off, string_index_off, string_arena_off, mailbox_off;
@@ -224,7 +162,7 @@ typedef struct layout {
  * size from its budget (the region is sparse: only rings in use have pages). */
 static uint64_t grow_bytes_of(uint64_t budget)
 {
-    return budget ? round_up(2 * budget, PAGE) : 0;
+    return budget ? segment_round_up(2 * budget, PAGE) : 0;
 }
 
 static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_bytes, uint64_t strings,
@@ -232,13 +170,13 @@ static layout layout_of(uint64_t lanes, uint64_t lane_events, uint64_t grow_byte
 {
     layout l;
     l.lanes_off = PAGE;
-    l.rings_off = round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
+    l.rings_off = segment_round_up(l.lanes_off + lanes * sizeof(ts_lane), PAGE);
     l.grow_off = l.rings_off + lanes * lane_events * sizeof(ts_event);
     l.string_index_off = l.grow_off + grow_bytes;
-    l.string_arena_off = round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
+    l.string_arena_off = segment_round_up(l.string_index_off + strings * sizeof(uint32_t), PAGE);
     l.mailbox_off = 0; /* the mailbox is in the control object (ctl_create) */
-    l.board_off = round_up(l.string_arena_off + arena, PAGE);
-    l.size = round_up(l.board_off + sizeof(ts_board), PAGE);
+    l.board_off = segment_round_up(l.string_arena_off + arena, PAGE);
+    l.size = segment_round_up(l.board_off + sizeof(ts_board), PAGE);
     return l;
 }
 
@@ -249,7 +187,7 @@ void segment_copy_field(char *dst, size_t cap, const char *src, size_t src_cap)
     dst[n] = 0;
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
+void segment_copy_str(char *dst, size_t cap, const char *src)
 {
     if (!src)
         src = "";
@@ -257,10 +195,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
     memcpy(dst, src, n);
     dst[n] = 0;
 }
-
-/* Where POSIX shared memory objects live as files on Linux: "/termsight-1" is SHM_DIR
- * "/termsight-1". */
-#define SHM_DIR "/dev/shm"
 
 /* A fresh name for pid's segment: "/termsight-<pid>-<16 hex digits from getrandom>", so that no
  * one can take it first by guessing it from the pid. */
@@ -299,7 +233,7 @@ uint64_t segment_shm_available(void)
 
 /* The pid in a name of SHM_DIR: "termsight-<pid>-<16 hex digits>", or "termsight-<pid>" (the
  * names older versions gave, still listed so that they can be cleaned). 1 and *pid, or 0. */
-static int parse_pid(const char *entry, pid_t *pid)
+int segment_parse_pid(const char *entry, pid_t *pid)
 {
     size_t pl = strlen(TS_SEGMENT_PREFIX);
     if (strncmp(entry, TS_SEGMENT_PREFIX, pl))
@@ -326,18 +260,9 @@ static int parse_pid(const char *entry, pid_t *pid)
     return 1;
 }
 
-/* The names in SHM_DIR that name one pid, all of them: anyone can create "termsight-<pid>-<hex>"
- * for any pid, so no count of planted names may hide the real one. */
-typedef struct pid_names {
-    char (*own)[64]; /* shm names ("/termsight-...") of this user's objects */
-    int n;
-    int foreign;   /* passed over: another user's */
-    char why[160]; /* the first one passed over, and why */
-} pid_names;
-
 /* Fills pn with pid's names: 0, or -1 with *cause when SHM_DIR cannot be read (pn->own is then
  * NULL). Free pn->own. */
-static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
+int segment_names_of_pid(pid_t pid, pid_names *pn, char **cause)
 {
     memset(pn, 0, sizeof *pn);
     DIR *d = opendir(SHM_DIR);
@@ -348,7 +273,7 @@ static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
     while ((e = readdir(d))) {
         pid_t p;
         struct stat st;
-        if (!parse_pid(e->d_name, &p) || p != pid ||
+        if (!segment_parse_pid(e->d_name, &p) || p != pid ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
         if (st.st_uid != geteuid()) {
@@ -368,14 +293,14 @@ static int names_of_pid(pid_t pid, pid_names *pn, char **cause)
             }
             pn->own = grown;
         }
-        snprintf(pn->own[pn->n++], 64, "/%.62s", e->d_name); /* parse_pid: at most 37 */
+        snprintf(pn->own[pn->n++], 64, "/%.62s", e->d_name); /* segment_parse_pid: at most 37 */
     }
     closedir(d);
     return 0;
 }
 
 /* The message when pid has no name of this user's: the first one passed over, or none. */
-static int no_own_name(pid_t pid, const pid_names *pn, char **cause)
+int segment_no_own_name(pid_t pid, const pid_names *pn, char **cause)
 {
     if (!pn->foreign)
         return cause_set(cause, "pid %d: no such segment", (int)pid);
@@ -385,110 +310,128 @@ static int no_own_name(pid_t pid, const pid_names *pn, char **cause)
                      pn->foreign - 1, (int)pid);
 }
 
-int segment_create(const segment_config *cfg, segment **out, char **cause)
+/* A new lane record's rings: its first ring alone. No reader can see the record before the
+ * header's magic is published, so no sequence lock is needed here (lane.c rewrites the ring
+ * fields of a lane in use under one). */
+static void first_ring(ts_lane *l, uint64_t off, uint32_t events)
 {
-    *out = NULL;
+    atomic_store_explicit(&l->ring_off, off, memory_order_relaxed);
+    atomic_store_explicit(&l->ring_events, events, memory_order_relaxed);
+}
+
+/* cfg's sizes, checked: 0 and the largest ring a lane may grow to, or -1 with *cause. */
+static int config_check(const segment_config *cfg, uint32_t *max_events, char **cause)
+{
     if (cfg->lane_count < 1 || cfg->lane_count > LANES_MAX)
         return cause_set(cause, "lane count %u outside 1..%u", cfg->lane_count, LANES_MAX);
-    if (!is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
+    if (!segment_is_pow2(cfg->lane_events) || cfg->lane_events < LANE_EVENTS_MIN ||
         cfg->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "lane size %u is not a power of two in %u..%u", cfg->lane_events,
                          LANE_EVENTS_MIN, LANE_EVENTS_MAX);
-    uint32_t max_events = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
-    if (!is_pow2(max_events) || max_events < cfg->lane_events || max_events > LANE_EVENTS_MAX)
-        return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max_events,
+    uint32_t max = cfg->lane_max_events ? cfg->lane_max_events : cfg->lane_events;
+    if (!segment_is_pow2(max) || max < cfg->lane_events || max > LANE_EVENTS_MAX)
+        return cause_set(cause, "largest lane size %u is not a power of two in %u..%u", max,
                          cfg->lane_events, LANE_EVENTS_MAX);
     if (cfg->grow_budget > GROW_BUDGET_MAX)
         return cause_set(cause, "lane growth budget %llu bytes over %llu",
                          (unsigned long long)cfg->grow_budget, GROW_BUDGET_MAX);
-    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
     if (cfg->string_max < STRINGS_MIN || cfg->string_max > STRINGS_MAX)
         return cause_set(cause, "string table size %u outside %u..%u", cfg->string_max, STRINGS_MIN,
                          STRINGS_MAX);
     if (cfg->string_arena < ARENA_MIN || cfg->string_arena > ARENA_MAX)
         return cause_set(cause, "string arena %u bytes outside %u..%u", cfg->string_arena,
                          ARENA_MIN, ARENA_MAX);
+    *max_events = max;
+    return 0;
+}
 
-    pid_t pid = cfg->pid ? cfg->pid : getpid();
-    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
-                         cfg->string_arena);
+/* The bytes of the ledger a new segment takes from the start, or -1 with *cause when the ledger
+ * refuses them. */
+static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fixed, char **cause)
+{
     /* What a segment has from the start: the header and lane records, the boards' head, the
      * control object. The names' pages come as names do (strtab.c), the rings' as lanes do. */
-    uint64_t fixed = l.rings_off + round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
-    if (budget_take(cfg->budget, fixed) != 0) {
-        const ts_shm_budget *b = cfg->budget;
-        return cause_set(cause,
-                         "the shared-memory budget of this process tree is spent (%llu of %llu "
-                         "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
-                         (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
-                         (unsigned long long)(b->limit >> 10));
-    }
-    segment *s = calloc(1, sizeof *s);
-    if (!s) {
-        budget_give(cfg->budget, fixed);
-        return cause_set(cause, "out of memory");
-    }
-    /* Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
-     * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
+    *fixed = l->rings_off + segment_round_up(offsetof(ts_board, ops), PAGE) + CTL_SIZE;
+    if (budget_take(cfg->budget, *fixed) == 0)
+        return 0;
+    const ts_shm_budget *b = cfg->budget;
+    return cause_set(cause,
+                     "the shared-memory budget of this process tree is spent (%llu of %llu "
+                     "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
+                     (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
+                     (unsigned long long)(b->limit >> 10));
+}
+
+/* A new shared-memory object of pid's, its name into name: the descriptor, or -1 with errno.
+ * Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
+ * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
+static int shm_create_new(pid_t pid, char *name, size_t cap)
+{
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < CREATE_TRIES; tries++) {
-        shm_name_new(pid, s->name, sizeof s->name);
-        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        shm_name_new(pid, name, cap);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
     }
-    if (fd < 0) {
-        int e = errno;
-        char name[64];
-        copy_str(name, sizeof name, s->name);
-        free(s);
-        budget_give(cfg->budget, fixed);
-        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
-    }
-    void *base = MAP_FAILED;
-    int e = 0;
-    const char *what = "cannot size shared memory";
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l.size) != 0)
-        goto fail;
-    what = "cannot map shared memory";
-    base = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return fd;
+}
+
+/* Sizes and maps the new object fd for s (its mailbox beside it), read-only for others after:
+ * the mapping, or MAP_FAILED with errno and *what saying which step failed. */
+static void *map_new(segment *s, int fd, const layout *l, const char **what)
+{
+    int e;
+    *what = "cannot size shared memory";
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l->size) != 0)
+        return MAP_FAILED;
+    *what = "cannot map shared memory";
+    void *base = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
-        goto fail;
+        return MAP_FAILED;
     /* Everything but the rings is written from the start: its pages are had now, so that a
      * full shared-memory file system fails here, with a message, rather than kill the process
      * with SIGBUS at its first store. The rings are had lane by lane (segment_lane_ready). */
-    what = "cannot have the shared memory the segment starts with";
-    if (populate(base, l.rings_off) != 0 ||
-        populate((uint8_t *)base + l.board_off, offsetof(ts_board, ops)) != 0)
-        goto fail;
+    *what = "cannot have the shared memory the segment starts with";
+    if (populate(base, l->rings_off) != 0 ||
+        populate((uint8_t *)base + l->board_off, offsetof(ts_board, ops)) != 0)
+        goto unmap;
     /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
      * is read-only for every process but this one (which keeps its writable mapping): a monitor
      * that strays cannot write into lanes or names, whatever the collector already does not
      * trust there. */
-    what = "cannot create the segment's control object";
+    *what = "cannot create the segment's control object";
     if (ctl_create(s->name, &s->mailbox) != 0)
-        goto fail;
-    what = "cannot make the segment read-only for others";
-    if (fchmod(fd, 0400) != 0)
-        goto fail;
-    close(fd);
-    s->base = base;
-    s->size = l.size;
-    s->writable = 1;
-    s->budget = cfg->budget;
-    atomic_store(&s->charged, fixed);
-    s->ctl = aligned_alloc(_Alignof(ts_lane), cfg->lane_count * sizeof(ts_lane));
-    s->ready = calloc(cfg->lane_count, 1);
-    s->grow = calloc(cfg->lane_count, sizeof *s->grow);
-    if (!s->ctl || !s->ready || !s->grow) {
-        segment_close(s, 1);
-        return cause_set(cause, "out of memory");
-    }
-    memset(s->ctl, 0, cfg->lane_count * sizeof(ts_lane));
+        goto unmap;
+    *what = "cannot make the segment read-only for others";
+    if (fchmod(fd, 0400) == 0)
+        return base;
+unmap:
+    e = errno;
+    munmap(base, l->size);
+    errno = e;
+    return MAP_FAILED;
+}
+
+/* The creator's own state beside the segment: the lanes' control blocks, which lanes are
+ * ready, the growth state. 0, or -1 without memory. */
+static int creator_state(segment *s, uint32_t lanes)
+{
+    s->ctl = aligned_alloc(_Alignof(ts_lane), lanes * sizeof(ts_lane));
+    s->ready = calloc(lanes, 1);
+    s->grow = calloc(lanes, sizeof *s->grow);
+    if (!s->ctl || !s->ready || !s->grow)
+        return -1;
+    memset(s->ctl, 0, lanes * sizeof(ts_lane));
     pthread_mutex_init(&s->ready_lock, NULL);
     s->ready_lock_made = 1;
+    return 0;
+}
 
-    ts_segment_header *h = base;
+/* The header of a new segment of pid laid out as l, all but the magic. */
+static void header_fill(ts_segment_header *h, const segment_config *cfg, pid_t pid, const layout *l,
+                        uint32_t max_events, uint64_t grow_bytes, uint64_t fixed)
+{
     h->endian = 0x01020304u;
     h->major = TS_SEGMENT_MAJOR;
     h->minor = TS_SEGMENT_MINOR;
@@ -496,18 +439,18 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->event_size = sizeof(ts_event);
     h->lane_size = sizeof(ts_lane);
     h->word_size = sizeof(void *);
-    h->segment_size = l.size;
+    h->segment_size = l->size;
     h->pid = pid;
     h->uid = geteuid();
-    copy_str(h->process, sizeof h->process, cfg->process);
-    copy_str(h->clock, sizeof h->clock, cfg->clock);
+    segment_copy_str(h->process, sizeof h->process, cfg->process);
+    segment_copy_str(h->clock, sizeof h->clock, cfg->clock);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     h->start_ns = cfg->start_ns;
-    copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
-    copy_str(h->job, sizeof h->job, cfg->job ? cfg->job : "");
-    copy_str(h->host, sizeof h->host, cfg->host ? cfg->host : "");
+    segment_copy_str(h->run_folder, sizeof h->run_folder, cfg->run_folder);
+    segment_copy_str(h->job, sizeof h->job, cfg->job ? cfg->job : "");
+    segment_copy_str(h->host, sizeof h->host, cfg->host ? cfg->host : "");
     int in_job = cfg->job && *cfg->job;
     h->rank = in_job && cfg->rank >= 0 ? cfg->rank : -1;
     h->local_rank = in_job && cfg->local_rank >= 0 ? cfg->local_rank : -1;
@@ -515,43 +458,83 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
     h->parent_pid = cfg->parent_pid > 0 ? cfg->parent_pid : 0;
     h->lane_count = cfg->lane_count;
     h->lane_events = cfg->lane_events;
-    h->lanes_off = l.lanes_off;
-    h->rings_off = l.rings_off;
+    h->lanes_off = l->lanes_off;
+    h->rings_off = l->rings_off;
     h->lane_max_events = max_events;
-    h->grow_off = l.grow_off;
+    h->grow_off = l->grow_off;
     h->grow_bytes = grow_bytes;
     h->string_max = cfg->string_max;
     h->string_arena = cfg->string_arena;
-    h->string_index_off = l.string_index_off;
-    h->string_arena_off = l.string_arena_off;
-    h->mailbox_off = l.mailbox_off;
-    h->board_off = l.board_off;
+    h->string_index_off = l->string_index_off;
+    h->string_arena_off = l->string_arena_off;
+    h->mailbox_off = l->mailbox_off;
+    h->board_off = l->board_off;
     h->budget_id = cfg->budget ? cfg->budget->id : 0;
     atomic_store_explicit(&h->budget_charged, fixed, memory_order_relaxed);
+}
+
+int segment_create(const segment_config *cfg, segment **out, char **cause)
+{
+    *out = NULL;
+    uint32_t max_events = 0;
+    if (config_check(cfg, &max_events, cause) != 0)
+        return -1;
+    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
+    pid_t pid = cfg->pid ? cfg->pid : getpid();
+    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
+                         cfg->string_arena);
+    uint64_t fixed = 0;
+    if (budget_first(cfg, &l, &fixed, cause) != 0)
+        return -1;
+    segment *s = calloc(1, sizeof *s);
+    if (!s) {
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "out of memory");
+    }
+    int fd = shm_create_new(pid, s->name, sizeof s->name);
+    if (fd < 0) {
+        int e = errno;
+        char name[64];
+        segment_copy_str(name, sizeof name, s->name);
+        free(s);
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
+    }
+    const char *what;
+    void *base = map_new(s, fd, &l, &what);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        ctl_remove(s->name, s->mailbox);
+        shm_unlink(s->name);
+        free(s);
+        budget_give(cfg->budget, fixed);
+        return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what,
+                         (unsigned long long)l.size, strerror(e));
+    }
+    close(fd);
+    s->base = base;
+    s->size = l.size;
+    s->writable = 1;
+    s->budget = cfg->budget;
+    atomic_store(&s->charged, fixed);
+    if (creator_state(s, cfg->lane_count) != 0) {
+        segment_close(s, 1);
+        return cause_set(cause, "out of memory");
+    }
+    ts_segment_header *h = base;
+    header_fill(h, cfg, pid, &l, max_events, grow_bytes, fixed);
     geometry_from(s, h);
     /* Every lane starts in its first ring, in the control blocks and their mirrors alike. */
     for (uint32_t i = 0; i < cfg->lane_count; i++) {
-        uint64_t off = l.rings_off + (uint64_t)i * cfg->lane_events * sizeof(ts_event);
-        lane_ring_reset(&s->ctl[i], off, cfg->lane_events);
-        lane_ring_reset(segment_lane(s, i), off, cfg->lane_events);
+        first_ring(&s->ctl[i], segment_first_ring_off(s, i), cfg->lane_events);
+        first_ring(segment_lane(s, i), segment_first_ring_off(s, i), cfg->lane_events);
     }
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);
     h->magic = TS_SEGMENT_MAGIC;
     *out = s;
     return 0;
-
-fail:
-    e = errno;
-    close(fd);
-    if (base != MAP_FAILED)
-        munmap(base, l.size);
-    ctl_remove(s->name, s->mailbox);
-    shm_unlink(s->name);
-    free(s);
-    budget_give(cfg->budget, fixed);
-    return cause_set(cause, "%s (%llu bytes in " SHM_DIR "): %s", what, (unsigned long long)l.size,
-                     strerror(e));
 }
 
 int segment_validate(const void *base, uint64_t size, char **cause)
@@ -582,7 +565,7 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         !memchr(h->run_folder, 0, sizeof h->run_folder) ||
         !memchr(h->record_notice, 0, sizeof h->record_notice))
         return cause_set(cause, "unterminated text in header");
-    if (h->lane_count < 1 || h->lane_count > LANES_MAX || !is_pow2(h->lane_events) ||
+    if (h->lane_count < 1 || h->lane_count > LANES_MAX || !segment_is_pow2(h->lane_events) ||
         h->lane_events < LANE_EVENTS_MIN || h->lane_events > LANE_EVENTS_MAX)
         return cause_set(cause, "bad lane geometry (%u lanes of %u events)", h->lane_count,
                          h->lane_events);
@@ -590,7 +573,7 @@ int segment_validate(const void *base, uint64_t size, char **cause)
         h->string_arena > ARENA_MAX)
         return cause_set(cause, "bad string table geometry (%u ids, %u bytes)", h->string_max,
                          h->string_arena);
-    if (!is_pow2(h->lane_max_events) || h->lane_max_events < h->lane_events ||
+    if (!segment_is_pow2(h->lane_max_events) || h->lane_max_events < h->lane_events ||
         h->lane_max_events > LANE_EVENTS_MAX || h->grow_bytes > 2 * GROW_BUDGET_MAX ||
         h->grow_bytes % PAGE)
         return cause_set(cause, "bad lane growth geometry (up to %u events, %llu bytes)",
@@ -638,7 +621,7 @@ static int attach_fd(int fd, const char *label, int writable, segment **out, cha
     }
     s->base = base;
     s->size = size;
-    copy_str(s->name, sizeof s->name, label);
+    segment_copy_str(s->name, sizeof s->name, label);
     geometry_from(s, base);
     if (writable && ctl_attach(label, &s->mailbox, cause) != 0) {
         segment_close(s, 0);
@@ -666,8 +649,6 @@ int segment_attach_name(const char *name, int writable, segment **out, char **ca
     close(fd);
     return r;
 }
-
-static int segment_alive(pid_t pid, const char *shm_name);
 
 /* Attaches name and checks that its header names pid. */
 static int attach_of_pid(const char *name, pid_t pid, int writable, segment **out, char **cause)
@@ -727,10 +708,11 @@ int segment_attach(pid_t pid, int writable, segment **out, char **cause)
 {
     *out = NULL;
     pid_names pn;
-    if (names_of_pid(pid, &pn, cause) != 0)
+    if (segment_names_of_pid(pid, &pn, cause) != 0)
         return -1;
     /* Another user's objects at pid's names are passed over: they never hide ours. */
-    int r = pn.n ? attach_best(pid, &pn, writable, out, cause) : no_own_name(pid, &pn, cause);
+    int r =
+        pn.n ? attach_best(pid, &pn, writable, out, cause) : segment_no_own_name(pid, &pn, cause);
     if (r == 0 && pn.foreign)
         snprintf((*out)->note, sizeof(*out)->note,
                  "passed over %d name%s of pid %d in " SHM_DIR " that %s not yours (%s)",
@@ -798,7 +780,7 @@ void segment_close(segment *s, int remove)
 void segment_unlink(const segment *s)
 {
     if (s->writable)
-        discharge((segment *)s, UINT64_MAX); /* its pages go with the name */
+        segment_discharge((segment *)s, UINT64_MAX); /* its pages go with the name */
     if (s->name[0] == '/' && !strchr(s->name + 1, '/')) {
         shm_unlink(s->name);
         ctl_remove(s->name, NULL);
@@ -817,7 +799,7 @@ int segment_populate(const segment *s, uint64_t off, uint64_t len)
 {
     void *p = s->writable ? segment_at(s, off, len) : NULL;
     int refused;
-    return p ? have((segment *)s, p, len, &refused) : -1;
+    return p ? segment_have((segment *)s, p, len, &refused) : -1;
 }
 
 void *segment_at(const segment *s, uint64_t off, uint64_t len)
@@ -859,472 +841,15 @@ ts_lane *segment_lane(const segment *s, uint32_t i)
     return segment_at(s, s->g.lanes_off + (uint64_t)i * sizeof(ts_lane), sizeof(ts_lane));
 }
 
+uint64_t segment_first_ring_off(const segment *s, uint32_t i)
+{
+    return s->g.rings_off + (uint64_t)i * s->g.lane_events * sizeof(ts_event);
+}
+
 ts_event *segment_ring(const segment *s, uint32_t i)
 {
     if (i >= s->g.lane_count)
         return NULL;
     uint64_t bytes = (uint64_t)s->g.lane_events * sizeof(ts_event);
-    return segment_at(s, s->g.rings_off + (uint64_t)i * bytes, bytes);
-}
-
-int segment_lane_ready(const segment *s, uint32_t i)
-{
-    segment *m = (segment *)s;
-    ts_event *ring = segment_ring(s, i);
-    if (!ring)
-        return -1;
-    if (!s->ready || atomic_load_explicit(&m->ready[i], memory_order_acquire))
-        return 0;
-    /* One at a time: rings populated side by side would each take part of what is left and all
-     * fail. A ring that fails gives its pages back, and after one failure no more is tried
-     * (shared memory is full: each try would cost a system call and pages for nothing). */
-    pthread_mutex_lock(&m->ready_lock);
-    int rc = 0;
-    if (!atomic_load_explicit(&m->ready[i], memory_order_relaxed)) {
-        uint64_t len = (uint64_t)s->g.lane_events * sizeof(ts_event);
-        int refused = 0;
-        if (m->full || have(m, ring, len, &refused) != 0) {
-            /* The ledger's no is for now (rings go back as threads end); a full file system's
-             * is for good. */
-            if (!m->full && !refused) {
-                madvise(ring, len, MADV_REMOVE);
-                m->full = 1;
-            }
-            rc = -1;
-        } else {
-            atomic_store_explicit(&m->ready[i], 1, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&m->ready_lock);
-    return rc;
-}
-
-ts_event *segment_ring_at(const segment *s, uint64_t off, uint32_t events)
-{
-    /* A ring lies whole in the first rings or in the grow region, whatever a mirror says. */
-    if (!is_pow2(events) || events < LANE_EVENTS_MIN || events > s->g.lane_max_events ||
-        off % sizeof(ts_event))
-        return NULL;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    uint64_t first = (uint64_t)s->g.lane_count * s->g.lane_events * sizeof(ts_event);
-    int in_first = off >= s->g.rings_off && off - s->g.rings_off <= first &&
-                   len <= first - (off - s->g.rings_off);
-    int in_grow = off >= s->g.grow_off && off - s->g.grow_off <= s->g.grow_bytes &&
-                  len <= s->g.grow_bytes - (off - s->g.grow_off);
-    return in_first || in_grow ? segment_at(s, off, len) : NULL;
-}
-
-int segment_ring_grown(const segment *s, uint64_t off)
-{
-    return s->g.grow_bytes && off >= s->g.grow_off && off - s->g.grow_off < s->g.grow_bytes;
-}
-
-static int order_of(uint32_t events)
-{
-    return __builtin_ctz(events);
-}
-
-int segment_grow_alloc(const segment *s, uint32_t events, uint64_t *off)
-{
-    segment *m = (segment *)s;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    uint64_t budget = s->g.grow_bytes / 2;
-    if (!s->ctl || !is_pow2(events) || events > s->g.lane_max_events || m->grow_full ||
-        m->grow_used + len > budget)
-        return -1;
-    grow_list *fl = &m->grow_free[order_of(events)];
-    if (fl->n) {
-        *off = fl->off[--fl->n];
-    } else {
-        /* Aligned to its size, up to a page: a ring never straddles what another was. */
-        uint64_t at = round_up(m->grow_next, len < PAGE ? len : PAGE);
-        if (at + len > s->g.grow_bytes)
-            return -1;
-        *off = s->g.grow_off + at;
-        m->grow_next = at + len;
-    }
-    m->grow_used += len;
-    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
-    return 0;
-}
-
-void segment_grow_free(const segment *s, uint64_t off, uint32_t events, uint64_t had)
-{
-    segment *m = (segment *)s;
-    uint64_t len = (uint64_t)events * sizeof(ts_event);
-    if (!s->ctl || !segment_ring_grown(s, off))
-        return;
-    /* Its pages go back: the budget is memory, not address space. */
-    madvise(m->base + off, len, MADV_REMOVE);
-    discharge(m, had < len ? had : len);
-    m->grow_used -= len < m->grow_used ? len : m->grow_used;
-    atomic_store_explicit(&segment_header(s)->grow_used, m->grow_used, memory_order_relaxed);
-    grow_list *fl = &m->grow_free[order_of(events)];
-    if (fl->n == fl->cap) {
-        size_t cap = fl->cap ? 2 * fl->cap : 8;
-        uint64_t *o = realloc(fl->off, cap * sizeof *o);
-        if (!o)
-            return; /* the space is lost to reuse; the budget was given back */
-        fl->off = o;
-        fl->cap = cap;
-    }
-    fl->off[fl->n++] = off;
-}
-
-int segment_grow_populate(const segment *s, uint64_t off, uint64_t len)
-{
-    segment *m = (segment *)s;
-    if (m->grow_full || !segment_at(s, off, len))
-        return -1;
-    int refused;
-    if (have(m, m->base + off, len, &refused) != 0) {
-        if (!refused)
-            m->grow_full = 1; /* shared memory is full: no more growing */
-        return -1;
-    }
-    return 0;
-}
-
-lane_grow_state *segment_grow_state(const segment *s, uint32_t i)
-{
-    return s->grow && i < s->g.lane_count ? &s->grow[i] : NULL;
-}
-
-ts_lane *segment_lane_ctl(const segment *s, uint32_t i)
-{
-    if (!s->ctl)
-        return segment_lane(s, i);
-    return i < s->g.lane_count ? &s->ctl[i] : NULL;
-}
-
-uint32_t segment_lanes_used(const segment *s)
-{
-    uint32_t used =
-        s->ctl ? atomic_load_explicit(&((segment *)s)->lanes_used, memory_order_acquire)
-               : atomic_load_explicit(&segment_header(s)->lanes_used, memory_order_acquire);
-    return used < s->g.lane_count ? used : s->g.lane_count;
-}
-
-uint32_t segment_lane_losses(const segment *s, lane_loss *out, uint32_t max)
-{
-    uint32_t used = segment_lanes_used(s), n = 0;
-    for (uint32_t i = 0; i < used; i++) {
-        const ts_lane *l = segment_lane(s, i);
-        lane_loss x = {.tid = atomic_load_explicit(&l->tid, memory_order_relaxed),
-                       .lost = atomic_load_explicit(&l->lost_window, memory_order_relaxed),
-                       .first_ns = atomic_load_explicit(&l->lost_first_ns, memory_order_relaxed),
-                       .rate = atomic_load_explicit(&l->lost_rate, memory_order_relaxed)};
-        if (!x.lost)
-            continue;
-        /* Kept most first: an insertion into the first max. */
-        uint32_t k = n < max ? n : max;
-        while (k > 0 && out[k - 1].lost < x.lost) {
-            if (k < max)
-                out[k] = out[k - 1];
-            k--;
-        }
-        if (k < max)
-            out[k] = x;
-        n++;
-    }
-    return n;
-}
-
-static void raise_to(_Atomic uint32_t *v, uint32_t n)
-{
-    uint32_t cur = atomic_load_explicit(v, memory_order_relaxed);
-    while (cur < n && !atomic_compare_exchange_weak_explicit(v, &cur, n, memory_order_release,
-                                                             memory_order_relaxed))
-        ;
-}
-
-void segment_lane_claimed(const segment *s, uint32_t i)
-{
-    if (s->ctl)
-        raise_to(&((segment *)s)->lanes_used, i + 1);
-    /* The mirror only ever grows, whatever another process wrote into it. */
-    raise_to(&segment_header(s)->lanes_used, i + 1);
-}
-
-/* Alive means the process exists and still maps this very object (not a deleted one, not a pid
- * reused by an unrelated process). */
-static int segment_alive(pid_t pid, const char *shm_name)
-{
-    if (kill(pid, 0) != 0 && errno != EPERM)
-        return 0;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 1; /* exists, cannot tell more */
-    char want[96];
-    if (join2(want, sizeof want, SHM_DIR, shm_name) != 0) {
-        fclose(f);
-        return 1; /* cannot tell more */
-    }
-    size_t wl = strlen(want);
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, want);
-        if (p && (p[wl] == '\n' || p[wl] == 0))
-            found = 1;
-    }
-    fclose(f);
-    return found;
-}
-
-static int by_pid(const void *a, const void *b)
-{
-    const segment_info *x = a, *y = b;
-    return (x->pid > y->pid) - (x->pid < y->pid);
-}
-
-static void info_fill(segment_info *info, const char *entry, pid_t pid);
-
-/* A new last entry of *list (n of cap), or NULL (the list freed) when memory is out. */
-static segment_info *list_push(segment_info **list, size_t *n, size_t *cap)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 8;
-        segment_info *nl = realloc(*list, c * sizeof *nl);
-        if (!nl) {
-            free(*list);
-            *list = NULL;
-            return NULL;
-        }
-        *list = nl;
-        *cap = c;
-    }
-    return &(*list)[(*n)++];
-}
-
-/* What segment_list says of the segment at entry (of pid), but whether it is alive. */
-static void info_fill(segment_info *info, const char *entry, pid_t pid)
-{
-    memset(info, 0, sizeof *info);
-    info->pid = pid;
-    snprintf(info->shm_name, sizeof info->shm_name, "/%.62s", entry);
-    segment *s = NULL;
-    char *why = NULL;
-    if (segment_attach_name(info->shm_name, 0, &s, &why) == 0) {
-        ts_segment_header *h = segment_header(s);
-        info->readable = 1;
-        copy_str(info->process, sizeof info->process, h->process);
-        if (segment_run_folder(s, info->run_folder, sizeof info->run_folder, NULL) != 0)
-            copy_str(info->run_folder, sizeof info->run_folder, h->run_folder);
-        copy_str(info->job, sizeof info->job, h->job);
-        info->rank = h->rank;
-        info->world_size = h->world_size;
-        info->parent_pid = h->parent_pid;
-        info->state = atomic_load_explicit(&h->state, memory_order_acquire);
-        info->events_recorded = atomic_load_explicit(&h->events_recorded, memory_order_relaxed);
-        info->drops = atomic_load_explicit(&h->drops, memory_order_relaxed);
-        info->window = atomic_load_explicit(&h->window, memory_order_relaxed);
-        info->start_ns = h->start_ns;
-        info->lost_threads = segment_lane_losses(s, info->lost, SEGMENT_INFO_LOST);
-        info->start_realtime_ns = h->start_realtime_ns;
-        info->budget_id = h->budget_id;
-        info->program_events = atomic_load_explicit(&h->program_events, memory_order_relaxed);
-        info->flight_mb = h->minor >= 2 ? h->flight_mb : 0;
-        info->budget_charged = atomic_load_explicit(&h->budget_charged, memory_order_relaxed);
-        segment_close(s, 0);
-    } else {
-        copy_str(info->error, sizeof info->error, why ? why : "unreadable");
-        free(why);
-    }
-}
-
-/* Whether pid has ended: no such process, or a zombie its parent has not waited for yet. */
-static int process_ended(pid_t pid)
-{
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 1;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-/* Which segments a listing keeps: NULL, every one of this user's; else only those whose process
- * has ended, that are regular files and readable, and whose header names budget_id as its ledger
- * (when not 0) or parent as its parent (when > 0). */
-typedef struct list_filter {
-    uint64_t budget_id;
-    pid_t parent;
-} list_filter;
-
-static int list_segments(const list_filter *f, segment_info **out, char **cause)
-{
-    *out = NULL;
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return cause_set(cause, "cannot read " SHM_DIR ": %s", strerror(errno));
-    segment_info *list = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        pid_t pid;
-        struct stat st;
-        /* A filtered look costs no attach for a process that is still there. */
-        if (!parse_pid(e->d_name, &pid) || (f && !process_ended(pid)) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() ||
-            (f && !S_ISREG(st.st_mode)))
-            continue;
-        segment_info info;
-        info_fill(&info, e->d_name, pid);
-        if (f && (!info.readable || (f->budget_id && info.budget_id != f->budget_id) ||
-                  (f->parent > 0 && info.parent_pid != f->parent)))
-            continue;
-        info.alive = f ? 0 : segment_alive(pid, info.shm_name);
-        segment_info *slot = list_push(&list, &n, &cap);
-        if (!slot) {
-            closedir(d);
-            return cause_set(cause, "out of memory");
-        }
-        *slot = info;
-    }
-    closedir(d);
-    if (n)
-        qsort(list, n, sizeof *list, by_pid);
-    *out = list;
-    return (int)n;
-}
-
-int segment_list(segment_info **out, char **cause)
-{
-    return list_segments(NULL, out, cause);
-}
-
-int segment_list_ended(uint64_t budget_id, pid_t parent, segment_info **out, char **cause)
-{
-    list_filter f = {.budget_id = budget_id, .parent = parent};
-    return list_segments(&f, out, cause);
-}
-
-int segment_remove_stale_name(const char *name, pid_t pid, char **cause)
-{
-    /* Judged by lstat, never opened: a link or a FIFO of ours under such a name is junk to
-     * remove, not something to follow or to block on. /dev/shm is sticky: only we can remove or
-     * replace an entry of ours between the look and the unlink. */
-    char path[96];
-    if (join2(path, sizeof path, SHM_DIR, name) != 0)
-        return cause_set(cause, "%s: name too long", name);
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return cause_set(cause, "%s: %s", name, strerror(errno));
-    if (st.st_uid != geteuid())
-        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
-    if (S_ISREG(st.st_mode) && segment_alive(pid, name))
-        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
-    if (unlink(path) != 0)
-        return cause_set(cause, "%s: %s", name, strerror(errno));
-    /* Its control object, when it is ours too. */
-    char ctl[128];
-    if (join2(ctl, sizeof ctl, path, CTL_SUFFIX) == 0 && lstat(ctl, &st) == 0 &&
-        st.st_uid == geteuid())
-        unlink(ctl);
-    return 0;
-}
-
-int segment_claim(const char *name, pid_t pid, char *claimed, size_t cap, char **cause)
-{
-    char from[96];
-    if (join2(from, sizeof from, SHM_DIR, name) != 0 || join2(claimed, cap, from, REAP_SUFFIX) != 0)
-        return cause_set(cause, "%s: name too long", name);
-    struct stat st;
-    if (lstat(from, &st) != 0)
-        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
-    if (st.st_uid != geteuid())
-        return cause_set(cause, "%s belongs to uid %u", name, (unsigned)st.st_uid);
-    if (!S_ISREG(st.st_mode)) {
-        /* A link or a FIFO of ours under such a name: junk, removed, never followed. */
-        segment_remove_claimed(name, from);
-        return 0;
-    }
-    if (segment_alive(pid, name))
-        return cause_set(cause, "%s: process %d is alive", name, (int)pid);
-    /* /dev/shm is sticky: only we can rename an entry of ours, and of two reapers one wins. */
-    if (rename(from, claimed) != 0)
-        return errno == ENOENT ? 0 : cause_set(cause, "%s: %s", name, strerror(errno));
-    return 1;
-}
-
-void segment_remove_claimed(const char *name, const char *claimed)
-{
-    unlink(claimed);
-    char ctl[128];
-    struct stat st;
-    if (join2(ctl, sizeof ctl, SHM_DIR, name) == 0 &&
-        strlen(ctl) + strlen(CTL_SUFFIX) < sizeof ctl) {
-        strcat(ctl, CTL_SUFFIX);
-        if (lstat(ctl, &st) == 0 && st.st_uid == geteuid())
-            unlink(ctl);
-    }
-}
-
-int segment_remove_orphan_ctls(void)
-{
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return 0;
-    int removed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        /* A control object, or a segment a reaper took and did not remove (it died). */
-        size_t len = strlen(e->d_name), sl = strlen(CTL_SUFFIX);
-        if (len > strlen(REAP_SUFFIX) &&
-            !strcmp(e->d_name + len - strlen(REAP_SUFFIX), REAP_SUFFIX))
-            sl = strlen(REAP_SUFFIX);
-        else if (len <= sl || strcmp(e->d_name + len - sl, CTL_SUFFIX))
-            continue;
-        char seg[256];
-        pid_t pid;
-        if (len - sl >= sizeof seg)
-            continue;
-        memcpy(seg, e->d_name, len - sl);
-        seg[len - sl] = 0;
-        struct stat st;
-        if (!parse_pid(seg, &pid) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            st.st_uid != geteuid() || fstatat(dirfd(d), seg, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
-            (kill(pid, 0) == 0 || errno == EPERM))
-            continue; /* its segment is there, or its process lives: not an orphan */
-        removed += unlinkat(dirfd(d), e->d_name, 0) == 0;
-    }
-    closedir(d);
-    return removed;
-}
-
-int segment_remove_stale(pid_t pid, char **cause)
-{
-    pid_names pn;
-    if (names_of_pid(pid, &pn, cause) != 0)
-        return -1;
-    if (!pn.n)
-        return no_own_name(pid, &pn, cause);
-    int removed = 0;
-    char *first_cause = NULL;
-    for (int i = 0; i < pn.n; i++) {
-        char *why = NULL;
-        if (segment_remove_stale_name(pn.own[i], pid, &why) == 0)
-            removed++;
-        else if (!first_cause)
-            first_cause = why;
-        else
-            free(why);
-    }
-    free(pn.own);
-    if (removed) {
-        free(first_cause);
-        return removed;
-    }
-    int r = cause_set(cause, "%s", first_cause ? first_cause : "nothing removed");
-    free(first_cause);
-    return r;
+    return segment_at(s, segment_first_ring_off(s, i), bytes);
 }

@@ -1,5 +1,5 @@
 /* utf8: the project's one UTF-8 codec: decoding (with the validity rules every reader of names
- * applies) and encoding (NVTX's wide strings, the TUI's cells). See model.h. */
+ * applies) and encoding (NVTX's wide strings, the TUI's cells). See utf8.h. */
 #include "model.h"
 
 size_t utf8_decode(const unsigned char *s, size_t left, uint32_t *cp)

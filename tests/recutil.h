@@ -60,8 +60,8 @@ static inline char *rec_make_run(const char *tmp, const char *name)
     };
 #undef OP
 #undef MARK
-    ck_assert_int_eq(recording_append_events(w, first, 4, NULL, 0, &cause), 0);
-    ck_assert_int_eq(recording_append_events(w, second, 4, NULL, 0, &cause), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(first, 4), &cause), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(second, 4), &cause), 0);
     ck_assert_int_eq(recording_writer_close(w, &cause), 0);
     free(dir);
     return run;
@@ -95,7 +95,7 @@ static inline char *rec_make_rank(const char *job_dir, int rank, const char *nam
                             .type = 6 + 2 * i,
                             .begin_ns = 2000000,
                             .end_ns = 2000000};
-    ck_assert_int_eq(recording_append_events(w, cfg, 3, NULL, 0, &cause), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(cfg, 3), &cause), 0);
     ck_assert_int_eq(recording_writer_close(w, &cause), 0);
     free(dir);
     return run;

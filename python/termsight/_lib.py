@@ -283,7 +283,7 @@ def torch_hook_missing():
     return "; ".join(_torch_hook_tried)
 
 
-STACKS_FILE = "python-stacks.txt"  # model.h's TS_STACKS_FILE
+STACKS_FILE = "python-stacks.txt"  # model/segment.h's TS_STACKS_FILE
 _stacks = {}  # pid -> (signal, file) once registered in that process
 
 

@@ -209,7 +209,7 @@ static inline void golden_write_recording(golden *g, const char *dir)
         free(bytes);
     }
     if (g->nev)
-        ck_assert_int_eq(recording_append_events(w, g->ev, g->nev, NULL, 0, &why), 0);
+        ck_assert_int_eq(recording_append_events(w, lane_run_of(g->ev, g->nev), &why), 0);
     ck_assert_int_eq(recording_writer_close(w, &why), 0);
 }
 

@@ -289,8 +289,8 @@ START_TEST(test_truncated)
         bytes[i] = g.names[i];
     ck_assert_int_eq(recording_append_strings(w, 0, g.nnames, bytes, g.lens, &why), 0);
     free(bytes);
-    ck_assert_int_eq(recording_append_events(w, g.ev, 10, NULL, 0, &why), 0);
-    ck_assert_int_eq(recording_append_events(w, g.ev + 10, 10, NULL, 0, &why), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(g.ev, 10), &why), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(g.ev + 10, 10), &why), 0);
     ck_assert_int_eq(recording_writer_close(w, &why), 0);
     golden_free(&g);
     char *file = path_join(rec, TS_RECORDING_FILE);
@@ -348,7 +348,7 @@ START_TEST(test_progress)
     ck_assert_int_eq(recording_append_strings(w, 0, g.nnames, bytes, g.lens, &why), 0);
     free(bytes);
     for (int i = 0; i < 10; i++) /* ten chunks: ten batches */
-        ck_assert_int_eq(recording_append_events(w, g.ev + 10 * i, 10, NULL, 0, &why), 0);
+        ck_assert_int_eq(recording_append_events(w, lane_run_of(g.ev + 10 * i, 10), &why), 0);
     ck_assert_int_eq(recording_writer_close(w, &why), 0);
     golden_free(&g);
 

@@ -174,7 +174,7 @@ static void sample_events(recording_writer *w, size_t from, size_t to)
     for (size_t i = from; i < to; i++)
         ev[i - from] = sample_event(i);
     char *cause = NULL;
-    ck_assert_msg(recording_append_events(w, ev, to - from, NULL, 0, &cause) == 0, "events: %s",
+    ck_assert_msg(recording_append_events(w, lane_run_of(ev, to - from), &cause) == 0, "events: %s",
                   cause);
 }
 
@@ -285,7 +285,10 @@ START_TEST(test_dump_many)
                            .begin_ns = i,
                            .end_ns = i,
                            .v0 = i};
-    ck_assert_int_eq(recording_append_events(w, ev, SPLIT, ev + SPLIT, N - SPLIT, NULL), 0);
+    ck_assert_int_eq(
+        recording_append_events(
+            w, (lane_run){.a = ev, .na = SPLIT, .b = ev + SPLIT, .nb = N - SPLIT}, NULL),
+        0);
     ck_assert_int_eq(recording_writer_close(w, NULL), 0);
 
     cli_result res;

@@ -89,12 +89,11 @@ static void check_lanes(const segment *s)
             continue;
         FUZZ_CHECK(inside(s, l, sizeof *l) &&
                    inside(s, ring, (uint64_t)h->lane_events * sizeof(ts_event)));
-        const ts_event *a, *b;
-        size_t na, nb;
-        size_t n = lane_peek(s, i, &a, &na, &b, &nb);
-        FUZZ_CHECK(n == na + nb && n <= h->lane_events);
-        FUZZ_CHECK(!na || inside(s, a, na * sizeof(ts_event)));
-        FUZZ_CHECK(!nb || inside(s, b, nb * sizeof(ts_event)));
+        lane_run run;
+        size_t n = lane_peek(s, i, &run);
+        FUZZ_CHECK(n == lane_run_count(&run) && n <= h->lane_events);
+        FUZZ_CHECK(!run.na || inside(s, run.a, run.na * sizeof(ts_event)));
+        FUZZ_CHECK(!run.nb || inside(s, run.b, run.nb * sizeof(ts_event)));
         uint64_t cursor = 0, missed = 0;
         for (int round = 0; round < 2; round++) {
             size_t got = lane_observe(s, i, &cursor, out, sizeof out / sizeof out[0], &missed);

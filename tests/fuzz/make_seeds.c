@@ -78,7 +78,8 @@ static void recording_window(const char *dir, uint64_t t)
     };
     size_t n = sizeof ev / sizeof ev[0];
     if (recording_append_strings(w, 0, 5, names, lens, &why) != 0 ||
-        recording_append_events(w, ev, 3, ev + 3, n - 3, &why) != 0 ||
+        recording_append_events(w, (lane_run){.a = ev, .na = 3, .b = ev + 3, .nb = n - 3}, &why) !=
+            0 ||
         recording_writer_close(w, &why) != 0)
         fail("recording", why);
 }

@@ -51,7 +51,7 @@ static char *recording_start(const char *dir, uint64_t first, size_t n)
     ts_event ev[64];
     for (size_t i = 0; i < n; i++)
         ev[i] = (ts_event){.kind = TS_KIND_COUNTER, .v0 = first + i, .begin_ns = i, .end_ns = i};
-    ck_assert_int_eq(recording_append_events(w, ev, n, NULL, 0, NULL), 0);
+    ck_assert_int_eq(recording_append_events(w, lane_run_of(ev, n), NULL), 0);
     ck_assert_int_eq(recording_writer_close(w, NULL), 0);
     return path_join(dir, TS_RECORDING_FILE);
 }

@@ -266,7 +266,7 @@ static void live_append(const char *dir, uint64_t max, long period_ns)
                                .name = 2 + i % 3,
                                .begin_ns = t,
                                .end_ns = t + 500};
-        ck_assert_int_eq(recording_append_events(w, ev, LIVE_CHUNK_EVENTS, NULL, 0, &cause), 0);
+        ck_assert_int_eq(recording_append_events(w, lane_run_of(ev, LIVE_CHUNK_EVENTS), &cause), 0);
         if (period_ns)
             nanosleep(&(struct timespec){.tv_nsec = period_ns}, NULL);
     }
