@@ -368,6 +368,108 @@ const char *job_report_dir(const job_report *j)
     return j->dir;
 }
 
+/* The job's run folders and their summaries, the ranks chosen: 0 with *used the ranks merged,
+ * or -1 with cause. */
+static int load_ranks(job_report *j, const char *job_folder, size_t *used, char **cause)
+{
+    char **folders;
+    int n = job_rank_folders(j->folder, &folders, cause);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return cause_set(cause, "%s holds no run folder (folders with recording/ in them)",
+                         job_folder);
+    j->r = calloc((size_t)n, sizeof *j->r);
+    if (!j->r) {
+        job_folders_free(folders, n);
+        return cause_set(cause, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        rank_in *r = &j->r[j->n++];
+        r->folder = folders[i];
+        char why[512];
+        errno = 0;
+        r->use = job_load_summary(r, why, sizeof why) == 0;
+        if (!r->use)
+            job_warn(j, "%s: %s: left out", job_base_name(r->folder), why);
+    }
+    free(folders);
+    job_choose_ranks(j);
+    *used = 0;
+    while (*used < j->n && j->r[*used].use)
+        (*used)++;
+    if (!*used)
+        return cause_set(cause,
+                         "%s: no rank of a job could be used (each run folder needs its "
+                         "report, made by termsight analyse RUN_FOLDER, and a recorded "
+                         "job and rank)",
+                         job_folder);
+    return 0;
+}
+
+/* Warnings on what the steps merged say of the ranks: unfinished, unequal, unaligned, without
+ * communication. */
+static void warn_steps(job_report *j, size_t used, const merge *m, int no_wait)
+{
+    uint64_t min_steps = UINT64_MAX, max_steps = 0;
+    for (size_t i = 0; i < used; i++) {
+        if (j->r[i].steps < min_steps)
+            min_steps = j->r[i].steps;
+        if (j->r[i].steps > max_steps)
+            max_steps = j->r[i].steps;
+    }
+    job_warn_unfinished(j, used);
+    if (min_steps != max_steps)
+        job_warn(j,
+                 "the ranks recorded different numbers of steps (%" PRIu64 " to %" PRIu64
+                 "): steps are aligned by their numbers",
+                 min_steps, max_steps);
+    if (m->unaligned)
+        job_warn(j,
+                 "%" PRIu64 " step rows past the first %u step numbers are not aligned (their "
+                 "steps are in job_step_trace.csv)",
+                 m->unaligned, MAX_ALIGNED_STEPS);
+    j->no_wait = used > 1 ? no_wait : 0;
+    if (j->no_wait)
+        job_warn(j,
+                 "%d rank%s of the job recorded no communication (its collectives were not "
+                 "instrumented): the split cannot see %s waits for the others, taken as 0, and "
+                 "the straggler verdict is unreliable",
+                 no_wait, no_wait == 1 ? "" : "s", no_wait == 1 ? "its" : "their");
+}
+
+/* Each rank's step_trace.csv into job_step_trace.csv and the per-step aggregates (written as
+ * job_steps.csv), then the stragglers and ranks.csv. */
+static void merge_steps(job_report *j, report_dir *d, size_t used)
+{
+    merge m = {.j = j, .trace = report_dir_file(d, "job_step_trace.csv")};
+    if (m.trace)
+        fputs("step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,tail_us,eval_us,"
+              "busy_us\n",
+              m.trace);
+    int no_wait = 0;
+    for (size_t i = 0; i < used; i++) {
+        rank_in *r = &j->r[i];
+        char why[512];
+        if (job_load_steps(&m, r, why, sizeof why) != 0)
+            job_warn(j, "rank %ld (%s): %s: its steps are not merged", r->rank,
+                     job_base_name(r->folder), why);
+        if (r->bytes_skipped > 0 || r->chunks_skipped > 0)
+            job_warn(j,
+                     "rank %ld (%s): its recording is damaged (%.0f bytes skipped in %.0f "
+                     "chunks): merged from what its analysis could read",
+                     r->rank, job_base_name(r->folder), r->bytes_skipped, r->chunks_skipped);
+        no_wait += !r->have_wait;
+    }
+    if (m.trace)
+        report_dir_close_file(d, m.trace, "job_step_trace.csv");
+    warn_steps(j, used, &m, no_wait);
+    job_write_steps_csv(j, d, &m);
+    job_merge_free(&m);
+    job_find_stragglers(j, used);
+    job_write_ranks_csv(j, d, used);
+}
+
 int job_report_run(const char *job_folder, const job_options *o, job_report **out, char **cause)
 {
     *out = NULL;
@@ -384,107 +486,19 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     size_t fl = strlen(j->folder);
     while (fl > 1 && j->folder[fl - 1] == '/')
         j->folder[--fl] = 0;
-    char **folders;
-    int n = job_rank_folders(j->folder, &folders, cause);
-    if (n < 0) {
-        job_report_free(j);
-        return -1;
-    }
-    if (n == 0) {
-        job_report_free(j);
-        return cause_set(cause, "%s holds no run folder (folders with recording/ in them)",
-                         job_folder);
-    }
-    j->r = calloc((size_t)n, sizeof *j->r);
-    if (!j->r) {
-        job_folders_free(folders, n);
-        job_report_free(j);
-        return cause_set(cause, "out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        rank_in *r = &j->r[j->n++];
-        r->folder = folders[i];
-        char why[512];
-        errno = 0;
-        r->use = job_load_summary(r, why, sizeof why) == 0;
-        if (!r->use)
-            job_warn(j, "%s: %s: left out", job_base_name(r->folder), why);
-    }
-    free(folders);
-    job_choose_ranks(j);
-    size_t used = 0;
-    while (used < j->n && j->r[used].use)
-        used++;
-    if (!used) {
-        job_report_free(j);
-        return cause_set(cause,
-                         "%s: no rank of a job could be used (each run folder needs its "
-                         "report, made by termsight analyse RUN_FOLDER, and a recorded "
-                         "job and rank)",
-                         job_folder);
-    }
-
+    size_t used;
     char *target = NULL;
+    report_dir *d = NULL;
+    if (load_ranks(j, job_folder, &used, cause) < 0)
+        goto fail;
     if (o->out_dir ? !(target = strdup(o->out_dir))
                    : asprintf(&target, "%s/" REPORT_DIR, j->folder) < 0) {
-        job_report_free(j);
-        return cause_set(cause, "out of memory");
+        cause_set(cause, "out of memory");
+        goto fail;
     }
-    report_dir *d;
-    if (report_dir_open(target, &d, cause) < 0) {
-        free(target);
-        job_report_free(j);
-        return -1;
-    }
-    merge m = {.j = j, .trace = report_dir_file(d, "job_step_trace.csv")};
-    if (m.trace)
-        fputs("step,rank,total_us,interval_us,fpbp_us,compute_us,comm_wait_us,tail_us,eval_us,"
-              "busy_us\n",
-              m.trace);
-    uint64_t min_steps = UINT64_MAX, max_steps = 0;
-    int no_wait = 0;
-    for (size_t i = 0; i < used; i++) {
-        rank_in *r = &j->r[i];
-        char why[512];
-        if (job_load_steps(&m, r, why, sizeof why) != 0)
-            job_warn(j, "rank %ld (%s): %s: its steps are not merged", r->rank,
-                     job_base_name(r->folder), why);
-        if (r->bytes_skipped > 0 || r->chunks_skipped > 0)
-            job_warn(j,
-                     "rank %ld (%s): its recording is damaged (%.0f bytes skipped in %.0f chunks): "
-                     "merged from what its analysis could read",
-                     r->rank, job_base_name(r->folder), r->bytes_skipped, r->chunks_skipped);
-        if (r->steps < min_steps)
-            min_steps = r->steps;
-        if (r->steps > max_steps)
-            max_steps = r->steps;
-        no_wait += !r->have_wait;
-    }
-    if (m.trace)
-        report_dir_close_file(d, m.trace, "job_step_trace.csv");
-    job_warn_unfinished(j, used);
-    if (min_steps != max_steps)
-        job_warn(j,
-                 "the ranks recorded different numbers of steps (%" PRIu64 " to %" PRIu64
-                 "): steps are aligned by their numbers",
-                 min_steps, max_steps);
-    if (m.unaligned)
-        job_warn(j,
-                 "%" PRIu64
-                 " step rows past the first %u step numbers are not aligned (their steps "
-                 "are in job_step_trace.csv)",
-                 m.unaligned, MAX_ALIGNED_STEPS);
-    j->no_wait = used > 1 ? no_wait : 0;
-    if (j->no_wait)
-        job_warn(j,
-                 "%d rank%s of the job recorded no communication (its collectives were not "
-                 "instrumented): the split cannot see %s waits for the others, taken as 0, and the "
-                 "straggler verdict is unreliable",
-                 no_wait, no_wait == 1 ? "" : "s", no_wait == 1 ? "its" : "their");
-    job_write_steps_csv(j, d, &m);
-    job_merge_free(&m);
-    job_find_stragglers(j, used);
-    job_write_ranks_csv(j, d, used);
+    if (report_dir_open(target, &d, cause) < 0)
+        goto fail;
+    merge_steps(j, d, used);
 
     double mb = o->timeline_limit_mb < 0 ? REPORT_TIMELINE_LIMIT_MB : o->timeline_limit_mb;
     j->steps_first = o->steps_first;
@@ -496,28 +510,14 @@ int job_report_run(const char *job_folder, const job_options *o, job_report **ou
     if (j->long_lines)
         job_warn(j, "%" PRIu64 " lines of the ranks' reports longer than %u bytes were passed over",
                  j->long_lines, REPORT_MAX_LINE_BYTES);
-
-    cJSON *root = job_summary_json(j, used);
-    char *js = root ? (o->pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
-    cJSON_Delete(root);
-    FILE *f = js ? report_dir_file(d, "summary.json") : NULL;
-    if (f) {
-        fputs(js, f);
-        fputc('\n', f);
-        report_dir_close_file(d, f, "summary.json");
-    }
-    free(js);
-    f = report_dir_file(d, "report.txt");
-    if (f) {
-        job_print_report(j, f, 0);
-        report_dir_close_file(d, f, "report.txt");
-    }
-    if (report_dir_commit(d, cause) < 0) {
-        free(target);
-        job_report_free(j);
-        return -1;
-    }
+    job_write_summary(j, d, used, o->pretty);
+    if (report_dir_commit(d, cause) < 0)
+        goto fail;
     j->dir = target;
     *out = j;
     return 0;
+fail:
+    free(target);
+    job_report_free(j);
+    return -1;
 }

@@ -139,5 +139,7 @@ void job_write_ranks_csv(job_report *j, report_dir *d, size_t used);
 void job_write_steps_csv(job_report *j, report_dir *d, merge *m);
 cJSON *job_summary_json(const job_report *j, size_t used);
 void job_print_report(const job_report *j, FILE *out, int brief);
+/* summary.json and report.txt. */
+void job_write_summary(job_report *j, report_dir *d, size_t used, int pretty);
 
 #endif

@@ -287,3 +287,22 @@ void job_report_print(const job_report *j, FILE *out)
 {
     job_print_report(j, out, 1);
 }
+
+void job_write_summary(job_report *j, report_dir *d, size_t used, int pretty)
+{
+    cJSON *root = job_summary_json(j, used);
+    char *js = root ? (pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root)) : NULL;
+    cJSON_Delete(root);
+    FILE *f = js ? report_dir_file(d, "summary.json") : NULL;
+    if (f) {
+        fputs(js, f);
+        fputc('\n', f);
+        report_dir_close_file(d, f, "summary.json");
+    }
+    free(js);
+    f = report_dir_file(d, "report.txt");
+    if (f) {
+        job_print_report(j, f, 0);
+        report_dir_close_file(d, f, "report.txt");
+    }
+}
