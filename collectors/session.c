@@ -198,50 +198,41 @@ int termsight_session_create(const termsight_options *opts, termsight_session **
     return session_create_from(opts, NULL, 0, out);
 }
 
-int session_create_from(const termsight_options *opts, const termsight_session *parent,
-                        int32_t parent_pid, termsight_session **out)
+/* opts completed with the defaults into *full and checked: a shorter struct (an older program)
+ * is read as far as it goes, the rest keeps the defaults. */
+static int options_complete(const termsight_options *opts, termsight_options *full)
 {
-    termsight_options full;
-    if (!out)
-        return session_fail(TERMSIGHT_E_INVALID, "out is NULL");
-    *out = NULL;
-    termsight_options_init(&full);
+    termsight_options_init(full);
     if (opts) {
         int rc = session_check_options(opts);
         if (rc)
             return rc;
-        /* A shorter struct (an older program) is read as far as it goes; the rest keeps the
-         * defaults. */
-        memcpy(&full, opts, opts->struct_size < sizeof full ? opts->struct_size : sizeof full);
-        full.struct_size = sizeof full;
+        memcpy(full, opts, opts->struct_size < sizeof *full ? opts->struct_size : sizeof *full);
+        full->struct_size = sizeof *full;
     }
-    opts = &full;
-    int rc = session_check_options(opts);
-    if (rc)
-        return rc;
+    return session_check_options(full);
+}
 
-    pthread_mutex_lock(&session_create_lock);
-    termsight_session *existing = atomic_load(&ts_session);
-    if (existing && existing->autostarted) {
-        /* termsight run started this session from the environment before the program's own
-         * create: the program gets that session (its options win over the program's), and owns
-         * it from now on (its destroy ends it). */
-        existing->autostarted = 0;
-        pthread_mutex_unlock(&session_create_lock);
-        *out = existing;
-        return session_ok();
-    }
-    if (existing) {
-        pthread_mutex_unlock(&session_create_lock);
+/* The session `termsight run` started from the environment before the program's own create
+ * (autostarted): the program gets it (its options win over the program's) and owns it from now
+ * on (its destroy ends it). Any other existing session is an error. Under the create lock. */
+static int handover(termsight_session *existing, termsight_session **out)
+{
+    if (!existing->autostarted)
         return session_fail(TERMSIGHT_E_SESSION_EXISTS,
                             "a profiler session already exists in this process (pid %d)",
                             (int)getpid());
-    }
+    existing->autostarted = 0;
+    *out = existing;
+    return session_ok();
+}
+
+/* A new session's memory, locks and copies of the options; NULL when out of memory. */
+static termsight_session *session_alloc(const termsight_options *opts, int32_t parent_pid)
+{
     termsight_session *s = calloc(1, sizeof *s);
-    if (!s) {
-        pthread_mutex_unlock(&session_create_lock);
-        return session_fail(TERMSIGHT_E_SYSTEM, "out of memory");
-    }
+    if (!s)
+        return NULL;
     pthread_mutex_init(&s->control, NULL);
     pthread_mutex_init(&s->drain, NULL);
     pthread_mutex_init(&s->meta, NULL);
@@ -265,35 +256,27 @@ int session_create_from(const termsight_options *opts, const termsight_session *
 
     job_identify(opts, &s->job);
     s->opts.job = NULL; /* kept as s->job */
-    if (parent)
-        s->job.parent_pid = parent_pid;
+    s->job.parent_pid = parent_pid;
     s->children = children_enabled();
+    return s;
+}
 
-    tsclock_init(&ts_clock,
-                 !(getenv("TERMSIGHT_CLOCK") && !strcmp(getenv("TERMSIGHT_CLOCK"), "monotonic")));
-    if (!s->output_path || util_run_folder(s->output_path, s->process, &s->job, (int)getpid(),
-                                           s->run_folder, sizeof s->run_folder) != 0) {
-        session_free(s);
-        pthread_mutex_unlock(&session_create_lock);
-        return session_fail(TERMSIGHT_E_INVALID, "output path too long: %s", opts->output_path);
-    }
-    snprintf(s->recording_dir, sizeof s->recording_dir, "%s/" TS_RECORDING_DIR, s->run_folder);
-
+/* The session's shared-memory segment and its string table, sized within the tree's budget. */
+static int segment_make(termsight_session *s)
+{
     ts_shm_budget *budget = NULL;
-    if ((rc = tree_budget_get(&budget)) != TERMSIGHT_OK) {
-        session_free(s);
-        pthread_mutex_unlock(&session_create_lock);
+    int rc = tree_budget_get(&budget);
+    if (rc != TERMSIGHT_OK)
         return rc;
-    }
     segment_config cfg = {
         .process = s->process,
         .run_folder = s->run_folder,
         .clock = tsclock_name(&ts_clock),
         .start_ns = tsclock_now(&ts_clock),
-        .lane_count = opts->max_threads + 1, /* and the collector's own */
-        .lane_events = first_ring(opts->lane_events, budget),
-        .lane_max_events = opts->lane_events,
-        .grow_budget = (uint64_t)opts->lane_budget_mb << 20,
+        .lane_count = s->opts.max_threads + 1, /* and the collector's own */
+        .lane_events = first_ring(s->opts.lane_events, budget),
+        .lane_max_events = s->opts.lane_events,
+        .grow_budget = (uint64_t)s->opts.lane_budget_mb << 20,
         .string_max = STRING_IDS,
         .string_arena = STRING_ARENA,
         .job = s->job.id,
@@ -305,36 +288,84 @@ int session_create_from(const termsight_options *opts, const termsight_session *
         .budget = budget,
     };
     char *why = NULL;
-    if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0) {
+    if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0)
         rc = session_fail(TERMSIGHT_E_SYSTEM, "%s", why ? why : "cannot create the segment");
-        free(why);
-        if (s->seg)
-            segment_close(s->seg, 1);
-        session_free(s);
+    free(why);
+    return rc;
+}
+
+/* The first window, when the options ask to start collecting at once. A run folder or recording
+ * that cannot be made (a full disk, a folder that is not ours) must not stop the program: the
+ * session stays, not collecting, for a monitor to see and a later start to try again; said once.
+ * Any other failure ends the session. */
+static int start_at_create(termsight_session *s)
+{
+    int rc = termsight_start(s);
+    if (rc == TERMSIGHT_E_RECORDING) {
+        fprintf(stderr,
+                "termsight: not collecting: %s (the program runs on unprofiled; a "
+                "later start may succeed)\n",
+                last_error);
+    } else if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", last_error);
+        termsight_session_destroy(s);
+        return session_fail(rc, "%s", msg);
+    }
+    return TERMSIGHT_OK;
+}
+
+int session_create_from(const termsight_options *opts, const termsight_session *parent,
+                        int32_t parent_pid, termsight_session **out)
+{
+    termsight_options full;
+    if (!out)
+        return session_fail(TERMSIGHT_E_INVALID, "out is NULL");
+    *out = NULL;
+    int rc = options_complete(opts, &full);
+    if (rc)
+        return rc;
+    opts = &full;
+
+    pthread_mutex_lock(&session_create_lock);
+    termsight_session *existing = atomic_load(&ts_session);
+    if (existing) {
+        rc = handover(existing, out);
         pthread_mutex_unlock(&session_create_lock);
         return rc;
     }
+    char why[512];
+    int threads = 0; /* the recorder thread (loop) started */
+    termsight_session *s = session_alloc(opts, parent ? parent_pid : 0);
+    if (!s) {
+        rc = session_fail(TERMSIGHT_E_SYSTEM, "out of memory");
+        goto fail;
+    }
+    tsclock_init(&ts_clock,
+                 !(getenv("TERMSIGHT_CLOCK") && !strcmp(getenv("TERMSIGHT_CLOCK"), "monotonic")));
+    if (!s->output_path || util_run_folder(s->output_path, s->process, &s->job, (int)getpid(),
+                                           s->run_folder, sizeof s->run_folder) != 0) {
+        rc = session_fail(TERMSIGHT_E_INVALID, "output path too long: %s", opts->output_path);
+        goto fail;
+    }
+    snprintf(s->recording_dir, sizeof s->recording_dir, "%s/" TS_RECORDING_DIR, s->run_folder);
+    if ((rc = segment_make(s)) != TERMSIGHT_OK)
+        goto fail;
     s->generation = atomic_fetch_add(&ts_generation, 1) + 1;
     s->start_ns = segment_header(s->seg)->start_ns;
     s->start_realtime_ns = segment_header(s->seg)->start_realtime_ns;
     session_set_state(s, TS_STATE_IDLE);
     last_error[0] = 0;
     if (sampler_init(s) != 0 || loop_start(s) != 0) {
-        char why[512];
         snprintf(why, sizeof why, "%s",
-                 *termsight_last_error() ? termsight_last_error()
-                                         : "cannot start the recorder thread");
-        segment_close(s->seg, 1);
-        session_free(s);
-        pthread_mutex_unlock(&session_create_lock);
-        return session_fail(TERMSIGHT_E_SYSTEM, "%s", why);
+                 *last_error ? last_error : "cannot start the recorder thread");
+        rc = session_fail(TERMSIGHT_E_SYSTEM, "%s", why);
+        goto fail;
     }
+    threads = 1;
     if (sampler_start(s) != 0) {
-        loop_stop(s);
-        segment_close(s->seg, 1);
-        session_free(s);
-        pthread_mutex_unlock(&session_create_lock);
-        return session_fail(TERMSIGHT_E_SYSTEM, "cannot start the sampler thread");
+        rc = session_fail(TERMSIGHT_E_SYSTEM, "cannot start the sampler thread");
+        goto fail;
     }
     if (parent)
         session_inherit(s, parent);
@@ -346,26 +377,23 @@ int session_create_from(const termsight_options *opts, const termsight_session *
      * CUDA does not survive a fork. */
     if (!parent && cupti_process_uses_cuda())
         cupti_start(s);
-
-    if (opts->start_collecting) {
-        rc = termsight_start(s);
-        if (rc == TERMSIGHT_E_RECORDING) {
-            /* The run folder or the recording cannot be made (a full disk, a folder that is
-             * not ours): the program must not stop training for it. The session stays, not
-             * collecting, for a monitor to see and a later start to try again; said once. */
-            fprintf(stderr,
-                    "termsight: not collecting: %s (the program runs on unprofiled; a "
-                    "later start may succeed)\n",
-                    last_error);
-        } else if (rc) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", last_error);
-            termsight_session_destroy(s);
-            return session_fail(rc, "%s", msg);
-        }
-    }
+    if (opts->start_collecting && (rc = start_at_create(s)) != TERMSIGHT_OK)
+        return rc;
     *out = s;
     return session_ok();
+
+fail:
+    /* The message survives the cleanup. */
+    snprintf(why, sizeof why, "%s", last_error);
+    if (s) {
+        if (threads)
+            loop_stop(s);
+        if (s->seg)
+            segment_close(s->seg, 1);
+        session_free(s);
+    }
+    pthread_mutex_unlock(&session_create_lock);
+    return session_fail(rc, "%s", why);
 }
 
 int termsight_session_destroy(termsight_session *s)
