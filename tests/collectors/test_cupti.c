@@ -873,6 +873,7 @@ START_TEST(test_start_without_driver)
 }
 END_TEST
 
+#if TERMSIGHT_HAVE_CUPTI
 /* A buffer completed inside a window holds records from before it (a --steps window opened
  * while CUPTI still held them) and records a forced flush returned unfinished (a time of 0):
  * neither is recorded; the unfinished ones are counted in one loss notice. */
@@ -960,6 +961,7 @@ START_TEST(test_api_names_interned_once)
     free(b);
 }
 END_TEST
+#endif
 
 static Suite *suite(void)
 {
