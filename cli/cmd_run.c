@@ -705,14 +705,7 @@ static int run_exec(const run_opts *o)
     return rc;
 }
 
-static int run_run(int argc, char **argv, int check)
-{
-    run_opts o;
-    int rc = run_parse(argc, argv, &o);
-    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
-        return rc;
-    return run_exec(&o);
-}
+CLI_PARSE_EXEC(run_run, run_opts, run_parse, run_exec)
 
 const cli_command cli_cmd_run = {
     .name = "run",
