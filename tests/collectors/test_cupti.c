@@ -291,16 +291,9 @@ START_TEST(test_nccl_kernel_is_comm)
 }
 END_TEST
 
-START_TEST(test_copies_memsets_memory_sync)
+/* A host-to-device copy (under MATMUL), a peer-to-peer copy (under RELU) and a memset (MATMUL). */
+static void put_copies_memset(buf *b)
 {
-    if (!have_cupti())
-        return;
-    buf *b = calloc(1, sizeof *b);
-    cupti_corrmap *map = calloc(1, sizeof *map);
-    sink_state st = {0};
-    put_external(b, 21, OP_MATMUL);
-    put_external(b, 22, OP_RELU);
-
     CUpti_ActivityMemcpy6 c = {0};
     c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
@@ -339,7 +332,12 @@ START_TEST(test_copies_memsets_memory_sync)
     m.correlationId = 21;
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     PUT(b, m);
+}
 
+/* A device allocation (RELU) and its release, an INVALID memory operation, a driver call and a
+ * stream synchronization with no API record of its call. */
+static void put_memory_driver_sync(buf *b)
+{
     CUpti_ActivityMemory4 al = {0};
     al.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     al.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -380,9 +378,12 @@ START_TEST(test_copies_memsets_memory_sync)
     y.streamId = 14;
     y.cudaEventId = 0;
     PUT(b, y);
+}
 
-    ck_assert_uint_eq(walk(b, map, &st), 7);
-    const ts_event *e = &st.ev[0];
+/* The events of put_copies_memset, first in st. */
+static void check_copies_memset(const sink_state *st)
+{
+    const ts_event *e = &st->ev[0];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
     ck_assert_uint_eq(e->v0, 1 << 20);
     ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
@@ -393,7 +394,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->begin_ns, 100);
     ck_assert_uint_eq(e->end_ns, 300);
 
-    e = &st.ev[1];
+    e = &st->ev[1];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
     ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_PTOP);
     ck_assert_uint_eq(e->v0, 4096);
@@ -402,7 +403,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->tid, 15);
     ck_assert_uint_eq(e->type, OP_RELU);
 
-    e = &st.ev[2];
+    e = &st->ev[2];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMSET);
     ck_assert_uint_eq(e->v0, 512);
     ck_assert_uint_eq(e->v1, 0xab);
@@ -411,8 +412,12 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, OP_MATMUL);
     ck_assert_uint_eq(e->begin_ns, 500);
     ck_assert_uint_eq(e->end_ns, 510);
+}
 
-    e = &st.ev[3];
+/* The events of put_memory_driver_sync, after the three of put_copies_memset. */
+static void check_memory_driver_sync(const sink_state *st)
+{
+    const ts_event *e = &st->ev[3];
     ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_ALLOC);
     ck_assert_uint_eq(e->v0, 2 << 20);
     ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
@@ -422,7 +427,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, OP_RELU);
     ck_assert_uint_eq(e->corr, 22);
 
-    e = &st.ev[4];
+    e = &st->ev[4];
     ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_FREE);
     ck_assert_uint_eq(e->v0, 2 << 20);
     ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
@@ -430,16 +435,16 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, TS_STR_NONE);
 
     /* The INVALID memory operation made no event. */
-    e = &st.ev[5];
+    e = &st->ev[5];
     ck_assert_uint_eq(e->kind, TS_KIND_CUDA_API);
-    ck_assert_str_eq(t_name(&st, e->name), "cuMemAlloc_v2");
+    ck_assert_str_eq(t_name(st, e->name), "cuMemAlloc_v2");
     ck_assert_uint_eq(e->aux, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
     ck_assert_uint_eq(e->tid, 99);
     ck_assert_uint_eq(e->corr, 24);
     ck_assert_uint_eq(e->v0, 2);
     ck_assert_uint_eq(e->v1, CUPTI_CB_DOMAIN_DRIVER_API);
 
-    e = &st.ev[6];
+    e = &st->ev[6];
     ck_assert_uint_eq(e->kind, TS_KIND_SYNC);
     /* No API record of its call: the stream's lane on the context's device (the copy's). */
     ck_assert_uint_eq(e->tid, 14);
@@ -449,6 +454,23 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->begin_ns, 900);
     ck_assert_uint_eq(e->end_ns, 990);
     ck_assert_uint_eq(e->v0, 1);
+}
+
+START_TEST(test_copies_memsets_memory_sync)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    put_external(b, 21, OP_MATMUL);
+    put_external(b, 22, OP_RELU);
+
+    put_copies_memset(b);
+    put_memory_driver_sync(b);
+    ck_assert_uint_eq(walk(b, map, &st), 7);
+    check_copies_memset(&st);
+    check_memory_driver_sync(&st);
 
     sink_free(&st);
     free(map);
