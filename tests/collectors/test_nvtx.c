@@ -381,6 +381,17 @@ static void check_steps_phases(const event_list *l)
     ck_assert_uint_eq(count(l, TS_KIND_PHASE, NULL), 2);
 }
 
+/* A session with its output in tmp and the options' defaults. */
+static termsight_session *session_in(const char *tmp)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = tmp;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    return s;
+}
+
 START_TEST(callbacks_recorded)
 {
     inject_a();
@@ -389,11 +400,7 @@ START_TEST(callbacks_recorded)
     setenv("PROFILING_FP_START", "fwd_op", 1);
     setenv("PROFILING_BP_END", "bwd_op", 1);
     char *tmp = tmp_make();
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = tmp;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    termsight_session *s = session_in(tmp);
     char run[1100];
     snprintf(run, sizeof run, "%s", termsight_run_folder(s));
     uint32_t main_tid = (uint32_t)gettid();
@@ -454,11 +461,7 @@ START_TEST(start_end_ranges_attribute_launches)
 {
     inject_a();
     char *tmp = tmp_make();
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = tmp;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    termsight_session *s = session_in(tmp);
     static cupti_api fake;
     fake.push_external = fake_push;
     fake.pop_external = fake_pop;
