@@ -95,28 +95,32 @@ void put(const char *key, const char *unit, const char *what, double v)
         m->v[m->n++] = v;
 }
 
+/* The smallest and largest of m's measurements. */
+static void min_max(const metric *m, double *lo, double *hi)
+{
+    *lo = *hi = m->v[0];
+    for (int j = 1; j < m->n; j++) {
+        *lo = m->v[j] < *lo ? m->v[j] : *lo;
+        *hi = m->v[j] > *hi ? m->v[j] : *hi;
+    }
+}
+
 void print_results(void)
 {
     printf("\n%-32s %-62s %10s %10s %10s %-9s %s\n", "key", "what", "median", "min", "max", "unit",
            "n");
     for (int i = 0; i < nmetrics; i++) {
         metric *m = &metrics[i];
-        double lo = m->v[0], hi = m->v[0];
-        for (int j = 1; j < m->n; j++) {
-            lo = m->v[j] < lo ? m->v[j] : lo;
-            hi = m->v[j] > hi ? m->v[j] : hi;
-        }
+        double lo, hi;
+        min_max(m, &lo, &hi);
         printf("%-32s %-62s %10.3f %10.3f %10.3f %-9s %d\n", m->key, m->what, median(m->v, m->n),
                lo, hi, m->unit, m->n);
     }
     printf("\n");
     for (int i = 0; i < nmetrics; i++) {
         metric *m = &metrics[i];
-        double lo = m->v[0], hi = m->v[0];
-        for (int j = 1; j < m->n; j++) {
-            lo = m->v[j] < lo ? m->v[j] : lo;
-            hi = m->v[j] > hi ? m->v[j] : hi;
-        }
+        double lo, hi;
+        min_max(m, &lo, &hi);
         printf("RESULT %s %.4f %.4f %.4f %s %d\n", m->key, median(m->v, m->n), lo, hi, m->unit,
                m->n);
     }
