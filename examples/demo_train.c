@@ -21,6 +21,7 @@
  * SIGTERM and SIGINT end the training after the current step: the pipeline is closed, the test
  * accuracy printed and the session destroyed, so the recording is complete.
  */
+#include "example_session.h"
 #include "mlp_model.h"
 
 #include <math.h>
@@ -412,31 +413,6 @@ static termsight_session *session_open(const config *cfg)
     return session;
 }
 
-/* Ends the session after saying where it recorded and how much: the exit status. */
-static int session_close(termsight_session *session)
-{
-    if (!session) {
-        puts("run folder: none (not profiled)");
-        return 0;
-    }
-    /* Flush first so that the counts include every event emitted before. */
-    if (termsight_flush(session) != TERMSIGHT_OK)
-        fprintf(stderr, "demo_train: flush: %s\n", termsight_last_error());
-    char folder[4096];
-    snprintf(folder, sizeof(folder), "%s", termsight_run_folder(session));
-    uint64_t recorded = termsight_events_recorded(session);
-    uint64_t dropped = termsight_events_dropped(session);
-    if (termsight_session_destroy(session) != TERMSIGHT_OK) {
-        fprintf(stderr, "demo_train: closing the session: %s\n", termsight_last_error());
-        return 1;
-    }
-    printf("run folder: %s%s\n", folder,
-           access(folder, F_OK) == 0 ? "" : " (not created: nothing was collected)");
-    printf("events: %llu recorded, %llu dropped\n", (unsigned long long)recorded,
-           (unsigned long long)dropped);
-    return 0;
-}
-
 /* The run's first line: the model, the pipeline, how long it trains. */
 static void say_plan(const config *cfg)
 {
@@ -559,5 +535,5 @@ int main(int argc, char **argv)
     bqueue_destroy(&p.raw);
     bqueue_destroy(&p.mapped);
     bqueue_destroy(&p.prefetch);
-    return session_close(session);
+    return example_session_end("demo_train", session);
 }
