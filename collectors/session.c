@@ -3,9 +3,9 @@
  * session_fork.c).
  *
  * idle --start--> collecting --stop--> stopped --start--> collecting ...
- * start while collecting and stop while not collecting are errors with a message (the seeds'
- * Profiler raises RuntimeError there). Commands come from the API on any thread and from the
- * mailbox on the recorder thread; the control lock serializes them. */
+ * start while collecting and stop while not collecting are errors with a message (the Python
+ * binding's Profiler raises RuntimeError there: python/termsight). Commands come from the API on
+ * any thread and from the mailbox on the recorder thread; the control lock serializes them. */
 #include "collectors.h"
 
 #include <errno.h>

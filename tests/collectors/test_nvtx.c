@@ -396,7 +396,8 @@ START_TEST(callbacks_recorded)
 {
     inject_a();
 
-    /* The seeds' phase operators come from the environment when the options are made. */
+    /* The phase operators (PROFILING_FP_START, PROFILING_BP_END) come from the environment when
+     * the options are made. */
     setenv("PROFILING_FP_START", "fwd_op", 1);
     setenv("PROFILING_BP_END", "bwd_op", 1);
     char *tmp = tmp_make();
