@@ -18,6 +18,18 @@ typedef struct cli_command {
     void (*usage)(FILE *out);
 } cli_command;
 
+/* Defines fn, the run function of a command that parses argv into a struct of type T and then
+ * acts on it: parse(argc, argv, &opts) returns 0, or 2 after saying what is wrong; unless that
+ * failed or check is set (parsed and checked, all the option-parsing fuzz target asks for),
+ * fn returns exec(&opts). */
+#define CLI_PARSE_EXEC(fn, T, parse, exec)                                                         \
+    static int fn(int argc, char **argv, int check)                                                \
+    {                                                                                              \
+        T opts;                                                                                    \
+        int rc = parse(argc, argv, &opts);                                                         \
+        return rc || check ? rc : exec(&opts);                                                     \
+    }
+
 extern const cli_command cli_cmd_ls;
 extern const cli_command cli_cmd_dump;
 extern const cli_command cli_cmd_analyse;

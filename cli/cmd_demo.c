@@ -349,14 +349,7 @@ static int demo_exec(const demo_opts *o)
     return rc;
 }
 
-static int demo_run(int argc, char **argv, int check)
-{
-    demo_opts o;
-    int rc = demo_parse(argc, argv, &o);
-    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
-        return rc;
-    return demo_exec(&o);
-}
+CLI_PARSE_EXEC(demo_run, demo_opts, demo_parse, demo_exec)
 
 const cli_command cli_cmd_demo = {
     .name = "demo",

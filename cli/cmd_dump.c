@@ -216,14 +216,7 @@ static int dump_exec(const dump_opts *o)
     return rc;
 }
 
-static int dump_run(int argc, char **argv, int check)
-{
-    dump_opts o;
-    int rc = dump_parse(argc, argv, &o);
-    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
-        return rc;
-    return dump_exec(&o);
-}
+CLI_PARSE_EXEC(dump_run, dump_opts, dump_parse, dump_exec)
 
 const cli_command cli_cmd_dump = {
     .name = "dump",

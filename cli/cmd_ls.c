@@ -59,18 +59,23 @@ static void job_line(const segment_info *list, int n, int i)
     puts(" on this machine");
 }
 
-/* Parses argv: 0 and *clean, or 2 after saying what is wrong. */
-static int ls_parse(int argc, char **argv, int *clean)
+/* What the command line asks for. */
+typedef struct ls_opts {
+    int clean; /* salvage and remove the stale sessions */
+} ls_opts;
+
+/* Parses argv: 0 and o, or 2 after saying what is wrong. */
+static int ls_parse(int argc, char **argv, ls_opts *o)
 {
     int c, first = 1;
     static const struct option longs[] = {{"clean", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
-    *clean = 0;
+    o->clean = 0;
     while ((c = cli_getopt("ls", argc, argv, "", longs, 0, &first)) != -1) {
         if (c != 'c') {
             ls_usage(stderr);
             return 2;
         }
-        *clean = 1;
+        o->clean = 1;
     }
     if (optind < argc) {
         cli_error("ls: unknown argument '%s'", argv[optind]);
@@ -80,7 +85,6 @@ static int ls_parse(int argc, char **argv, int *clean)
     return 0;
 }
 
-/* Lists the sessions (and with clean, salvages and removes the stale ones). */
 /* The threads that lost events in the session's window under way, as LTTng-UST says what it
  * discarded: how many, since when, and the rate the thread offered then. */
 static void loss_lines(const segment_info *s)
@@ -99,7 +103,8 @@ static void loss_lines(const segment_info *s)
         printf("%8s and %u more threads\n", "", s->lost_threads - shown);
 }
 
-static int ls_exec(int clean)
+/* Lists the sessions (and with o->clean, salvages and removes the stale ones). */
+static int ls_exec(const ls_opts *o)
 {
     segment_info *list;
     char *why = NULL;
@@ -110,7 +115,7 @@ static int ls_exec(int clean)
         return 1;
     }
     int status = 0;
-    if (clean) {
+    if (o->clean) {
         int removed = 0;
         for (int i = 0; i < n; i++) {
             if (list[i].alive)
@@ -173,14 +178,7 @@ static int ls_exec(int clean)
     return 0;
 }
 
-static int ls_run(int argc, char **argv, int check)
-{
-    int clean;
-    int rc = ls_parse(argc, argv, &clean);
-    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
-        return rc;
-    return ls_exec(clean);
-}
+CLI_PARSE_EXEC(ls_run, ls_opts, ls_parse, ls_exec)
 
 const cli_command cli_cmd_ls = {
     .name = "ls",

@@ -500,26 +500,17 @@ static void say_snapshots(const char *run)
         fprintf(stderr, "termsight: flight recorder: no snapshot was taken\n");
 }
 
-/* Runs o->cmd with the collector loaded and waits for it: its exit status (128 + a signal). */
-static int run_exec(const run_opts *o)
+/* Makes the output folder and resolves it into out_abs: 0, or 1 after saying why not. The
+ * collector's rule for its output folder (collectors/util.c): a link there is followed only when
+ * it is the user's own or root's, never one planted in a shared folder. */
+static int output_folder(const char *output, char out_abs[static PATH_MAX])
 {
-    const char *output = o->output;
-    char **cmd = o->cmd;
-
-    char lib[PATH_MAX], boot[PATH_MAX];
-    if (find_library(lib) != 0)
-        return 1;
-    int have_boot = !o->no_python && find_python_boot(boot) == 0;
-    if (!o->no_python && !have_boot)
-        say_no_python(cmd[0]);
     char *mk_cause = NULL;
     if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
         cli_error("run: %s", mk_cause ? mk_cause : output);
         free(mk_cause);
         return 1;
     }
-    /* The collector's rule for its output folder (collectors/util.c): a link there is followed
-     * only when it is the user's own or root's, never one planted in a shared folder. */
     struct stat lst;
     if (lstat(output, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid() &&
         lst.st_uid != 0) {
@@ -528,12 +519,17 @@ static int run_exec(const run_opts *o)
                   output, (unsigned)lst.st_uid);
         return 1;
     }
-    char out_abs[PATH_MAX];
     if (!realpath(output, out_abs)) {
         cli_error("run: %s: %s", output, strerror(errno));
         return 1;
     }
+    return 0;
+}
 
+/* The shared-memory ledger of the process tree: 0 (without one when it cannot be made: each
+ * process then keeps its own), or 2 when TERMSIGHT_SHM_BUDGET_MB is wrong. */
+static int ledger_open(void)
+{
     uint64_t limit;
     char *why = NULL;
     if (budget_limit_for(segment_shm_available(), getenv("TERMSIGHT_SHM_BUDGET_MB"), &limit,
@@ -546,6 +542,131 @@ static int run_exec(const run_opts *o)
         cli_error("run: %s: each process keeps a budget of its own", why);
         free(why);
     }
+    return 0;
+}
+
+/* The ledger's peak said, and the ledger removed. */
+static void ledger_close(void)
+{
+    if (!ledger)
+        return;
+    uint64_t refused = atomic_load(&ledger->refused);
+    fprintf(stderr, "termsight: shared memory: peak %.1f MiB of a %.1f MiB budget%s\n",
+            atomic_load(&ledger->peak) / 1048576.0, ledger->limit / 1048576.0,
+            refused ? " (it refused some: events were dropped and counted; "
+                      "TERMSIGHT_SHM_BUDGET_MB sets it)"
+                    : "");
+    shm_unlink(ledger_name);
+    budget_close(ledger);
+    ledger = NULL;
+}
+
+/* In the forked child: the collector's environment set (lib preloaded and injected, boot on the
+ * Python path unless NULL), then o->cmd executed; never returns. */
+static void child_exec(const run_opts *o, const char *lib, const char *boot, const char *out_abs)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    char *preload = NULL;
+    if (pre && *pre) {
+        /* after the preloads already set: a sanitizer runtime must stay first */
+        if (asprintf(&preload, "%s:%s", pre, lib) < 0)
+            _exit(127);
+    }
+    setenv("LD_PRELOAD", preload ? preload : lib, 1);
+    setenv("NVTX_INJECTION64_PATH", lib, 1);
+    setenv("CUDA_INJECTION64_PATH", lib, 1);
+    setenv("TERMSIGHT_AUTOSTART", "1", 1);
+    char root[16];
+    snprintf(root, sizeof root, "%d", (int)getpid());
+    setenv("TERMSIGHT_ROOT_PID", root, 1);
+    if (ledger)
+        setenv("TERMSIGHT_SHM_BUDGET", ledger_name, 1);
+    else
+        unsetenv("TERMSIGHT_SHM_BUDGET");
+    setenv("TERMSIGHT_OUTPUT", out_abs, 1);
+    setenv("TERMSIGHT_START", o->no_start ? "0" : "1", 1);
+    if (o->flight)
+        setenv("TERMSIGHT_FLIGHT", "1", 1);
+    if (boot)
+        set_python_path(boot);
+    const struct {
+        const char *name, *value;
+    } opt[] = {{"TERMSIGHT_SAMPLE_MS", o->sample},
+               {"TERMSIGHT_STEP_PATTERN", o->pattern},
+               {"TERMSIGHT_STEPS", o->steps},
+               {"TERMSIGHT_DELAY_S", o->delay},
+               {"TERMSIGHT_DURATION_S", o->duration}};
+    for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
+        if (opt[k].value)
+            setenv(opt[k].name, opt[k].value, 1);
+    execvp(o->cmd[0], o->cmd);
+    cli_error("run: cannot run %s: %s", o->cmd[0], strerror(errno));
+    _exit(127);
+}
+
+/* A program that a signal ends, or that ends through _exit, leaves its segment: what its lanes
+ * held past the recorder's last drain goes into its recording, and the segment goes; so for
+ * every process CMD started that did the same. */
+static void reap_left_sessions(pid_t pid, int status)
+{
+    char how[128], recovered[128];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(how, sizeof how, "exit status %d, through _exit",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    cli_stale_session(pid, how, recovered, sizeof recovered);
+    if (recovered[0])
+        fprintf(stderr, "termsight: pid %d ended (%s) before it closed its session: %s\n", (int)pid,
+                how, recovered);
+    uint64_t late = reap_ended(0);
+    if (late)
+        fprintf(stderr,
+                "termsight: processes CMD started ended before they closed their sessions: %llu "
+                "events their lanes still held were added to their recordings\n",
+                (unsigned long long)late);
+}
+
+/* Says the run folder of CMD's process; else of the first process it started that recorded (a
+ * launcher, a shell, a shim records nothing of its own); with the flight recorder, its
+ * snapshots. */
+static void say_run_folder(const run_opts *o, const char *out_abs, const folder_set *before,
+                           pid_t pid, int status)
+{
+    char folder[PATH_MAX + 256], first[PATH_MAX + 256] = "";
+    size_t made = new_folders(out_abs, before, first, sizeof first);
+    int own = find_run_folder(out_abs, pid, folder, sizeof folder) == 0;
+    if (own || first[0]) {
+        fprintf(stderr, "termsight: run folder %s\n", own ? folder : first);
+        if (o->flight)
+            say_snapshots(own ? folder : first);
+        if (made > 1)
+            fprintf(stderr, "termsight: %zu processes recorded: their run folders are under %s\n",
+                    made, out_abs);
+    } else if (o->flight) {
+        fprintf(stderr, "termsight: flight recorder: no snapshot was taken (no step much slower "
+                        "than the ones before it, no hang, none asked for)\n");
+    } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
+        fprintf(stderr, "termsight: no run folder under %s: no process recorded anything\n",
+                out_abs);
+    }
+}
+
+/* Runs o->cmd with the collector loaded and waits for it: its exit status (128 + a signal). */
+static int run_exec(const run_opts *o)
+{
+    char lib[PATH_MAX], boot[PATH_MAX], out_abs[PATH_MAX];
+    if (find_library(lib) != 0)
+        return 1;
+    int have_boot = !o->no_python && find_python_boot(boot) == 0;
+    if (!o->no_python && !have_boot)
+        say_no_python(o->cmd[0]);
+    if (output_folder(o->output, out_abs) != 0)
+        return 1;
+    int rc = ledger_open();
+    if (rc)
+        return rc;
     folder_set before;
     folders_of(out_abs, &before);
 
@@ -564,43 +685,7 @@ static int run_exec(const run_opts *o)
     if (pid == 0) {
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
-        const char *pre = getenv("LD_PRELOAD");
-        char *preload = NULL;
-        if (pre && *pre) {
-            /* after the preloads already set: a sanitizer runtime must stay first */
-            if (asprintf(&preload, "%s:%s", pre, lib) < 0)
-                _exit(127);
-        }
-        setenv("LD_PRELOAD", preload ? preload : lib, 1);
-        setenv("NVTX_INJECTION64_PATH", lib, 1);
-        setenv("CUDA_INJECTION64_PATH", lib, 1);
-        setenv("TERMSIGHT_AUTOSTART", "1", 1);
-        char root[16];
-        snprintf(root, sizeof root, "%d", (int)getpid());
-        setenv("TERMSIGHT_ROOT_PID", root, 1);
-        if (ledger)
-            setenv("TERMSIGHT_SHM_BUDGET", ledger_name, 1);
-        else
-            unsetenv("TERMSIGHT_SHM_BUDGET");
-        setenv("TERMSIGHT_OUTPUT", out_abs, 1);
-        setenv("TERMSIGHT_START", o->no_start ? "0" : "1", 1);
-        if (o->flight)
-            setenv("TERMSIGHT_FLIGHT", "1", 1);
-        if (have_boot)
-            set_python_path(boot);
-        const struct {
-            const char *name, *value;
-        } opt[] = {{"TERMSIGHT_SAMPLE_MS", o->sample},
-                   {"TERMSIGHT_STEP_PATTERN", o->pattern},
-                   {"TERMSIGHT_STEPS", o->steps},
-                   {"TERMSIGHT_DELAY_S", o->delay},
-                   {"TERMSIGHT_DURATION_S", o->duration}};
-        for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
-            if (opt[k].value)
-                setenv(opt[k].name, opt[k].value, 1);
-        execvp(cmd[0], cmd);
-        cli_error("run: cannot run %s: %s", cmd[0], strerror(errno));
-        _exit(127);
+        child_exec(o, lib, have_boot ? boot : NULL, out_abs);
     }
     child_pid = pid;
     int status;
@@ -612,70 +697,15 @@ static int run_exec(const run_opts *o)
         cli_error("run: waitpid: %s", strerror(errno));
         return 1;
     }
-    int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
-             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                   : 1;
-    /* A program that a signal ends, or that ends through _exit, leaves its segment: what its
-     * lanes held past the recorder's last drain goes into its recording, and the segment goes. */
-    char how[128], recovered[128];
-    if (WIFSIGNALED(status))
-        snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
-        snprintf(how, sizeof how, "exit status %d, through _exit",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    cli_stale_session(pid, how, recovered, sizeof recovered);
-    if (recovered[0])
-        fprintf(stderr, "termsight: pid %d ended (%s) before it closed its session: %s\n", (int)pid,
-                how, recovered);
-    uint64_t late = reap_ended(0);
-    if (late)
-        fprintf(stderr,
-                "termsight: processes CMD started ended before they closed their sessions: %llu "
-                "events their lanes still held were added to their recordings\n",
-                (unsigned long long)late);
-    /* The run folder of CMD's process; else of the first process it started that recorded (a
-     * launcher, a shell, a shim records nothing of its own). */
-    char folder[PATH_MAX + 256], first[PATH_MAX + 256] = "";
-    size_t made = new_folders(out_abs, &before, first, sizeof first);
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    reap_left_sessions(pid, status);
+    say_run_folder(o, out_abs, &before, pid, status);
     folders_free(&before);
-    int own = find_run_folder(out_abs, pid, folder, sizeof folder) == 0;
-    if (own || first[0]) {
-        fprintf(stderr, "termsight: run folder %s\n", own ? folder : first);
-        if (o->flight)
-            say_snapshots(own ? folder : first);
-        if (made > 1)
-            fprintf(stderr, "termsight: %zu processes recorded: their run folders are under %s\n",
-                    made, out_abs);
-    } else if (o->flight) {
-        fprintf(stderr, "termsight: flight recorder: no snapshot was taken (no step much slower "
-                        "than the ones before it, no hang, none asked for)\n");
-    } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
-        fprintf(stderr, "termsight: no run folder under %s: no process recorded anything\n",
-                out_abs);
-    }
-    if (ledger) {
-        uint64_t refused = atomic_load(&ledger->refused);
-        fprintf(stderr, "termsight: shared memory: peak %.1f MiB of a %.1f MiB budget%s\n",
-                atomic_load(&ledger->peak) / 1048576.0, ledger->limit / 1048576.0,
-                refused ? " (it refused some: events were dropped and counted; "
-                          "TERMSIGHT_SHM_BUDGET_MB sets it)"
-                        : "");
-        shm_unlink(ledger_name);
-        budget_close(ledger);
-        ledger = NULL;
-    }
+    ledger_close();
     return rc;
 }
 
-static int run_run(int argc, char **argv, int check)
-{
-    run_opts o;
-    int rc = run_parse(argc, argv, &o);
-    if (rc || check) /* check: parsed and checked, all the option-parsing fuzz target asks for */
-        return rc;
-    return run_exec(&o);
-}
+CLI_PARSE_EXEC(run_run, run_opts, run_parse, run_exec)
 
 const cli_command cli_cmd_run = {
     .name = "run",

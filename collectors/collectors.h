@@ -240,6 +240,32 @@ void session_reap_earlier_images(termsight_session *s);
 
 /* Sets the calling thread's termsight_last_error() message and returns code. */
 int session_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears the calling thread's termsight_last_error() message and returns TERMSIGHT_OK. */
+int session_ok(void);
+
+/* ---- Between the session's files (session.c, session_commands.c, session_fork.c) ------------ */
+
+/* Held while a session is made or ended; made anew in a forked child (session_fork.c). */
+extern pthread_mutex_t session_create_lock;
+
+/* Makes the process's session (termsight_session_create). parent: for a forked child's own
+ * session (session_fork.c), the parent's session as the fork copied it, read for what the child
+ * inherits, and parent_pid its process; NULL and 0 otherwise. Returns a termsight_error. */
+int session_create_from(const termsight_options *opts, const termsight_session *parent,
+                        int32_t parent_pid, termsight_session **out);
+
+/* Copies into a forked child's new session what it takes from the parent's: names in id order,
+ * the registered queues, the step count. */
+void session_inherit(termsight_session *s, const termsight_session *p);
+
+/* Installs the fork handlers (session_fork.c); once per process. */
+void session_fork_install(void);
+
+/* The process tree's shared-memory ledger, NULL before the first session made it. */
+ts_shm_budget *session_budget(void);
+
+/* Sets the session's state and its mirror in the segment's header, under the control lock. */
+void session_set_state(termsight_session *s, uint32_t state);
 
 /* Runs one control command as the API or the mailbox asks; returns a termsight_error. Takes the
  * control lock. On the recorder thread only (session_request hands commands to it). */

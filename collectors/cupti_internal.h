@@ -47,6 +47,13 @@ typedef struct cupti_api {
  * then $CUDA_HOME and $CUDA_PATH, then the default search, then /usr/local/cuda) and returns its
  * table, or NULL with *why set to a static message. Thread-safe. */
 const cupti_api *cupti_api_load(const char **why);
+
+/* The table cupti_api_load fills (zeroed until then): the range hooks' default. */
+extern cupti_api cupti_loaded;
+
+/* The path of the libcupti in use, for the status line; *programs: 1 when it is the copy the
+ * program had loaded. */
+const char *cupti_lib_path(int *programs);
 #endif
 
 #if TERMSIGHT_HAVE_CUPTI

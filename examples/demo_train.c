@@ -21,6 +21,7 @@
  * SIGTERM and SIGINT end the training after the current step: the pipeline is closed, the test
  * accuracy printed and the session destroyed, so the recording is complete.
  */
+#include "example_session.h"
 #include "mlp_model.h"
 
 #include <math.h>
@@ -394,6 +395,101 @@ static void pipeline_stop(pipeline *p, worker *w, pthread_t generator, pthread_t
         free(b);
 }
 
+/* The profiler session the options ask for; NULL when it cannot be made: the training then runs
+ * all the same, unprofiled (the event calls cost nothing then). */
+static termsight_session *session_open(const config *cfg)
+{
+    termsight_options opts;
+    termsight_options_init(&opts);
+    if (cfg->output)
+        opts.output_path = cfg->output;
+    if (cfg->no_start)
+        opts.start_collecting = 0;
+    termsight_session *session;
+    if (termsight_session_create(&opts, &session) != TERMSIGHT_OK) {
+        fprintf(stderr, "demo_train: termsight: profiling off: %s\n", termsight_last_error());
+        return NULL;
+    }
+    return session;
+}
+
+/* The run's first line: the model, the pipeline, how long it trains. */
+static void say_plan(const config *cfg)
+{
+    printf("demo_train: 3 spiral arms, MLP 2-%d-%d-3, batch %d, %d map worker%s%s; ", cfg->hidden,
+           cfg->hidden, cfg->batch_size, cfg->workers, cfg->workers == 1 ? "" : "s",
+           cfg->slow_map ? " (slow map)" : "");
+    if (cfg->steps && cfg->seconds)
+        printf("%d steps or %d s, ", cfg->steps, cfg->seconds);
+    else if (cfg->steps)
+        printf("%d steps, ", cfg->steps);
+    else
+        printf("%d s, ", cfg->seconds);
+    printf("%s\n", cfg->no_start ? "waiting for a start command" : "recording");
+}
+
+/* One training step on batch b: forward, backward, the optimizer, each phase marked. Returns
+ * the batch's loss. */
+static double train_step(mlp *m, const batch *b)
+{
+    termsight_phase_mark(TERMSIGHT_FORWARD_START);
+    double loss = mlp_forward(m, b->x, b->y, b->n);
+    mlp_backward(m, b->x, b->y, b->n);
+    termsight_phase_mark(TERMSIGHT_BACKWARD_END);
+    for (int l = 0; l < N_LAYERS; l++) {
+        layer *L = &m->layers[l];
+        sgd_update(L->op_sgd_w, L->w, L->dw, (size_t)L->in * L->out);
+        sgd_update(L->op_sgd_b, L->b, L->db, (size_t)L->out);
+    }
+    return loss;
+}
+
+/* What the training loop did. */
+typedef struct progress {
+    int steps;
+    double first_loss, last_loss, elapsed_s;
+} progress;
+
+/* Trains on the pipeline's batches until the steps or the seconds are done, or a signal stops
+ * it; a progress line at the first step, then about every second. The pipeline is stopped. */
+static progress train(const config *cfg, mlp *m, pipeline *p, worker *w, pthread_t generator,
+                      pthread_t batcher)
+{
+    progress r = {.first_loss = -1.0};
+    double loss_sum = 0.0;
+    int in_sum = 0;
+    uint64_t t0 = termsight_now_ns(), last_report = t0;
+    uint64_t deadline = cfg->seconds ? t0 + (uint64_t)cfg->seconds * 1000000000ull : UINT64_MAX;
+    while (!stop_requested && (!cfg->steps || r.steps < cfg->steps) &&
+           termsight_now_ns() < deadline) {
+        termsight_step_begin();
+        batch *b;
+        if (!bqueue_pop(&p->prefetch, &b)) /* waiting here is the step interval */
+            break;
+        r.steps++;
+        loss_sum += train_step(m, b);
+        in_sum++;
+        termsight_step_end();
+        free(b);
+
+        uint64_t now = termsight_now_ns();
+        if (r.steps == 1 || now - last_report >= 1000000000ull) {
+            r.last_loss = loss_sum / in_sum;
+            if (r.first_loss < 0)
+                r.first_loss = r.last_loss;
+            printf("step %6d  loss %.4f\n", r.steps, r.last_loss);
+            loss_sum = 0.0;
+            in_sum = 0;
+            last_report = now;
+        }
+    }
+    r.elapsed_s = (double)(termsight_now_ns() - t0) * 1e-9;
+    pipeline_stop(p, w, generator, batcher);
+    if (in_sum)
+        r.last_loss = loss_sum / in_sum;
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     config cfg = {.batch_size = 128, .hidden = 128, .workers = 2};
@@ -406,19 +502,7 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    termsight_options opts;
-    termsight_options_init(&opts);
-    if (cfg.output)
-        opts.output_path = cfg.output;
-    if (cfg.no_start)
-        opts.start_collecting = 0;
-    termsight_session *session;
-    /* Without a session the training runs all the same, unprofiled: the event calls cost
-     * nothing then. */
-    if (termsight_session_create(&opts, &session) != TERMSIGHT_OK) {
-        fprintf(stderr, "demo_train: termsight: profiling off: %s\n", termsight_last_error());
-        session = NULL;
-    }
+    termsight_session *session = session_open(&cfg);
     name_thread("train");
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines show at once, also through a pipe */
 
@@ -439,87 +523,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    printf("demo_train: 3 spiral arms, MLP 2-%d-%d-3, batch %d, %d map worker%s%s; ", cfg.hidden,
-           cfg.hidden, cfg.batch_size, cfg.workers, cfg.workers == 1 ? "" : "s",
-           cfg.slow_map ? " (slow map)" : "");
-    if (cfg.steps && cfg.seconds)
-        printf("%d steps or %d s, ", cfg.steps, cfg.seconds);
-    else if (cfg.steps)
-        printf("%d steps, ", cfg.steps);
-    else
-        printf("%d s, ", cfg.seconds);
-    printf("%s\n", cfg.no_start ? "waiting for a start command" : "recording");
-
-    double loss_sum = 0.0, first_loss = -1.0, last_loss = 0.0;
-    int in_sum = 0, step = 0;
-    uint64_t t0 = termsight_now_ns(), last_report = t0;
-    uint64_t deadline = cfg.seconds ? t0 + (uint64_t)cfg.seconds * 1000000000ull : UINT64_MAX;
-    while (!stop_requested && (!cfg.steps || step < cfg.steps) && termsight_now_ns() < deadline) {
-        termsight_step_begin();
-        batch *b;
-        if (!bqueue_pop(&p.prefetch, &b)) /* waiting here is the step interval */
-            break;
-        step++;
-
-        termsight_phase_mark(TERMSIGHT_FORWARD_START);
-        loss_sum += mlp_forward(&m, b->x, b->y, b->n);
-        in_sum++;
-        mlp_backward(&m, b->x, b->y, b->n);
-        termsight_phase_mark(TERMSIGHT_BACKWARD_END);
-
-        for (int l = 0; l < N_LAYERS; l++) {
-            layer *L = &m.layers[l];
-            sgd_update(L->op_sgd_w, L->w, L->dw, (size_t)L->in * L->out);
-            sgd_update(L->op_sgd_b, L->b, L->db, (size_t)L->out);
-        }
-        termsight_step_end();
-        free(b);
-
-        /* A progress line at the first step, then about every second. */
-        uint64_t now = termsight_now_ns();
-        if (step == 1 || now - last_report >= 1000000000ull) {
-            last_loss = loss_sum / in_sum;
-            if (first_loss < 0)
-                first_loss = last_loss;
-            printf("step %6d  loss %.4f\n", step, last_loss);
-            loss_sum = 0.0;
-            in_sum = 0;
-            last_report = now;
-        }
-    }
-    double elapsed = (double)(termsight_now_ns() - t0) * 1e-9;
-    pipeline_stop(&p, workers, generator, batcher);
-    if (in_sum)
-        last_loss = loss_sum / in_sum;
-
-    printf("steps trained: %d in %.2f s (%.1f steps/s)%s\n", step, elapsed,
-           elapsed > 0 ? step / elapsed : 0.0, stop_requested ? ", stopped by a signal" : "");
+    say_plan(&cfg);
+    progress r = train(&cfg, &m, &p, workers, generator, batcher);
+    printf("steps trained: %d in %.2f s (%.1f steps/s)%s\n", r.steps, r.elapsed_s,
+           r.elapsed_s > 0 ? r.steps / r.elapsed_s : 0.0,
+           stop_requested ? ", stopped by a signal" : "");
     printf("loss: %.4f at the start, %.4f at the end; test accuracy %.1f%% (chance %.1f%%)\n",
-           first_loss < 0 ? 0.0 : first_loss, last_loss, 100.0 * mlp_accuracy(&m, cfg.batch_size),
-           100.0 / N_CLASSES);
+           r.first_loss < 0 ? 0.0 : r.first_loss, r.last_loss,
+           100.0 * mlp_accuracy(&m, cfg.batch_size), 100.0 / N_CLASSES);
     mlp_free(&m);
     bqueue_destroy(&p.raw);
     bqueue_destroy(&p.mapped);
     bqueue_destroy(&p.prefetch);
-
-    if (!session) {
-        puts("run folder: none (not profiled)");
-        return 0;
-    }
-    /* Flush first so that the counts include every event emitted above. */
-    if (termsight_flush(session) != TERMSIGHT_OK)
-        fprintf(stderr, "demo_train: flush: %s\n", termsight_last_error());
-    char folder[4096];
-    snprintf(folder, sizeof(folder), "%s", termsight_run_folder(session));
-    uint64_t recorded = termsight_events_recorded(session);
-    uint64_t dropped = termsight_events_dropped(session);
-    if (termsight_session_destroy(session) != TERMSIGHT_OK) {
-        fprintf(stderr, "demo_train: closing the session: %s\n", termsight_last_error());
-        return 1;
-    }
-    printf("run folder: %s%s\n", folder,
-           access(folder, F_OK) == 0 ? "" : " (not created: nothing was collected)");
-    printf("events: %llu recorded, %llu dropped\n", (unsigned long long)recorded,
-           (unsigned long long)dropped);
-    return 0;
+    return example_session_end("demo_train", session);
 }

@@ -7,6 +7,7 @@
  * "Default/fc1/MatMul-op1" or "Gradients/Default/fc3/gradMatMul/MatMul-op12". A data-loader
  * thread generates batches into a bounded queue that termsight watches.
  */
+#include "example_session.h"
 #include "mlp_model.h"
 
 #include <math.h>
@@ -221,26 +222,5 @@ int main(int argc, char **argv)
            cfg.steps / elapsed, 100.0 * mlp_accuracy(&m, cfg.batch_size), 100.0 / N_CLASSES);
     mlp_free(&m);
 
-    if (!session) {
-        puts("run folder: none (not profiled)");
-        return 0;
-    }
-    /* Flush first so that the counts include every event emitted above. */
-    if (termsight_flush(session) != TERMSIGHT_OK)
-        fprintf(stderr, "mlp_train: flush: %s\n", termsight_last_error());
-    char folder[4096];
-    snprintf(folder, sizeof(folder), "%s", termsight_run_folder(session));
-    uint64_t recorded = termsight_events_recorded(session);
-    uint64_t dropped = termsight_events_dropped(session);
-    if (termsight_session_destroy(session) != TERMSIGHT_OK) {
-        fprintf(stderr, "mlp_train: closing the session: %s\n", termsight_last_error());
-        return 1;
-    }
-    /* The recording starts with the first collection window: with --no-start and no start
-     * command, there is none. */
-    printf("run folder: %s%s\n", folder,
-           access(folder, F_OK) == 0 ? "" : " (not created: nothing was collected)");
-    printf("events: %llu recorded, %llu dropped\n", (unsigned long long)recorded,
-           (unsigned long long)dropped);
-    return 0;
+    return example_session_end("mlp_train", session);
 }

@@ -180,4 +180,19 @@ static inline void err_expect(const cli_result *res, const char *part)
     ck_assert_msg(strstr(res->err, part), "stderr lacks '%s':\n%s", part, res->err);
 }
 
+/* Compares output with expected lines, one by one, for a readable failure. */
+static inline void lines_expect(const cli_result *res, const char *const *want, size_t n)
+{
+    const char *p = res->out;
+    for (size_t i = 0; i < n; i++) {
+        const char *nl = strchr(p, '\n');
+        ck_assert_msg(nl != NULL, "line %zu missing; want: %s", i, want[i]);
+        ck_assert_msg((size_t)(nl - p) == strlen(want[i]) && !memcmp(p, want[i], strlen(want[i])),
+                      "line %zu:\n got: %.*s\nwant: %s", i, (int)(nl - p), p, want[i]);
+        p = nl + 1;
+    }
+    ck_assert_msg(*p == '\0', "extra output: %s", p);
+    ck_assert_uint_eq(strlen(res->out), res->out_len); /* no stray NUL byte */
+}
+
 #endif

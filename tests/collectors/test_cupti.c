@@ -1,7 +1,8 @@
 /* Tests of the CUDA collector without a GPU: buffers of real CUDA 13 activity records, walked by
  * the real cuptiActivityGetNextRecord (it needs no driver), translated into events; the
- * correlation map, NCCL classification, dropped records; and the no-driver path of cupti_start.
- * Skips, saying why, when libcupti cannot be loaded or termsight was built without it. */
+ * correlation map, NCCL classification, dropped records (the buffer pool and the no-driver path
+ * of cupti_start: test_cupti_start.c). Skips, saying why, when libcupti cannot be loaded or
+ * termsight was built without it. */
 #include "cupti_internal.h"
 
 #include "analysis.h"
@@ -291,16 +292,9 @@ START_TEST(test_nccl_kernel_is_comm)
 }
 END_TEST
 
-START_TEST(test_copies_memsets_memory_sync)
+/* A host-to-device copy (under MATMUL), a peer-to-peer copy (under RELU) and a memset (MATMUL). */
+static void put_copies_memset(buf *b)
 {
-    if (!have_cupti())
-        return;
-    buf *b = calloc(1, sizeof *b);
-    cupti_corrmap *map = calloc(1, sizeof *map);
-    sink_state st = {0};
-    put_external(b, 21, OP_MATMUL);
-    put_external(b, 22, OP_RELU);
-
     CUpti_ActivityMemcpy6 c = {0};
     c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
@@ -339,7 +333,12 @@ START_TEST(test_copies_memsets_memory_sync)
     m.correlationId = 21;
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     PUT(b, m);
+}
 
+/* A device allocation (RELU) and its release, an INVALID memory operation, a driver call and a
+ * stream synchronization with no API record of its call. */
+static void put_memory_driver_sync(buf *b)
+{
     CUpti_ActivityMemory4 al = {0};
     al.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     al.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -380,9 +379,12 @@ START_TEST(test_copies_memsets_memory_sync)
     y.streamId = 14;
     y.cudaEventId = 0;
     PUT(b, y);
+}
 
-    ck_assert_uint_eq(walk(b, map, &st), 7);
-    const ts_event *e = &st.ev[0];
+/* The events of put_copies_memset, first in st. */
+static void check_copies_memset(const sink_state *st)
+{
+    const ts_event *e = &st->ev[0];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
     ck_assert_uint_eq(e->v0, 1 << 20);
     ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
@@ -393,7 +395,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->begin_ns, 100);
     ck_assert_uint_eq(e->end_ns, 300);
 
-    e = &st.ev[1];
+    e = &st->ev[1];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMCPY);
     ck_assert_uint_eq(e->aux, CUPTI_ACTIVITY_MEMCPY_KIND_PTOP);
     ck_assert_uint_eq(e->v0, 4096);
@@ -402,7 +404,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->tid, 15);
     ck_assert_uint_eq(e->type, OP_RELU);
 
-    e = &st.ev[2];
+    e = &st->ev[2];
     ck_assert_uint_eq(e->kind, TS_KIND_MEMSET);
     ck_assert_uint_eq(e->v0, 512);
     ck_assert_uint_eq(e->v1, 0xab);
@@ -411,8 +413,12 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, OP_MATMUL);
     ck_assert_uint_eq(e->begin_ns, 500);
     ck_assert_uint_eq(e->end_ns, 510);
+}
 
-    e = &st.ev[3];
+/* The events of put_memory_driver_sync, after the three of put_copies_memset. */
+static void check_memory_driver_sync(const sink_state *st)
+{
+    const ts_event *e = &st->ev[3];
     ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_ALLOC);
     ck_assert_uint_eq(e->v0, 2 << 20);
     ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
@@ -422,7 +428,7 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, OP_RELU);
     ck_assert_uint_eq(e->corr, 22);
 
-    e = &st.ev[4];
+    e = &st->ev[4];
     ck_assert_uint_eq(e->kind, TS_KIND_DEVMEM_FREE);
     ck_assert_uint_eq(e->v0, 2 << 20);
     ck_assert_uint_eq(e->v1, 0x7f0000001000ull);
@@ -430,16 +436,16 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->type, TS_STR_NONE);
 
     /* The INVALID memory operation made no event. */
-    e = &st.ev[5];
+    e = &st->ev[5];
     ck_assert_uint_eq(e->kind, TS_KIND_CUDA_API);
-    ck_assert_str_eq(t_name(&st, e->name), "cuMemAlloc_v2");
+    ck_assert_str_eq(t_name(st, e->name), "cuMemAlloc_v2");
     ck_assert_uint_eq(e->aux, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2);
     ck_assert_uint_eq(e->tid, 99);
     ck_assert_uint_eq(e->corr, 24);
     ck_assert_uint_eq(e->v0, 2);
     ck_assert_uint_eq(e->v1, CUPTI_CB_DOMAIN_DRIVER_API);
 
-    e = &st.ev[6];
+    e = &st->ev[6];
     ck_assert_uint_eq(e->kind, TS_KIND_SYNC);
     /* No API record of its call: the stream's lane on the context's device (the copy's). */
     ck_assert_uint_eq(e->tid, 14);
@@ -449,6 +455,23 @@ START_TEST(test_copies_memsets_memory_sync)
     ck_assert_uint_eq(e->begin_ns, 900);
     ck_assert_uint_eq(e->end_ns, 990);
     ck_assert_uint_eq(e->v0, 1);
+}
+
+START_TEST(test_copies_memsets_memory_sync)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    put_external(b, 21, OP_MATMUL);
+    put_external(b, 22, OP_RELU);
+
+    put_copies_memset(b);
+    put_memory_driver_sync(b);
+    ck_assert_uint_eq(walk(b, map, &st), 7);
+    check_copies_memset(&st);
+    check_memory_driver_sync(&st);
 
     sink_free(&st);
     free(map);
@@ -754,125 +777,6 @@ START_TEST(test_sync_on_its_calling_thread)
 }
 END_TEST
 
-/* ---- The buffer pool: grows for many CUDA threads, up to its bound ---------------------- */
-
-#define POOL_THREADS 20 /* more than the 8 buffers the pool once stopped at */
-
-static pthread_barrier_t pool_barrier;
-
-static void *take_buffer(void *arg)
-{
-    uint8_t **got = arg;
-    pthread_barrier_wait(&pool_barrier); /* all ask at once */
-    *got = cupti_buffer_get();
-    pthread_barrier_wait(&pool_barrier); /* and hold it until all have asked */
-    return NULL;
-}
-
-START_TEST(test_pool_serves_many_threads)
-{
-    ck_assert_uint_eq(cupti_pool_bound(POOL_THREADS), POOL_THREADS);
-    uint8_t *got[POOL_THREADS] = {0};
-    pthread_t th[POOL_THREADS];
-    uint64_t refused = cupti_pool_refused();
-    ck_assert_int_eq(pthread_barrier_init(&pool_barrier, NULL, POOL_THREADS), 0);
-    for (int i = 0; i < POOL_THREADS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, take_buffer, &got[i]), 0);
-    for (int i = 0; i < POOL_THREADS; i++)
-        pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&pool_barrier);
-    for (int i = 0; i < POOL_THREADS; i++) {
-        ck_assert_ptr_nonnull(got[i]);
-        for (int j = 0; j < i; j++)
-            ck_assert_ptr_ne(got[i], got[j]);
-    }
-    ck_assert_uint_eq(cupti_pool_refused(), refused);
-    /* At the bound: refused, and counted. */
-    ck_assert_ptr_null(cupti_buffer_get());
-    ck_assert_uint_eq(cupti_pool_refused(), refused + 1);
-    /* One back, one out again (the same buffer, kept for reuse). */
-    cupti_buffer_put(got[0]);
-    uint8_t *again = cupti_buffer_get();
-    ck_assert_ptr_eq(again, got[0]);
-    /* A lower bound frees what comes back past it; a buffer not ours is left alone. */
-    ck_assert_uint_eq(cupti_pool_bound(2), 2);
-    uint8_t foreign[16];
-    cupti_buffer_put(foreign);
-    for (int i = 0; i < POOL_THREADS; i++)
-        cupti_buffer_put(got[i]);
-    uint8_t *kept[2] = {cupti_buffer_get(), cupti_buffer_get()};
-    ck_assert_ptr_nonnull(kept[0]);
-    ck_assert_ptr_nonnull(kept[1]);
-    ck_assert_ptr_null(cupti_buffer_get());
-    cupti_buffer_put(kept[0]);
-    cupti_buffer_put(kept[1]);
-    cupti_pool_bound(CUPTI_POOL_DEFAULT);
-}
-END_TEST
-
-#endif
-
-/* ---- The no-driver path: one notice, everything else goes on ----------------------------- */
-
-START_TEST(test_start_without_driver)
-{
-    char output[512];
-    const char *base = getenv("TERMSIGHT_TEST_TMP");
-    snprintf(output, sizeof output, "%s/cupti-%d-%ld", base && *base ? base : "/tmp", (int)getpid(),
-             (long)time(NULL));
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = output;
-    o.start_collecting = 1;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
-
-    /* stderr into a file, to count the notices. */
-    char errpath[600];
-    snprintf(errpath, sizeof errpath, "%s.stderr", output);
-    fflush(stderr);
-    int saved = dup(2);
-    int fd = open(errpath, O_CREAT | O_TRUNC | O_RDWR, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, 2);
-    int rc1 = cupti_start(s);
-    int rc2 = cupti_start(s);
-    cupti_flush(s, 0);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-
-    char text[2048] = {0};
-    ck_assert_int_ge(pread(fd, text, sizeof text - 1, 0), 0);
-    close(fd);
-    unlink(errpath);
-    if (rc1 == 0) {
-        /* A machine with a driver: collection is on, nothing said. */
-        ck_assert_int_eq(rc2, 0);
-        ck_assert_str_eq(text, "");
-        ck_assert(!strncmp(cupti_status(), "CUDA collection on", 18));
-    } else {
-        ck_assert_int_eq(rc2, -1);
-        ck_assert_msg(!strncmp(cupti_status(), "CUDA collection off: ", 21), "%s", cupti_status());
-        const char *first = strstr(text, "CUDA collection off: ");
-        ck_assert_msg(first != NULL, "stderr: %s", text);
-        ck_assert_ptr_null(strstr(first + 1, "CUDA collection off"));
-        ck_assert_ptr_eq(strchr(text, '\n'), text + strlen(text) - 1); /* one line */
-    }
-
-    /* The session records the rest. */
-    uint64_t before = termsight_events_recorded(s);
-    termsight_range_begin("op", NULL);
-    termsight_range_end();
-    termsight_mark("after");
-    ck_assert_int_eq(termsight_flush(s), TERMSIGHT_OK);
-    ck_assert_uint_ge(termsight_events_recorded(s), before + 2);
-    ck_assert_str_eq(termsight_state(s), "collecting");
-    cupti_stop(s);
-    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
-}
-END_TEST
-
 /* A buffer completed inside a window holds records from before it (a --steps window opened
  * while CUPTI still held them) and records a forced flush returned unfinished (a time of 0):
  * neither is recorded; the unfinished ones are counted in one loss notice. */
@@ -960,6 +864,7 @@ START_TEST(test_api_names_interned_once)
     free(b);
 }
 END_TEST
+#endif
 
 static Suite *suite(void)
 {
@@ -979,11 +884,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_waiting_is_bounded);
     tcase_add_test(tc, test_driver_records_under_runtime_left_out);
     tcase_add_test(tc, test_sync_on_its_calling_thread);
-    tcase_add_test(tc, test_pool_serves_many_threads);
 #else
     fprintf(stderr, "test_cupti: record translation skipped, built without CUPTI\n");
 #endif
-    tcase_add_test(tc, test_start_without_driver);
     suite_add_tcase(su, tc);
     return su;
 }

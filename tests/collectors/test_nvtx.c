@@ -235,23 +235,10 @@ static void inject_a(void)
     check_filled(&mod_a);
 }
 
-START_TEST(callbacks_recorded)
+/* Core calls on this thread (main_tid): nested pushes and pops, a range started here and ended
+ * on another thread (*ea: its id, and the thread that ended it), a mark, a thread name. */
+static void call_core(uint32_t main_tid, end_arg *ea)
 {
-    inject_a();
-
-    /* The seeds' phase operators come from the environment when the options are made. */
-    setenv("PROFILING_FP_START", "fwd_op", 1);
-    setenv("PROFILING_BP_END", "bwd_op", 1);
-    char *tmp = tmp_make();
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = tmp;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
-    char run[1100];
-    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
-    uint32_t main_tid = (uint32_t)gettid();
-
     /* Nested push/pop: the return values are the depths. */
     ck_assert_int_eq(CORE(RangePushA, push_a_fn)("outer"), 0);
     ck_assert_int_eq(CORE(RangePushA, push_a_fn)("inner"), 1);
@@ -260,18 +247,22 @@ START_TEST(callbacks_recorded)
     ck_assert_int_eq(CORE(RangePop, pop_fn)(), -1); /* nothing open: NVTX's error value */
 
     /* Start here, end on another thread. */
-    end_arg ea = {.id = CORE(RangeStartA, start_a_fn)("handoff")};
-    ck_assert_uint_ne(ea.id, 0);
+    *ea = (end_arg){.id = CORE(RangeStartA, start_a_fn)("handoff")};
+    ck_assert_uint_ne(ea->id, 0);
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, end_elsewhere, &ea), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, end_elsewhere, ea), 0);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
-    ck_assert_uint_ne(ea.tid, main_tid);
-    CORE(RangeEnd, end_fn)(ea.id); /* ended already: ignored */
+    ck_assert_uint_ne(ea->tid, main_tid);
+    CORE(RangeEnd, end_fn)(ea->id); /* ended already: ignored */
 
     CORE(MarkA, mark_a_fn)("hello mark");
     CORE(NameOsThreadA, name_thread_a_fn)(main_tid, "nvtx-test-main");
+}
 
-    /* A domain: pushed range, mark, and a range named by a registered string. */
+/* A domain: a pushed range, a mark, and a range named by a registered string. Returns the
+ * domain, for call_steps_phases to destroy after its calls. */
+static nvtxDomainHandle_t call_domain(void)
+{
     nvtxDomainHandle_t d = CORE2(DomainCreateA, domain_create_a_fn)("my-domain");
     ck_assert_ptr_nonnull(d);
     reg = CORE2(DomainRegisterStringA, register_a_fn)(d, "registered-op");
@@ -286,8 +277,12 @@ START_TEST(callbacks_recorded)
     a.message.registered = reg;
     ck_assert_int_eq(CORE2(DomainRangePushEx, domain_push_ex_fn)(d, &a), 0);
     ck_assert_int_eq(CORE2(DomainRangePop, domain_pop_fn)(d), 0);
+    return d;
+}
 
-    /* Steps: a pushed "step" and a started/ended "ProfilerStep#3". */
+/* Steps (a pushed "step" and a started/ended "ProfilerStep#3") and the phase operators. */
+static void call_steps_phases(void)
+{
     CORE(RangePushA, push_a_fn)("step");
     CORE(RangePushA, push_a_fn)("in step");
     CORE(RangePop, pop_fn)();
@@ -301,21 +296,17 @@ START_TEST(callbacks_recorded)
     CORE(RangePop, pop_fn)();
     CORE(RangePushA, push_a_fn)("bwd_op");
     CORE(RangePop, pop_fn)();
+}
 
-    CORE2(DomainDestroy, domain_destroy_fn)(d);
-    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
-    unsetenv("PROFILING_FP_START");
-    unsetenv("PROFILING_BP_END");
-
-    event_list l;
-    read_all(run, &l);
-
-    const ts_event *outer = find(&l, TS_KIND_OP_RANGE, "outer");
-    const ts_event *inner = find(&l, TS_KIND_OP_RANGE, "inner");
+/* What call_core recorded; ended_on: the thread that ended the handed-off range. */
+static void check_core(const event_list *l, uint32_t main_tid, uint32_t ended_on)
+{
+    const ts_event *outer = find(l, TS_KIND_OP_RANGE, "outer");
+    const ts_event *inner = find(l, TS_KIND_OP_RANGE, "inner");
     ck_assert_ptr_nonnull(outer);
     ck_assert_ptr_nonnull(inner);
-    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "outer"), 1);
-    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "inner"), 1);
+    ck_assert_uint_eq(count(l, TS_KIND_OP_RANGE, "outer"), 1);
+    ck_assert_uint_eq(count(l, TS_KIND_OP_RANGE, "inner"), 1);
     ck_assert_uint_eq(outer->aux, 0);
     ck_assert_uint_eq(inner->aux, 1);
     ck_assert_uint_eq(outer->tid, main_tid);
@@ -325,61 +316,112 @@ START_TEST(callbacks_recorded)
     ck_assert_uint_le(inner->end_ns, outer->end_ns);
     ck_assert(!(outer->flags & TS_EF_CROSS_THREAD));
 
-    const ts_event *h = find(&l, TS_KIND_OP_RANGE, "handoff");
+    const ts_event *h = find(l, TS_KIND_OP_RANGE, "handoff");
     ck_assert_ptr_nonnull(h);
-    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "handoff"), 1);
+    ck_assert_uint_eq(count(l, TS_KIND_OP_RANGE, "handoff"), 1);
     ck_assert(h->flags & TS_EF_CROSS_THREAD);
     ck_assert_uint_eq(h->tid, main_tid);
-    ck_assert_uint_eq(h->v1, ea.tid);
+    ck_assert_uint_eq(h->v1, ended_on);
     ck_assert_uint_le(h->begin_ns, h->end_ns);
 
-    const ts_event *m = find(&l, TS_KIND_NVTX_MARK, "hello mark");
+    const ts_event *m = find(l, TS_KIND_NVTX_MARK, "hello mark");
     ck_assert_ptr_nonnull(m);
     ck_assert_uint_eq(m->tid, main_tid);
     ck_assert_uint_eq(m->corr, 0);
 
-    const ts_event *tn = find(&l, TS_KIND_THREAD_NAME, "nvtx-test-main");
+    const ts_event *tn = find(l, TS_KIND_THREAD_NAME, "nvtx-test-main");
     ck_assert_ptr_nonnull(tn);
     ck_assert_uint_eq(tn->tid, main_tid);
+}
 
-    const ts_event *dop = find(&l, TS_KIND_OP_RANGE, "dom-op");
+/* What call_domain recorded. */
+static void check_domain(const event_list *l)
+{
+    const ts_event *dop = find(l, TS_KIND_OP_RANGE, "dom-op");
     ck_assert_ptr_nonnull(dop);
-    ck_assert_str_eq(name_of(&l, dop->corr), "my-domain");
+    ck_assert_str_eq(name_of(l, dop->corr), "my-domain");
     ck_assert_uint_eq(dop->aux, 0);
-    const ts_event *dm = find(&l, TS_KIND_NVTX_MARK, "dom-mark");
+    const ts_event *dm = find(l, TS_KIND_NVTX_MARK, "dom-mark");
     ck_assert_ptr_nonnull(dm);
     ck_assert_uint_eq(dm->corr, dop->corr);
-    const ts_event *rop = find(&l, TS_KIND_OP_RANGE, "registered-op");
+    const ts_event *rop = find(l, TS_KIND_OP_RANGE, "registered-op");
     ck_assert_ptr_nonnull(rop);
     ck_assert_uint_eq(rop->corr, dop->corr);
+}
 
+/* What call_steps_phases recorded. */
+static void check_steps_phases(const event_list *l)
+{
     /* Two steps, numbered 1 and 2; step ranges are not operators, what is inside them is. */
-    ck_assert_uint_eq(count(&l, TS_KIND_STEP_BEGIN, NULL), 2);
-    ck_assert_uint_eq(count(&l, TS_KIND_STEP_END, NULL), 2);
+    ck_assert_uint_eq(count(l, TS_KIND_STEP_BEGIN, NULL), 2);
+    ck_assert_uint_eq(count(l, TS_KIND_STEP_END, NULL), 2);
     uint64_t next = 1;
-    for (size_t i = 0; i < l.n; i++)
-        if (l.ev[i].kind == TS_KIND_STEP_BEGIN)
-            ck_assert_uint_eq(l.ev[i].v0, next++);
-    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "step"), 0);
-    ck_assert_uint_eq(count(&l, TS_KIND_OP_RANGE, "ProfilerStep#3"), 0);
-    const ts_event *in_step = find(&l, TS_KIND_OP_RANGE, "in step");
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].kind == TS_KIND_STEP_BEGIN)
+            ck_assert_uint_eq(l->ev[i].v0, next++);
+    ck_assert_uint_eq(count(l, TS_KIND_OP_RANGE, "step"), 0);
+    ck_assert_uint_eq(count(l, TS_KIND_OP_RANGE, "ProfilerStep#3"), 0);
+    const ts_event *in_step = find(l, TS_KIND_OP_RANGE, "in step");
     ck_assert_ptr_nonnull(in_step);
     ck_assert_uint_eq(in_step->aux, 0); /* the step's frame is no operator frame */
 
     /* Phase marks at the forward operator's begin and the backward operator's end; the
      * operators are recorded as well. */
-    const ts_event *fw = find(&l, TS_KIND_OP_RANGE, "fwd_op");
-    const ts_event *bw = find(&l, TS_KIND_OP_RANGE, "bwd_op");
+    const ts_event *fw = find(l, TS_KIND_OP_RANGE, "fwd_op");
+    const ts_event *bw = find(l, TS_KIND_OP_RANGE, "bwd_op");
     ck_assert_ptr_nonnull(fw);
     ck_assert_ptr_nonnull(bw);
-    const ts_event *fp = find_phase(&l, TS_PHASE_FORWARD_START);
-    const ts_event *bp = find_phase(&l, TS_PHASE_BACKWARD_END);
+    const ts_event *fp = find_phase(l, TS_PHASE_FORWARD_START);
+    const ts_event *bp = find_phase(l, TS_PHASE_BACKWARD_END);
     ck_assert_ptr_nonnull(fp);
     ck_assert_ptr_nonnull(bp);
     ck_assert_uint_ge(fp->begin_ns, in_step->end_ns);
     ck_assert_uint_le(fp->begin_ns, fw->end_ns);
     ck_assert_uint_ge(bp->begin_ns, bw->end_ns);
-    ck_assert_uint_eq(count(&l, TS_KIND_PHASE, NULL), 2);
+    ck_assert_uint_eq(count(l, TS_KIND_PHASE, NULL), 2);
+}
+
+/* A session with its output in tmp and the options' defaults. */
+static termsight_session *session_in(const char *tmp)
+{
+    termsight_options o;
+    termsight_options_init(&o);
+    o.output_path = tmp;
+    termsight_session *s = NULL;
+    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    return s;
+}
+
+START_TEST(callbacks_recorded)
+{
+    inject_a();
+
+    /* The phase operators (PROFILING_FP_START, PROFILING_BP_END) come from the environment when
+     * the options are made. */
+    setenv("PROFILING_FP_START", "fwd_op", 1);
+    setenv("PROFILING_BP_END", "bwd_op", 1);
+    char *tmp = tmp_make();
+    termsight_session *s = session_in(tmp);
+    char run[1100];
+    snprintf(run, sizeof run, "%s", termsight_run_folder(s));
+    uint32_t main_tid = (uint32_t)gettid();
+
+    end_arg ea;
+    call_core(main_tid, &ea);
+    nvtxDomainHandle_t d = call_domain();
+    call_steps_phases();
+
+    CORE2(DomainDestroy, domain_destroy_fn)(d);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    unsetenv("PROFILING_FP_START");
+    unsetenv("PROFILING_BP_END");
+
+    event_list l;
+    read_all(run, &l);
+
+    check_core(&l, main_tid, ea.tid);
+    check_domain(&l);
+    check_steps_phases(&l);
 
     free(l.ev);
     recording_reader_close(l.reader);
@@ -420,11 +462,7 @@ START_TEST(start_end_ranges_attribute_launches)
 {
     inject_a();
     char *tmp = tmp_make();
-    termsight_options o;
-    termsight_options_init(&o);
-    o.output_path = tmp;
-    termsight_session *s = NULL;
-    ck_assert_int_eq(termsight_session_create(&o, &s), TERMSIGHT_OK);
+    termsight_session *s = session_in(tmp);
     static cupti_api fake;
     fake.push_external = fake_push;
     fake.pop_external = fake_pop;

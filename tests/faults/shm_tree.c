@@ -1,5 +1,6 @@
-/* shm_tree: the programs of a container's small /dev/shm (issue 25), each finishing as it does
- * without termsight or not at all (a SIGBUS ends it, and the test sees the signal).
+/* shm_tree: the programs of a container's small /dev/shm (the tree's budget: model/budget.c), each
+ * finishing as it does without termsight or not at all (a SIGBUS ends it, and the test sees the
+ * signal).
  *
  *   shm_tree fork N OUT      a session (output OUT), then N children one after the other, each
  *                            recording a range and a counter and ending with _exit, as forked

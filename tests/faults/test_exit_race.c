@@ -1,12 +1,12 @@
-/* The end of a program while its threads still record (issue 25): eight threads call
- * termsight_range_begin and termsight_counter with names (each a name-table lookup) while main
- * returns without joining them, as most programs end; the exit handler ends the session meanwhile.
- * Every other run, main ends the session itself first (termsight_session_destroy) while they go
- * on. Both once freed the name table under a thread in strtab_intern: SIGSEGV in 1 run of 40 to
- * 400 at exit, and in 5 of 100 of the explicit destroys here. 1,000 runs, each to a clean exit
- * (EXIT_RACE_RUNS; 150 under ASan and under TSan in CI, where a run takes up to 20 times as long).
- * Lanes of 64 events keep the recordings small (most events drop, counted), and each run's folder
- * is removed after it. */
+/* The end of a program while its threads still record (exit_handler, collectors/session.c): eight
+ * threads call termsight_range_begin and termsight_counter with names (each a name-table lookup)
+ * while main returns without joining them, as most programs end; the exit handler ends the session
+ * meanwhile. Every other run, main ends the session itself first (termsight_session_destroy) while
+ * they go on. Both once freed the name table under a thread in strtab_intern: SIGSEGV in 1 run of
+ * 40 to 400 at exit, and in 5 of 100 of the explicit destroys here. 1,000 runs, each to a clean
+ * exit (EXIT_RACE_RUNS; 150 under ASan and under TSan in CI, where a run takes up to 20 times as
+ * long). Lanes of 64 events keep the recordings small (most events drop, counted), and each run's
+ * folder is removed after it. */
 #define TESTUTIL_TAG "exitrace"
 #include "testutil.h"
 

@@ -133,7 +133,7 @@ START_TEST(no_room_for_every_lane)
 }
 END_TEST
 
-/* ---- A container's 64 MB /dev/shm (issue 25) ----------------------------------------------
+/* ---- A container's 64 MB /dev/shm (the tree's budget: model/budget.c) --------------------------
  *
  * Each program finishes as it does without termsight; termsight's own bytes in /dev/shm (its
  * files' blocks, sampled every millisecond while the program runs) stay within the process tree's

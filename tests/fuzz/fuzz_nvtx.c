@@ -282,13 +282,12 @@ static void keep_domain(nvtxDomainHandle_t h)
         domains[ndomains++] = h;
 }
 
-/* One call of the script. */
-static void step_call(script *s, run *r)
+/* One call of the script to the core API (op 0 to 12): marks, ranges, thread names. */
+static void core_call(script *s, run *r, unsigned op)
 {
     char name[NAME_MAX_IN + 1];
     wchar_t wide[NAME_MAX_IN + 1];
     attrs at;
-    unsigned op = next_byte(s) % 25;
     switch (op) {
     case 0:
         CORE(MarkA, mark_a_fn)(next_name(s, name));
@@ -345,9 +344,19 @@ static void step_call(script *s, run *r)
     case 11:
         CORE(NameOsThreadA, thread_a_fn)(next_byte(s), next_name(s, name));
         break;
-    case 12:
+    default:
         CORE(NameOsThreadW, thread_w_fn)(next_byte(s), next_wide(s, wide));
         break;
+    }
+}
+
+/* One call of the script to the domain API (op 13 to 24), a stop or start, or a step pattern. */
+static void domain_call(script *s, run *r, unsigned op)
+{
+    char name[NAME_MAX_IN + 1];
+    wchar_t wide[NAME_MAX_IN + 1];
+    attrs at;
+    switch (op) {
     case 13:
         if (ndomains < HANDLES)
             keep_domain(CORE2(DomainCreateA, dcreate_a_fn)(next_name(s, name)));
@@ -411,6 +420,16 @@ static void step_call(script *s, run *r)
         break;
     }
     }
+}
+
+/* One call of the script. */
+static void step_call(script *s, run *r)
+{
+    unsigned op = next_byte(s) % 25;
+    if (op < 13)
+        core_call(s, r, op);
+    else
+        domain_call(s, r, op);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
