@@ -154,207 +154,6 @@ static int64_t rel(const timeline *t, uint64_t ns)
     return (int64_t)(ns - t->cfg.origin_ns);
 }
 
-/* ---- Shapes -------------------------------------------------------------------------------- */
-
-/* A value we point at our own text on each use: marked as a reference, so cJSON_Delete leaves
- * the pointer alone. */
-static cJSON *add_slot(cJSON *obj, const char *key)
-{
-    cJSON *it = cJSON_AddRawToObject(obj, key, "0");
-    if (!it)
-        return NULL;
-    free(it->valuestring);
-    it->valuestring = (char *)"0";
-    it->type |= cJSON_IsReference;
-    return it;
-}
-
-/* Builds shape k. ph is the phase letter; args lists the slot keys of "args" (A0.. in order). */
-static int shape_build(shape *sh, const char *ph, int has_tid, int has_dur, int has_id,
-                       const char *scope, const char *bp, const char *const *args, int nargs)
-{
-    memset(sh, 0, sizeof *sh);
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return -1;
-    sh->root = o;
-    char phq[8];
-    snprintf(phq, sizeof phq, "\"%s\"", ph);
-    int ok = 1;
-    ok &= !!(sh->slot[S_NAME] = add_slot(o, "name"));
-    if (strcmp(ph, "M") && strcmp(ph, "C"))
-        ok &= !!(sh->slot[S_CAT] = add_slot(o, "cat"));
-    ok &= !!cJSON_AddRawToObject(o, "ph", phq);
-    if (has_id)
-        ok &= !!(sh->slot[S_ID] = add_slot(o, "id"));
-    if (strcmp(ph, "M"))
-        ok &= !!(sh->slot[S_TS] = add_slot(o, "ts"));
-    if (has_dur)
-        ok &= !!(sh->slot[S_DUR] = add_slot(o, "dur"));
-    ok &= !!(sh->slot[S_PID] = add_slot(o, "pid"));
-    if (has_tid)
-        ok &= !!(sh->slot[S_TID] = add_slot(o, "tid"));
-    if (scope)
-        ok &= !!cJSON_AddRawToObject(o, "s", scope);
-    if (bp)
-        ok &= !!cJSON_AddRawToObject(o, "bp", bp);
-    if (nargs) {
-        cJSON *ar = cJSON_AddObjectToObject(o, "args");
-        ok &= !!ar;
-        for (int i = 0; ok && i < nargs; i++)
-            ok &= !!(sh->slot[S_A0 + i] = add_slot(ar, args[i]));
-    }
-    return ok ? 0 : -1;
-}
-
-static int shapes_build(timeline *t)
-{
-    static const char *const op[] = {"type"}, *const opf[] = {"type", "flops"},
-                             *const kern[] = {"op", "correlation"},
-                             *const copy[] = {"op", "bytes", "direction"},
-                             *const api[] = {"correlation"}, *const bytes[] = {"bytes"},
-                             *const step[] = {"step",         "interval_us", "compute_us",
-                                              "comm_wait_us", "tail_us",     "eval_us",
-                                              "source"},
-                             *const share[] = {"step", "share_pct"}, *const size[] = {"size"},
-                             *const cpu[] = {"user_pct", "system_pct", "iowait_pct"},
-                             *const procu[] = {"user_pct", "system_pct"},
-                             *const value[] = {"value"}, *const name[] = {"name"};
-    shape *s = t->shapes;
-    int rc = 0;
-    rc |= shape_build(&s[SH_X0], "X", 1, 1, 0, NULL, NULL, NULL, 0);
-    rc |= shape_build(&s[SH_X_OP], "X", 1, 1, 0, NULL, NULL, op, 1);
-    rc |= shape_build(&s[SH_X_OPF], "X", 1, 1, 0, NULL, NULL, opf, 2);
-    rc |= shape_build(&s[SH_X_KERNEL], "X", 1, 1, 0, NULL, NULL, kern, 2);
-    rc |= shape_build(&s[SH_X_COPY], "X", 1, 1, 0, NULL, NULL, copy, 3);
-    rc |= shape_build(&s[SH_X_API], "X", 1, 1, 0, NULL, NULL, api, 1);
-    rc |= shape_build(&s[SH_X_COMM], "X", 1, 1, 0, NULL, NULL, bytes, 1);
-    rc |= shape_build(&s[SH_X_STEP], "X", 1, 1, 0, NULL, NULL, step, 7);
-    rc |= shape_build(&s[SH_X_SHARE], "X", 1, 1, 0, NULL, NULL, share, 2);
-    rc |= shape_build(&s[SH_I], "i", 1, 0, 0, "\"t\"", NULL, NULL, 0);
-    rc |= shape_build(&s[SH_IG], "i", 1, 0, 0, "\"g\"", NULL, NULL, 0);
-    rc |= shape_build(&s[SH_B], "b", 1, 0, 1, NULL, NULL, op, 1);
-    rc |= shape_build(&s[SH_E], "e", 1, 0, 1, NULL, NULL, NULL, 0);
-    rc |= shape_build(&s[SH_FS], "s", 1, 0, 1, NULL, NULL, NULL, 0);
-    rc |= shape_build(&s[SH_FF], "f", 1, 0, 1, NULL, "\"e\"", NULL, 0);
-    rc |= shape_build(&s[SH_C1], "C", 1, 0, 0, NULL, NULL, value, 1);
-    rc |= shape_build(&s[SH_C_BYTES], "C", 1, 0, 0, NULL, NULL, bytes, 1);
-    rc |= shape_build(&s[SH_C_SIZE], "C", 1, 0, 0, NULL, NULL, size, 1);
-    rc |= shape_build(&s[SH_C_CPU], "C", 1, 0, 0, NULL, NULL, cpu, 3);
-    rc |= shape_build(&s[SH_C_PROC], "C", 1, 0, 0, NULL, NULL, procu, 2);
-    rc |= shape_build(&s[SH_M], "M", 1, 0, 0, NULL, NULL, name, 1);
-    rc |= shape_build(&s[SH_MP], "M", 0, 0, 0, NULL, NULL, name, 1);
-    return rc;
-}
-
-/* ---- Escaped strings --------------------------------------------------------------------- */
-
-enum { STR_NAME = 0, STR_QUEUE = 1, STR_LITERAL = 2, STR_FALLBACK = 3 };
-
-/* Arena text of bytes as a JSON string (with its quotes), cleaned and escaped by cJSON. Returns
- * the arena offset, or UINT32_MAX when out of memory. */
-static uint32_t arena_add(timeline *t, const char *prefix, const char *bytes, size_t len)
-{
-    size_t pl = prefix ? strlen(prefix) : 0;
-    char *clean = malloc(pl + 4 * len + 1);
-    if (!clean)
-        return UINT32_MAX;
-    memcpy(clean, prefix ? prefix : "", pl);
-    text_clean(bytes, len, clean + pl, 1);
-    cJSON *s = cJSON_CreateString(clean);
-    free(clean);
-    char *text = s ? cJSON_PrintUnformatted(s) : NULL;
-    cJSON_Delete(s);
-    if (!text)
-        return UINT32_MAX;
-    size_t tl = strlen(text) + 1;
-    if (t->arena_len + tl > t->arena_cap) {
-        size_t n = t->arena_cap ? t->arena_cap * 2 : 1 << 16;
-        while (n < t->arena_len + tl)
-            n *= 2;
-        char *na = n <= UINT32_MAX ? realloc(t->arena, n) : NULL; /* offsets are 32-bit */
-        if (!na) {
-            free(text);
-            return UINT32_MAX;
-        }
-        t->arena = na;
-        t->arena_cap = n;
-    }
-    uint32_t off = (uint32_t)t->arena_len;
-    memcpy(t->arena + off, text, tl);
-    t->arena_len += tl;
-    free(text);
-    return off;
-}
-
-/* A fallback's or literal's arena offset, keyed by a caller-chosen key. */
-static uint32_t keyed_off(timeline *t, uint64_t key, const char *text)
-{
-    uint32_t off = index_map_find(&t->strings, key);
-    if (off != UINT32_MAX)
-        return off;
-    off = arena_add(t, NULL, text, strlen(text));
-    if (off == UINT32_MAX)
-        return 0; /* the arena starts with "" */
-    index_map_get(&t->strings, key, off, NULL);
-    return off;
-}
-
-/* The arena offset of the JSON string for (class, id), escaped once per id. An id without bytes
- * (none, or not named yet) gets the fallback text, which is not kept under the id: a later
- * strings chunk may still name it. */
-static uint32_t jstr_off(timeline *t, uint32_t cls, uint32_t id, const char *fallback)
-{
-    uint64_t key = (uint64_t)cls << 32 | id;
-    uint32_t off = index_map_find(&t->strings, key);
-    if (off != UINT32_MAX)
-        return off;
-    uint32_t len = 0;
-    const char *s = analysis_raw_name(t->a, id, &len);
-    if (!s || !len) /* keyed by the fallback's address: the callers pass literals */
-        return keyed_off(t, (uint64_t)STR_FALLBACK << 56 ^ (uint64_t)(uintptr_t)fallback, fallback);
-    off = arena_add(t, cls == STR_QUEUE ? "queue " : NULL, s, len);
-    if (off == UINT32_MAX)
-        return 0;
-    index_map_get(&t->strings, key, off, NULL);
-    return off;
-}
-
-static uint32_t literal_off(timeline *t, uint32_t key, const char *text)
-{
-    return keyed_off(t, (uint64_t)STR_LITERAL << 32 | key, text);
-}
-
-/* Literal keys: category names and fixed labels. */
-enum {
-    L_EMPTY = 0,
-    L_OP,
-    L_NVTX,
-    L_API,
-    L_KERNEL,
-    L_COMM_KERNEL,
-    L_MEMCPY,
-    L_MEMSET,
-    L_SYNC,
-    L_COMM,
-    L_MARK,
-    L_PHASE,
-    L_FWD,
-    L_BWD,
-    L_STEP,
-    L_OVERLAP,
-    L_AC2G,
-    L_LOST,
-    L_HOST_MEMORY,
-    L_DEVICE_MEMORY,
-    L_CPU,
-    L_PROC_CPU,
-    L_PROCESS_NAME,
-    L_THREAD_NAME,
-    L_SOURCE0,      /* + enum step_source */
-    L_DYNAMIC = 64, /* per-number labels from here */
-};
-
 /* ---- Output -------------------------------------------------------------------------------- */
 
 int timeline_write_all(timeline *t, const char *p, size_t n)
@@ -443,94 +242,6 @@ static int file_close(timeline *t)
     return t->error ? -1 : 0;
 }
 
-/* ---- Tracks ------------------------------------------------------------------------------- */
-
-static uint32_t proc_get(timeline *t, uint32_t kind, uint32_t device)
-{
-    uint64_t key = (uint64_t)kind << 32 | device;
-    uint32_t i = index_map_find(&t->proc_of, key);
-    if (i != UINT32_MAX)
-        return i;
-    proc *np = realloc(t->procs, (t->nprocs + 1) * sizeof *np);
-    if (!np)
-        return 0; /* the host, created first */
-    t->procs = np;
-    i = t->nprocs;
-    if (index_map_get(&t->proc_of, key, i, NULL) == UINT32_MAX)
-        return 0;
-    t->procs[i] = (proc){.pid = i + 1, .kind = kind, .device = device, .next_tid = 1};
-    t->nprocs++;
-    return i;
-}
-
-static uint32_t track_new(timeline *t, uint32_t p, uint32_t os_tid, const char *label,
-                          uint32_t level, uint32_t base)
-{
-    if (t->ntracks == t->cap_tracks) {
-        uint32_t n = t->cap_tracks ? t->cap_tracks * 2 : 64;
-        track *nt = realloc(t->tracks, n * sizeof *nt);
-        if (!nt)
-            return NO_TRACK;
-        t->tracks = nt;
-        t->cap_tracks = n;
-    }
-    uint32_t i = t->ntracks++;
-    t->tracks[i] = (track){.proc = p,
-                           .tid = t->procs[p].next_tid++,
-                           .os_tid = os_tid,
-                           .label = label,
-                           .level = level,
-                           .base = level ? base : i,
-                           .overflow = NO_TRACK};
-    return i;
-}
-
-/* The track of (proc, os tid), created on first use. */
-static uint32_t track_get(timeline *t, uint32_t p, uint32_t os_tid)
-{
-    uint64_t key = (uint64_t)p << 32 | os_tid;
-    uint32_t i = index_map_find(&t->track_of, key);
-    if (i != UINT32_MAX)
-        return i;
-    i = track_new(t, p, os_tid, NULL, 0, 0);
-    if (i == NO_TRACK)
-        return NO_TRACK;
-    if (index_map_get(&t->track_of, key, i, NULL) == UINT32_MAX) {
-        t->ntracks--;
-        t->procs[p].next_tid--;
-        return NO_TRACK;
-    }
-    return i;
-}
-
-/* The track a complete event [b, e] goes to: tr itself or one of its overlap tracks; NO_TRACK
- * when it overlaps on all of them (counted as dropped). */
-static uint32_t place(timeline *t, uint32_t ti, uint64_t b, uint64_t e)
-{
-    if (e < b)
-        e = b;
-    for (uint32_t level = 0; ti != NO_TRACK; level++) {
-        int fit = timeline_nest_fit(&t->tracks[ti], b, e);
-        if (fit > 0) {
-            if (level)
-                t->st.moved++;
-            return ti;
-        }
-        if (fit < 0 || level == OVERLAP_LEVELS)
-            break;
-        if (t->tracks[ti].overflow == NO_TRACK) {
-            track *tr = &t->tracks[ti];
-            uint32_t n = track_new(t, tr->proc, tr->os_tid, NULL, level + 1, tr->base);
-            if (n == NO_TRACK)
-                break;
-            t->tracks[ti].overflow = n; /* tracks may have moved */
-        }
-        ti = t->tracks[ti].overflow;
-    }
-    t->st.dropped++;
-    return NO_TRACK;
-}
-
 /* ---- Emission ------------------------------------------------------------------------------ */
 
 static void set_pid_tid(timeline *t, shape *sh, const track *tr)
@@ -538,63 +249,6 @@ static void set_pid_tid(timeline *t, shape *sh, const track *tr)
     set_const(t, sh, S_PID, t->procs[tr->proc].pid);
     if (sh->slot[S_TID])
         set_const(t, sh, S_TID, tr->tid);
-}
-
-static void proc_label(timeline *t, const proc *p, char *buf, size_t len)
-{
-    switch (p->kind) {
-    case PROC_HOST:
-        if (t->cfg.os_pid)
-            snprintf(buf, len, "%s (pid %" PRId32 ")", t->procname, t->cfg.os_pid);
-        else
-            snprintf(buf, len, "%s", t->procname);
-        break;
-    case PROC_DEVICE:
-        snprintf(buf, len, "device %" PRIu32, p->device);
-        break;
-    case PROC_STEPS:
-        snprintf(buf, len, "Steps");
-        break;
-    default:
-        snprintf(buf, len, "Op Overlap Analyse");
-        break;
-    }
-}
-
-/* The name id a host track's thread goes by now (0: none). */
-static uint32_t thread_name_id(timeline *t, const track *tr)
-{
-    if (t->procs[tr->proc].kind != PROC_HOST || tr->counters)
-        return 0;
-    return analysis_thread_name(t->a, tr->os_tid);
-}
-
-/* The arena offset of a track's label as a JSON string. */
-static uint32_t track_label(timeline *t, const track *tr, uint32_t nid)
-{
-    const proc *p = &t->procs[tr->proc];
-    uint32_t len = 0;
-    const char *nm = nid ? analysis_raw_name(t->a, nid, &len) : NULL;
-    char *text = malloc((nm ? len : 0) + 128);
-    if (!text)
-        return 0;
-    size_t k = 0;
-    if (tr->label) {
-        k = (size_t)snprintf(text, 96, "%s", tr->label);
-    } else if (nm && len) {
-        memcpy(text, nm, len);
-        k = len + (size_t)snprintf(text + len, 32, " (%" PRIu32 ")", tr->os_tid);
-    } else if (p->kind == PROC_HOST && t->cfg.os_pid > 0 && tr->os_tid == (uint32_t)t->cfg.os_pid) {
-        k = (size_t)snprintf(text, 48, "main thread (%" PRIu32 ")", tr->os_tid);
-    } else {
-        k = (size_t)snprintf(text, 48, "%s %" PRIu32, p->kind == PROC_DEVICE ? "stream" : "thread",
-                             tr->os_tid);
-    }
-    if (tr->level)
-        k += (size_t)snprintf(text + k, 48, " (overlapping %" PRIu32 ")", tr->level);
-    uint32_t off = arena_add(t, NULL, text, k);
-    free(text);
-    return off == UINT32_MAX ? 0 : off;
 }
 
 /* Prints the metadata a track needs in this file: its process's name once per file, its
@@ -606,9 +260,9 @@ static int print_meta(timeline *t, track *tr)
     proc *p = &t->procs[tr->proc];
     if (p->meta_file != t->file + 1) {
         char label[160];
-        proc_label(t, p, label, sizeof label);
-        uint32_t off = arena_add(t, NULL, label, strlen(label));
-        uint32_t key = literal_off(t, L_PROCESS_NAME, "process_name");
+        timeline_proc_label(t, p, label, sizeof label);
+        uint32_t off = timeline_arena_add(t, NULL, label, strlen(label));
+        uint32_t key = timeline_literal(t, L_PROCESS_NAME, "process_name");
         shape *sh = &t->shapes[SH_MP];
         set_str(t, sh, S_NAME, key);
         set_str(t, sh, S_A0, off == UINT32_MAX ? 0 : off);
@@ -623,11 +277,11 @@ static int print_meta(timeline *t, track *tr)
     if (tr->names_seen == t->names_gen && tr->meta_file == t->file + 1)
         return 0;
     tr->names_seen = t->names_gen;
-    uint32_t nid = thread_name_id(t, tr);
+    uint32_t nid = timeline_thread_name_id(t, tr);
     if (tr->meta_file == t->file + 1 && nid == tr->meta_name)
         return 0;
-    uint32_t off = track_label(t, tr, nid);
-    uint32_t key = literal_off(t, L_THREAD_NAME, "thread_name");
+    uint32_t off = timeline_track_label(t, tr, nid);
+    uint32_t key = timeline_literal(t, L_THREAD_NAME, "thread_name");
     shape *sh = &t->shapes[SH_M];
     set_str(t, sh, S_NAME, key);
     set_str(t, sh, S_A0, off);
@@ -827,7 +481,8 @@ static void fill_span(timeline *t, shape *sh, const void *arg)
         set_us(t, sh, S_A4, (int64_t)s->row->tail_ns);
         set_us(t, sh, S_A5, (int64_t)s->row->eval_ns);
         set_str(t, sh, S_A6,
-                literal_off(t, L_SOURCE0 + (s->row->source & 3), step_source_name(s->row->source)));
+                timeline_literal(t, L_SOURCE0 + (s->row->source & 3),
+                                 step_source_name(s->row->source)));
     } else {
         set_pct(t, sh, S_A1, s->share);
     }
@@ -837,19 +492,19 @@ static void fill_span(timeline *t, shape *sh, const void *arg)
 
 static uint32_t host_track(timeline *t, uint32_t tid)
 {
-    return track_get(t, 0, tid);
+    return timeline_track_get(t, 0, tid);
 }
 
 static uint32_t device_track(timeline *t, uint32_t device, uint32_t stream)
 {
-    return track_get(t, proc_get(t, PROC_DEVICE, device), stream);
+    return timeline_track_get(t, timeline_proc_get(t, PROC_DEVICE, device), stream);
 }
 
 /* Counters belong to a process; their track has a tid (positive, like every tid here) but no
  * thread of its own, so no thread_name. UINT32_MAX is no thread id nor stream. */
 static uint32_t counter_track(timeline *t, uint32_t p)
 {
-    uint32_t ti = track_get(t, p, UINT32_MAX);
+    uint32_t ti = timeline_track_get(t, p, UINT32_MAX);
     if (ti != NO_TRACK)
         t->tracks[ti].counters = 1;
     return ti;
@@ -876,7 +531,7 @@ static void flow_note(timeline *t, uint64_t corr, uint32_t side, uint64_t ts, ui
     if (s->side && s->corr == corr && s->side != side) {
         uint32_t launch = side == 1 ? ti : s->track, kernel = side == 1 ? s->track : ti;
         uint64_t lts = side == 1 ? ts : s->ts, kts = side == 1 ? s->ts : ts;
-        uint32_t name = literal_off(t, L_AC2G, "ac2g");
+        uint32_t name = timeline_literal(t, L_AC2G, "ac2g");
         flow_arg fs = {corr, lts, name}, ff = {corr, kts, name};
         uint64_t before = t->st.left_out;
         emit(t, SH_FS, launch, fill_flow, &fs);
@@ -911,7 +566,7 @@ static void complete(timeline *t, int shi, uint32_t ti, const ts_event *e, uint3
         return;
     }
     uint64_t end = e->end_ns >= e->begin_ns ? e->end_ns : e->begin_ns;
-    uint32_t at = place(t, ti, e->begin_ns, end);
+    uint32_t at = timeline_place(t, ti, e->begin_ns, end);
     if (at == NO_TRACK)
         return;
     x_arg x = {e, name_off, cat, a0_off, op_flops(e), NULL};
@@ -947,9 +602,10 @@ static void one(timeline *t, const ts_event *e)
     case TS_KIND_NVTX_RANGE: {
         int op = e->kind == TS_KIND_OP_RANGE;
         uint32_t ti = host_track(t, e->tid);
-        uint32_t cat = op ? literal_off(t, L_OP, "op") : literal_off(t, L_NVTX, "nvtx");
-        uint32_t name = jstr_off(t, STR_NAME, e->name, op ? "op" : "nvtx");
-        uint32_t type = op ? jstr_off(t, STR_NAME, op_type(t, e), "") : literal_off(t, L_EMPTY, "");
+        uint32_t cat = op ? timeline_literal(t, L_OP, "op") : timeline_literal(t, L_NVTX, "nvtx");
+        uint32_t name = timeline_jstr(t, STR_NAME, e->name, op ? "op" : "nvtx");
+        uint32_t type =
+            op ? timeline_jstr(t, STR_NAME, op_type(t, e), "") : timeline_literal(t, L_EMPTY, "");
         if (e->flags & TS_EF_CROSS_THREAD) {
             if (ti == NO_TRACK)
                 return;
@@ -968,19 +624,19 @@ static void one(timeline *t, const ts_event *e)
         return;
     }
     case TS_KIND_CUDA_API:
-        complete(t, SH_X_API, host_track(t, e->tid), e, literal_off(t, L_API, "cuda_api"),
-                 jstr_off(t, STR_NAME, e->name, "cuda_api"), 0, 1);
+        complete(t, SH_X_API, host_track(t, e->tid), e, timeline_literal(t, L_API, "cuda_api"),
+                 timeline_jstr(t, STR_NAME, e->name, "cuda_api"), 0, 1);
         return;
     case TS_KIND_COMM_OP:
-        complete(t, SH_X_COMM, host_track(t, e->tid), e, literal_off(t, L_COMM, "comm"),
-                 jstr_off(t, STR_NAME, e->name, "comm"), 0, 0);
+        complete(t, SH_X_COMM, host_track(t, e->tid), e, timeline_literal(t, L_COMM, "comm"),
+                 timeline_jstr(t, STR_NAME, e->name, "comm"), 0, 0);
         return;
     case TS_KIND_KERNEL: {
         uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
-        uint32_t cat = e->flags & TS_EF_COMM ? literal_off(t, L_COMM_KERNEL, "comm_kernel")
-                                             : literal_off(t, L_KERNEL, "kernel");
-        complete(t, SH_X_KERNEL, ti, e, cat, jstr_off(t, STR_NAME, e->name, "kernel"),
-                 jstr_off(t, STR_NAME, e->type, ""), 2);
+        uint32_t cat = e->flags & TS_EF_COMM ? timeline_literal(t, L_COMM_KERNEL, "comm_kernel")
+                                             : timeline_literal(t, L_KERNEL, "kernel");
+        complete(t, SH_X_KERNEL, ti, e, cat, timeline_jstr(t, STR_NAME, e->name, "kernel"),
+                 timeline_jstr(t, STR_NAME, e->type, ""), 2);
         return;
     }
     case TS_KIND_MEMCPY:
@@ -988,27 +644,28 @@ static void one(timeline *t, const ts_event *e)
         int cp = e->kind == TS_KIND_MEMCPY;
         uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
         complete(t, SH_X_COPY, ti, e,
-                 cp ? literal_off(t, L_MEMCPY, "memcpy") : literal_off(t, L_MEMSET, "memset"),
-                 jstr_off(t, STR_NAME, e->name, cp ? "memcpy" : "memset"),
-                 jstr_off(t, STR_NAME, e->type, ""), 0);
+                 cp ? timeline_literal(t, L_MEMCPY, "memcpy")
+                    : timeline_literal(t, L_MEMSET, "memset"),
+                 timeline_jstr(t, STR_NAME, e->name, cp ? "memcpy" : "memset"),
+                 timeline_jstr(t, STR_NAME, e->type, ""), 0);
         return;
     }
     case TS_KIND_SYNC: {
         uint32_t ti = dev ? device_track(t, e->device, e->tid) : host_track(t, e->tid);
-        complete(t, SH_X0, ti, e, literal_off(t, L_SYNC, "sync"),
-                 jstr_off(t, STR_NAME, e->name, "synchronize"), 0, 0);
+        complete(t, SH_X0, ti, e, timeline_literal(t, L_SYNC, "sync"),
+                 timeline_jstr(t, STR_NAME, e->name, "synchronize"), 0, 0);
         return;
     }
     case TS_KIND_MARK:
     case TS_KIND_NVTX_MARK:
-        instant(t, SH_I, host_track(t, e->tid), e, literal_off(t, L_MARK, "mark"),
-                jstr_off(t, STR_NAME, e->name, "mark"), NULL);
+        instant(t, SH_I, host_track(t, e->tid), e, timeline_literal(t, L_MARK, "mark"),
+                timeline_jstr(t, STR_NAME, e->name, "mark"), NULL);
         return;
     case TS_KIND_PHASE:
-        instant(t, SH_I, host_track(t, e->tid), e, literal_off(t, L_PHASE, "phase"),
-                e->aux == TS_PHASE_FORWARD_START  ? literal_off(t, L_FWD, "forward start")
-                : e->aux == TS_PHASE_BACKWARD_END ? literal_off(t, L_BWD, "backward end")
-                                                  : literal_off(t, L_PHASE, "phase"),
+        instant(t, SH_I, host_track(t, e->tid), e, timeline_literal(t, L_PHASE, "phase"),
+                e->aux == TS_PHASE_FORWARD_START  ? timeline_literal(t, L_FWD, "forward start")
+                : e->aux == TS_PHASE_BACKWARD_END ? timeline_literal(t, L_BWD, "backward end")
+                                                  : timeline_literal(t, L_PHASE, "phase"),
                 NULL);
         return;
     case TS_KIND_LOST:
@@ -1020,13 +677,14 @@ static void one(timeline *t, const ts_event *e)
         else
             snprintf(text, sizeof text, "collection window %" PRIu64 " %s", e->v0,
                      e->kind == TS_KIND_COLLECT_START ? "starts" : "stops");
-        instant(t, SH_IG, host_track(t, e->tid), e, literal_off(t, L_LOST, "profiler"), 0, text);
+        instant(t, SH_IG, host_track(t, e->tid), e, timeline_literal(t, L_LOST, "profiler"), 0,
+                text);
         return;
     }
     case TS_KIND_QUEUE_SAMPLE: {
         char v[24];
         snprintf(v, sizeof v, "%" PRIu64, e->v0);
-        counter(t, SH_C_SIZE, counter_track(t, 0), jstr_off(t, STR_QUEUE, e->name, "queue"),
+        counter(t, SH_C_SIZE, counter_track(t, 0), timeline_jstr(t, STR_QUEUE, e->name, "queue"),
                 e->begin_ns, v, NULL, NULL);
         return;
     }
@@ -1041,7 +699,7 @@ static void one(timeline *t, const ts_event *e)
         } else {
             snprintf(v, sizeof v, "%" PRIu64, e->v0);
         }
-        counter(t, SH_C1, counter_track(t, 0), jstr_off(t, STR_NAME, e->name, "counter"),
+        counter(t, SH_C1, counter_track(t, 0), timeline_jstr(t, STR_NAME, e->name, "counter"),
                 e->begin_ns, v, NULL, NULL);
         return;
     }
@@ -1063,8 +721,8 @@ void timeline_feed(timeline *t, const ts_event *ev, size_t n)
 
 static uint32_t fixed_track(timeline *t, uint32_t kind, const char *label)
 {
-    uint32_t p = proc_get(t, kind, 0);
-    return track_new(t, p, 0, label, 0, 0);
+    uint32_t p = timeline_proc_get(t, kind, 0);
+    return timeline_track_new(t, p, 0, label, 0, 0);
 }
 
 void timeline_step(timeline *t, const step_row *row)
@@ -1084,9 +742,10 @@ void timeline_step(timeline *t, const step_row *row)
                    (step_span){row->step, rel(t, row->begin_ns), rel(t, row->end_ns)});
     char name[48];
     snprintf(name, sizeof name, "step %" PRIu64, row->step);
-    uint32_t ti = place(t, t->steps_track, row->begin_ns, row->end_ns);
+    uint32_t ti = timeline_place(t, t->steps_track, row->begin_ns, row->end_ns);
     if (ti != NO_TRACK) {
-        span_arg s = {0, literal_off(t, L_STEP, "step"), row->begin_ns, row->end_ns, row, 0, name};
+        span_arg s = {0,   timeline_literal(t, L_STEP, "step"), row->begin_ns, row->end_ns, row, 0,
+                      name};
         emit(t, SH_X_STEP, ti, fill_span, &s);
     }
     /* The overlap rows: each step's merged time, drawn from the step's start (the step rows
@@ -1100,11 +759,11 @@ void timeline_step(timeline *t, const step_row *row)
         if (!amount[i] || t->overlap_track[i] == NO_TRACK)
             continue;
         uint64_t e = row->begin_ns + (amount[i] < total ? amount[i] : total);
-        uint32_t at = place(t, t->overlap_track[i], row->begin_ns, e);
+        uint32_t at = timeline_place(t, t->overlap_track[i], row->begin_ns, e);
         if (at == NO_TRACK)
             continue;
-        span_arg s = {literal_off(t, L_DYNAMIC + (uint32_t)i, label[i]),
-                      literal_off(t, L_OVERLAP, "overlap"),
+        span_arg s = {timeline_literal(t, L_DYNAMIC + (uint32_t)i, label[i]),
+                      timeline_literal(t, L_OVERLAP, "overlap"),
                       row->begin_ns,
                       e,
                       row,
@@ -1119,11 +778,11 @@ void timeline_memory(timeline *t, const memory_row *row)
     char v[24];
     snprintf(v, sizeof v, "%" PRIu64, row->bytes);
     if (row->device == TS_DEVICE_HOST)
-        counter(t, SH_C_BYTES, counter_track(t, 0), literal_off(t, L_HOST_MEMORY, "host memory"),
-                row->t_ns, v, NULL, NULL);
+        counter(t, SH_C_BYTES, counter_track(t, 0),
+                timeline_literal(t, L_HOST_MEMORY, "host memory"), row->t_ns, v, NULL, NULL);
     else
-        counter(t, SH_C_BYTES, counter_track(t, proc_get(t, PROC_DEVICE, row->device)),
-                literal_off(t, L_DEVICE_MEMORY, "device memory"), row->t_ns, v, NULL, NULL);
+        counter(t, SH_C_BYTES, counter_track(t, timeline_proc_get(t, PROC_DEVICE, row->device)),
+                timeline_literal(t, L_DEVICE_MEMORY, "device memory"), row->t_ns, v, NULL, NULL);
 }
 
 void timeline_cpu(timeline *t, const cpu_row *row)
@@ -1139,10 +798,11 @@ void timeline_cpu(timeline *t, const cpu_row *row)
         fmt_fixed(out[i], (int64_t)(v * 100 + 0.5), 2);
     }
     uint32_t ti = counter_track(t, 0);
-    counter(t, SH_C_CPU, ti, literal_off(t, L_CPU, "machine cpu"), row->end_ns, u, s, w);
+    counter(t, SH_C_CPU, ti, timeline_literal(t, L_CPU, "machine cpu"), row->end_ns, u, s, w);
     fmt_fixed(u, (int64_t)(row->process_user * 100 + 0.5), 2);
     fmt_fixed(s, (int64_t)(row->process_system * 100 + 0.5), 2);
-    counter(t, SH_C_PROC, ti, literal_off(t, L_PROC_CPU, "process cpu"), row->end_ns, u, s, NULL);
+    counter(t, SH_C_PROC, ti, timeline_literal(t, L_PROC_CPU, "process cpu"), row->end_ns, u, s,
+            NULL);
 }
 
 /* ---- Life cycle --------------------------------------------------------------------------- */
@@ -1184,14 +844,14 @@ timeline *timeline_create(const timeline_config *cfg, analysis *a)
     t->tmpl_used = malloc(TMPL_SLOTS * sizeof *t->tmpl_used);
     t->scratch = malloc(TMPL_MAX);
     if (!t->procname || !t->buf || !t->flows || !t->tmpl || !t->tmpl_used || !t->scratch ||
-        shapes_build(t) < 0 || index_map_init(&t->strings, 1024) < 0 ||
+        timeline_shapes_build(t) < 0 || index_map_init(&t->strings, 1024) < 0 ||
         index_map_init(&t->optype, 256) < 0 || index_map_init(&t->proc_of, 16) < 0 ||
-        index_map_init(&t->track_of, 64) < 0 || arena_add(t, NULL, "", 0) != 0) {
+        index_map_init(&t->track_of, 64) < 0 || timeline_arena_add(t, NULL, "", 0) != 0) {
         timeline_destroy(t);
         return NULL;
     }
     t->procname[strcspn(t->procname, "\n")] = 0;
-    proc_get(t, PROC_HOST, 0); /* pid 1 */
+    timeline_proc_get(t, PROC_HOST, 0); /* pid 1 */
     return t;
 }
 

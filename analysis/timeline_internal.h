@@ -200,6 +200,58 @@ struct timeline {
 
 #define VARY UINT64_MAX /* a slot's key when its value varies from event to event */
 
+/* Kinds of keyed strings: names by id, queues by id, literals by key, fallbacks by address. */
+enum { STR_NAME = 0, STR_QUEUE = 1, STR_LITERAL = 2, STR_FALLBACK = 3 };
+
+/* Literal keys: category names and fixed labels. */
+enum {
+    L_EMPTY = 0,
+    L_OP,
+    L_NVTX,
+    L_API,
+    L_KERNEL,
+    L_COMM_KERNEL,
+    L_MEMCPY,
+    L_MEMSET,
+    L_SYNC,
+    L_COMM,
+    L_MARK,
+    L_PHASE,
+    L_FWD,
+    L_BWD,
+    L_STEP,
+    L_OVERLAP,
+    L_AC2G,
+    L_LOST,
+    L_HOST_MEMORY,
+    L_DEVICE_MEMORY,
+    L_CPU,
+    L_PROC_CPU,
+    L_PROCESS_NAME,
+    L_THREAD_NAME,
+    L_SOURCE0,      /* + enum step_source */
+    L_DYNAMIC = 64, /* per-number labels from here */
+};
+
+/* timeline_strings.c: the shapes built (0, or -1 out of memory); the arena's strings as JSON
+ * strings (their offsets; UINT32_MAX or 0 when out of memory, as each says). */
+int timeline_shapes_build(timeline *t);
+uint32_t timeline_arena_add(timeline *t, const char *prefix, const char *bytes, size_t len);
+uint32_t timeline_jstr(timeline *t, uint32_t cls, uint32_t id, const char *fallback);
+uint32_t timeline_literal(timeline *t, uint32_t key, const char *text);
+
+/* timeline_tracks.c: processes and tracks, found or made (NO_TRACK when out of memory), the
+ * track a complete event [b, e] goes to (its own or an overlap track; NO_TRACK: dropped), and
+ * the labels of their metadata. */
+uint32_t timeline_proc_get(timeline *t, uint32_t kind, uint32_t device);
+uint32_t timeline_track_new(timeline *t, uint32_t p, uint32_t os_tid, const char *label,
+                            uint32_t level, uint32_t base);
+uint32_t timeline_track_get(timeline *t, uint32_t p, uint32_t os_tid);
+uint32_t timeline_place(timeline *t, uint32_t ti, uint64_t b, uint64_t e);
+void timeline_proc_label(timeline *t, const proc *p, char *buf, size_t len);
+uint32_t timeline_thread_name_id(timeline *t, const track *tr);
+uint32_t timeline_track_label(timeline *t, const track *tr, uint32_t nid);
+
 /* Checks that [b, e] nests with or is disjoint from every span on tr and records it. Returns 1
  * when it fits, 0 when it would partially overlap one (or cannot be verified), -1 out of
  * memory. */
