@@ -360,6 +360,11 @@ const char *termsight_run_folder(const termsight_session *s)
     return s ? s->run_folder : "";
 }
 
+int termsight_flight(const termsight_session *s)
+{
+    return s && s->flight;
+}
+
 uint64_t termsight_events_recorded(const termsight_session *s)
 {
     return s ? atomic_load(&((termsight_session *)s)->events_recorded) : 0;

@@ -63,7 +63,7 @@ typedef struct termsight_options {
     const char *fp_start_op;     /* operator that starts the forward pass; NULL: automatic */
     const char *bp_end_op;       /* operator that ends the backward pass; NULL: automatic */
     const char *process_name;    /* name shown by ls/top; NULL: /proc/self/comm */
-    /* The training job this process is a rank of (README: Distributed training). NULL and -1:
+    /* The training job this process is a rank of (docs/jobs.md). NULL and -1:
      * from the environment the launcher left (torchrun, Slurm, Open MPI, TERMSIGHT_JOB...).
      * A job's run folders go under one job folder, <output_path>/<job>/. */
     const char *job;    /* job id; NULL: from the environment; "" with no rank: no job */
@@ -73,17 +73,17 @@ typedef struct termsight_options {
     /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 256. 0:
      * rings never grow. */
     uint32_t lane_budget_mb;
-    /* Flight recorder (README: Flight recorder): MiB of memory that keep the last events while
+    /* Flight recorder (docs/usage.md, "Flight recorder"): MiB of memory that keep the last events while
      * collecting, without writing a recording; a snapshot (termsight snapshot, SIGUSR2, a step
      * much slower than the ones before it, a hang) writes them as a recording. 0 (default): off. */
     uint32_t flight_mb;
 } termsight_options;
 
 /* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see
- * README: TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_LANE_BUDGET_MB,
+ * docs/usage.md, "Environment variables": TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_LANE_BUDGET_MB,
  * TERMSIGHT_MAX_THREADS,
  * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB, TERMSIGHT_FLIGHT, TERMSIGHT_FLIGHT_MB) and the
- * seeds' PROFILING_FP_START / PROFILING_BP_END. */
+ * MindSpore Profiler's PROFILING_FP_START / PROFILING_BP_END. */
 TERMSIGHT_API void termsight_options_init(termsight_options *opts);
 
 typedef struct termsight_session termsight_session;
@@ -134,8 +134,12 @@ TERMSIGHT_API termsight_session *termsight_session_current(void);
 /* "idle", "collecting", "stopped". */
 TERMSIGHT_API const char *termsight_state(const termsight_session *s);
 
-/* The run folder (holding recording/ and later report/). */
+/* The run folder (holding recording/ and later report/). A flight recorder's is made at its
+ * first snapshot. */
 TERMSIGHT_API const char *termsight_run_folder(const termsight_session *s);
+
+/* 1 when the session keeps a flight recorder (and writes no recording), else 0. */
+TERMSIGHT_API int termsight_flight(const termsight_session *s);
 
 /* Events recorded and dropped so far. */
 TERMSIGHT_API uint64_t termsight_events_recorded(const termsight_session *s);

@@ -5,6 +5,7 @@ never fails; constructing a Profiler when the library cannot be found raises Run
 naming every place that was tried.
 """
 
+import atexit
 import ctypes
 import ctypes.util
 import os
@@ -76,6 +77,7 @@ _PROTOTYPES = {
     "termsight_session_current": (_P, []),
     "termsight_state": (_S, [_P]),
     "termsight_run_folder": (_S, [_P]),
+    "termsight_flight": (ctypes.c_int, [_P]),
     "termsight_events_recorded": (_U64, [_P]),
     "termsight_events_dropped": (_U64, [_P]),
     "termsight_now_ns": (_U64, []),
@@ -311,6 +313,17 @@ def _stacks_signal():
     return sig
 
 
+def _drop_unused(folder, path):
+    """At exit: a flight recorder's run folder made only for the stacks file, which nobody asked
+    for and no snapshot joined, is removed (as flight mode leaves no folder)."""
+    try:
+        if os.path.getsize(path) == 0:
+            os.unlink(path)
+            os.rmdir(folder)
+    except OSError:
+        pass
+
+
 def register_stacks(lib, session):
     """termsight hang's way to every thread's Python stack, without ptrace and without stopping
     the program: faulthandler writes them into STACKS_FILE in the run folder on a signal the
@@ -321,11 +334,19 @@ def register_stacks(lib, session):
     try:
         import faulthandler
 
-        folder = lib.termsight_run_folder(session)
+        folder = os.fsdecode(lib.termsight_run_folder(session) or b"")
         sig = _stacks_signal()
         if not folder or sig is None:
             return False
-        f = open(os.path.join(os.fsdecode(folder), STACKS_FILE), "ab", buffering=0)
+        made = False
+        if not os.path.isdir(folder) and lib.termsight_flight(session):
+            # A flight recorder's run folder is otherwise made at its first snapshot.
+            os.makedirs(folder, 0o700, exist_ok=True)
+            made = True
+        path = os.path.join(folder, STACKS_FILE)
+        f = open(path, "ab", buffering=0)
+        if made:
+            atexit.register(_drop_unused, folder, path)
         # chain=False: the signal's default action would end the program.
         faulthandler.register(sig, file=f, all_threads=True, chain=False)
         if lib.termsight_stacks_signal(sig) != OK:

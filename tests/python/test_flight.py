@@ -256,6 +256,23 @@ class Flight(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(os.path.dirname(os.path.dirname(snaps[0])),
                                                      "recording")))
 
+    def test_binding_stacks_folder_without_snapshot(self):
+        """A Python flight recorder's run folder is made for termsight hang's stacks file while
+        it runs, and removed at its exit when no snapshot was taken and no stack asked for."""
+        import sys
+        program = ("import os, sys, termsight\n"
+                   "p = termsight.Profiler(output_path=sys.argv[1], flight_mb=1)\n"
+                   "with p.step():\n"
+                   "    pass\n"
+                   "print(os.path.isfile(os.path.join(p.run_folder(), 'python-stacks.txt')))\n"
+                   "p.close()\n")
+        r = subprocess.run([sys.executable, "-c", program, self.out], capture_output=True,
+                           text=True, timeout=DEADLINE_S, env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "True", r.stderr)
+        made = os.listdir(self.out) if os.path.exists(self.out) else []
+        self.assertEqual(made, [], "a run folder was left without a snapshot")
+
 
 if __name__ == "__main__":
     unittest.main()

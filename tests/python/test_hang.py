@@ -203,10 +203,11 @@ class Hang(Base):
     def test_with_steps_and_the_ddp_comm_hook(self):
         # termsight.torch.steps(loader, model=ddp_model): the all-reduces go through
         # termsight's DDP comm hook ("DDP/bucket0/allreduce"), the data wait through steps().
-        # In flight mode: hang also asks every rank for a snapshot, which analyse reads.
+        # In flight mode: hang also asks every rank for a snapshot, which analyse reads, and
+        # for its stacks (the run folder made for them before any snapshot).
         self.start_job("steps", flight=True)
         report = self.wait_stuck()
-        rc, out, err = hang(self.job, "--wait-s", "0")
+        rc, out, err = hang(self.job, "--wait-s", "20")
         self.assertEqual(rc, 0, err)
         report = json.loads(out)
         ranks = by_rank(report)
@@ -226,6 +227,9 @@ class Hang(Base):
             if r != STUCK:
                 self.assertRegex(ranks[r]["communication"]["name"], r"^DDP/bucket\d+/allreduce$")
         self.assertRegex(ranks[STUCK]["inside"], r"^in DataLoader\.__next__ for ")
+        stuck = ranks[STUCK]
+        self.assertIsNotNone(stuck["python_stacks"], stuck["stacks_note"])
+        self.assertIn("in __getitem__", stuck["python_stacks"])
 
     def check_stuck_job(self):
         self.wait_stuck()
