@@ -159,146 +159,184 @@ static uint64_t lane_drops(const segment *seg)
     return d;
 }
 
+/* One rate case under way: the emitter child, the live source watching it, what the polls saw. */
+typedef struct rates_run {
+    const rate_case *c;
+    truth *t;
+    pid_t pid;
+    source *src;
+    analysis *a;
+    const source_status *st;
+    segment *seg;
+    uint64_t before[SIDE_OPS + 1]; /* steps and side operators done before the last poll */
+    uint64_t last_count, drops;
+    int polls, gone, late_seen;
+} rates_run;
+
+static step_row rows[TS_BOARD_STEPS];
+
+/* The recent steps are consecutive: none is skipped (unless its marks were dropped). */
+static void check_recent(const rates_run *r, const analysis *a, size_t *n)
+{
+    *n = analysis_recent_steps(a, rows, TS_BOARD_STEPS);
+    for (size_t i = 1; i < *n && !r->drops; i++)
+        ck_assert_uint_eq(rows[i].step, rows[i - 1].step + 1);
+}
+
+/* One poll's steps: never back, at most what the program counted, at least what it had done a
+ * poll ago (less what was dropped), the recent ones consecutive up to the count. */
+static void check_poll_steps(rates_run *r)
+{
+    step_summary ss = analysis_steps(r->a);
+    ck_assert_uint_ge(ss.steps, r->last_count); /* never back */
+    r->last_count = ss.steps;
+    /* The emitter counts a step after its end: the step under way may be in, not counted. */
+    ck_assert_uint_le(ss.steps, atomic_load(&r->t->steps) + 1);
+    /* Every step that ended 20 ms ago shows, finished, but for the settling steps (50 ms)
+     * and what was dropped. */
+    ck_assert_uint_ge(ss.steps + r->drops + (uint64_t)(r->c->rate / (OPS + 2) / 10) + 64,
+                      r->before[0]);
+    size_t n;
+    check_recent(r, r->a, &n);
+    if (n && !r->drops)
+        ck_assert_msg(rows[n - 1].step == ss.steps,
+                      "last %llu, count %llu: incomplete %llu, outside %llu, late %llu, "
+                      "dropped %llu, current %llu, gone %d",
+                      (unsigned long long)rows[n - 1].step, (unsigned long long)ss.steps,
+                      (unsigned long long)ss.incomplete_steps,
+                      (unsigned long long)ss.outside_events, (unsigned long long)ss.late_events,
+                      (unsigned long long)ss.dropped_events, (unsigned long long)ss.current_step,
+                      r->gone);
+    /* A monitor that comes now sees the last 256 steps at once. */
+    if (!r->late_seen && ss.steps > 1000) {
+        source *late = NULL;
+        ck_assert_int_eq(source_open(r->pid, &late, NULL), 0);
+        source_poll(late, mt_now_ns());
+        size_t m;
+        check_recent(r, source_analysis(late), &m);
+        ck_assert_uint_eq(m, 256);
+        ck_assert_uint_ge(rows[m - 1].step, ss.steps);
+        source_close(late);
+        r->late_seen = 1;
+    }
+}
+
+/* One poll's operators: at least what was emitted a poll ago, at most what is emitted now. */
+static void check_poll_ops(const rates_run *r)
+{
+    uint64_t op0 = op_count_of(r->a, "net/layer0/op0");
+    ck_assert_uint_le(op0, atomic_load(&r->t->steps) + 1); /* the step under way's op0 too */
+    ck_assert_uint_ge(op0 + r->drops + r->st->ops_lost, r->before[0]);
+    for (int k = 0; k < SIDE_OPS && r->c->threads > 1; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "loader/decode-%d", k);
+        uint64_t got = op_count_of(r->a, name);
+        ck_assert_uint_le(got, atomic_load(&r->t->side[k]));
+        ck_assert_uint_ge(got + r->drops + r->st->ops_lost, r->before[1 + k]);
+    }
+}
+
+/* Polls every 20 ms until the emitter is gone, checking each poll against what the program had
+ * done before it: the poll must show at least that, less what its lanes dropped, once the
+ * recorder has drained it (a drain is about a millisecond). */
+static void poll_to_end(rates_run *r, uint64_t t0)
+{
+    while (!r->gone) {
+        uint64_t steps_before = atomic_load(&r->t->steps);
+        uint64_t side_before[SIDE_OPS];
+        for (int k = 0; k < SIDE_OPS; k++)
+            side_before[k] = atomic_load(&r->t->side[k]);
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+        source_poll(r->src, mt_now_ns());
+        r->gone = r->st->gone;
+        r->drops = lane_drops(r->seg);
+        check_poll_steps(r);
+        check_poll_ops(r);
+        r->before[0] = steps_before;
+        for (int k = 0; k < SIDE_OPS; k++)
+            r->before[1 + k] = side_before[k];
+        r->polls++;
+        ck_assert_msg(mt_now_ns() - t0 < MT_POLL_LIMIT_NS + r->c->ms * 1000000ull, "no end");
+    }
+}
+
+/* The end: every step, the program's average, every operator within 10 % of what it emitted and
+ * every event recorded or counted lost. */
+static void check_end(const rates_run *r)
+{
+    const rate_case *c = r->c;
+    ck_assert(r->late_seen);
+    uint64_t steps = atomic_load(&r->t->steps);
+    step_summary ss = analysis_steps(r->a);
+    ck_assert_uint_le(ss.steps, steps);
+    ck_assert_uint_ge(ss.steps + r->drops, steps); /* a dropped event costs a step at most */
+    if (!r->drops)
+        ck_assert_uint_eq(ss.steps, steps);
+    double own_avg = (double)(atomic_load(&r->t->last_ns) - atomic_load(&r->t->first_ns)) / steps;
+    ck_assert_msg(fabs(ss.avg_total_ns - own_avg) <= 0.05 * own_avg, "avg %.0f ns, own %.0f ns",
+                  ss.avg_total_ns, own_avg);
+    ck_assert_uint_eq(source_step_now(r->st, r->a), steps);
+    uint64_t live_ops = 0, emitted = steps * OPS;
+    for (int k = 0; k < OPS + (c->threads > 1 ? SIDE_OPS : 0); k++) {
+        char name[32];
+        uint64_t want = steps;
+        if (k < OPS) {
+            snprintf(name, sizeof name, "net/layer%d/op%d", k / 4, k);
+        } else {
+            snprintf(name, sizeof name, "loader/decode-%d", k - OPS);
+            want = atomic_load(&r->t->side[k - OPS]);
+            emitted += want;
+        }
+        uint64_t got = op_count_of(r->a, name);
+        ck_assert_msg(got <= want && got + want / 10 >= want, "%s: %llu of %llu", name,
+                      (unsigned long long)got, (unsigned long long)want);
+        live_ops += got;
+    }
+    ck_assert_uint_ge(live_ops + r->drops + r->st->ops_lost, emitted);
+    ck_assert_uint_le(r->st->ops_lost, emitted / 10);
+    printf("live rates %llu/s x%d: %llu steps, %d polls, %llu lane drops, %llu operators left "
+           "out, %s\n",
+           (unsigned long long)c->rate, c->threads, (unsigned long long)steps, r->polls,
+           (unsigned long long)r->drops, (unsigned long long)r->st->ops_lost,
+           r->st->sampled ? "lanes sampled" : "lanes whole");
+}
+
 START_TEST(test_rates)
 {
     rate_case scaled = cases[_i];
     scaled.rate /= RATE_DIVISOR;
-    const rate_case *c = &scaled;
+    rates_run r = {.c = &scaled};
     char *dir = tmp_make();
-    truth *t = mmap(NULL, sizeof *t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(t, MAP_FAILED);
-    memset(t, 0, sizeof *t);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (!pid)
-        emitter(t, c, dir);
+    r.t = mmap(NULL, sizeof *r.t, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(r.t, MAP_FAILED);
+    memset(r.t, 0, sizeof *r.t);
+    r.pid = fork();
+    ck_assert_int_ge(r.pid, 0);
+    if (!r.pid)
+        emitter(r.t, r.c, dir);
 
-    source *src = NULL;
     uint64_t t0 = mt_now_ns();
-    while (!atomic_load(&t->ready) || source_open(pid, &src, NULL) != 0) {
+    while (!atomic_load(&r.t->ready) || source_open(r.pid, &r.src, NULL) != 0) {
         ck_assert_msg(mt_now_ns() - t0 < MT_POLL_LIMIT_NS, "no session from the emitter");
         mt_pause();
     }
-    analysis *a = source_analysis(src);
-    const source_status *st = source_status_of(src);
-    segment *seg = mt_attach(pid, 0);
-    uint64_t before[SIDE_OPS + 1] = {0}, last_count = 0, drops = 0;
-    int polls = 0, gone = 0, late_seen = 0;
-    static step_row rows[TS_BOARD_STEPS];
-    while (!gone) {
-        /* What the program had done before this poll: the poll must show at least that, less
-         * what its lanes dropped, once the recorder has drained it (a drain is about a
-         * millisecond; the poll comes 20 ms later). */
-        uint64_t steps_before = atomic_load(&t->steps);
-        uint64_t side_before[SIDE_OPS];
-        for (int k = 0; k < SIDE_OPS; k++)
-            side_before[k] = atomic_load(&t->side[k]);
-        struct timespec ts = {0, 20000000};
-        nanosleep(&ts, NULL);
-        source_poll(src, mt_now_ns());
-        gone = st->gone;
-        drops = lane_drops(seg);
-        step_summary ss = analysis_steps(a);
-        ck_assert_uint_ge(ss.steps, last_count); /* never back */
-        last_count = ss.steps;
-        /* The emitter counts a step after its end: the step under way may be in, not counted. */
-        ck_assert_uint_le(ss.steps, atomic_load(&t->steps) + 1);
-        /* Every step that ended 20 ms ago shows, finished, but for the settling steps (50 ms)
-         * and what was dropped. */
-        ck_assert_uint_ge(ss.steps + drops + (uint64_t)(c->rate / (OPS + 2) / 10) + 64, before[0]);
-        /* The recent steps are consecutive: none is skipped (unless its marks were dropped). */
-        size_t n = analysis_recent_steps(a, rows, TS_BOARD_STEPS);
-        for (size_t i = 1; i < n && !drops; i++)
-            ck_assert_uint_eq(rows[i].step, rows[i - 1].step + 1);
-        if (n && !drops)
-            ck_assert_msg(rows[n - 1].step == ss.steps,
-                          "last %llu, count %llu: incomplete %llu, outside %llu, late %llu, "
-                          "dropped %llu, current %llu, gone %d",
-                          (unsigned long long)rows[n - 1].step, (unsigned long long)ss.steps,
-                          (unsigned long long)ss.incomplete_steps,
-                          (unsigned long long)ss.outside_events, (unsigned long long)ss.late_events,
-                          (unsigned long long)ss.dropped_events,
-                          (unsigned long long)ss.current_step, gone);
-        /* Operators: at least what was emitted a poll ago, at most what is emitted now. */
-        uint64_t op0 = op_count_of(a, "net/layer0/op0");
-        ck_assert_uint_le(op0, atomic_load(&t->steps) + 1); /* the step under way's op0 too */
-        ck_assert_uint_ge(op0 + drops + st->ops_lost, before[0]);
-        for (int k = 0; k < SIDE_OPS && c->threads > 1; k++) {
-            char name[32];
-            snprintf(name, sizeof name, "loader/decode-%d", k);
-            uint64_t got = op_count_of(a, name);
-            ck_assert_uint_le(got, atomic_load(&t->side[k]));
-            ck_assert_uint_ge(got + drops + st->ops_lost, before[1 + k]);
-        }
-        /* A monitor that comes now sees the last 256 steps at once. */
-        if (!late_seen && ss.steps > 1000) {
-            source *late = NULL;
-            ck_assert_int_eq(source_open(pid, &late, NULL), 0);
-            source_poll(late, mt_now_ns());
-            size_t m = analysis_recent_steps(source_analysis(late), rows, TS_BOARD_STEPS);
-            ck_assert_uint_eq(m, 256);
-            for (size_t i = 1; i < m && !drops; i++)
-                ck_assert_uint_eq(rows[i].step, rows[i - 1].step + 1);
-            ck_assert_uint_ge(rows[m - 1].step, ss.steps);
-            source_close(late);
-            late_seen = 1;
-        }
-        before[0] = steps_before;
-        for (int k = 0; k < SIDE_OPS; k++)
-            before[1 + k] = side_before[k];
-        polls++;
-        ck_assert_msg(mt_now_ns() - t0 < MT_POLL_LIMIT_NS + c->ms * 1000000ull, "no end");
-    }
+    r.a = source_analysis(r.src);
+    r.st = source_status_of(r.src);
+    r.seg = mt_attach(r.pid, 0);
+    poll_to_end(&r, t0);
     int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_int_eq(waitpid(r.pid, &status, 0), r.pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "emitter status %d", status);
-    source_poll(src, mt_now_ns());
-    ck_assert_int_ge(polls, 10);
+    source_poll(r.src, mt_now_ns());
+    ck_assert_int_ge(r.polls, 10);
+    check_end(&r);
 
-    /* The end: every step, the program's average, every operator within 10 % of what it
-     * emitted and every event recorded or counted lost. */
-    ck_assert(late_seen);
-    uint64_t steps = atomic_load(&t->steps);
-    step_summary ss = analysis_steps(a);
-    ck_assert_uint_le(ss.steps, steps);
-    ck_assert_uint_ge(ss.steps + drops, steps); /* a dropped event costs a step at most */
-    if (!drops)
-        ck_assert_uint_eq(ss.steps, steps);
-    double own_avg = (double)(atomic_load(&t->last_ns) - atomic_load(&t->first_ns)) / steps;
-    ck_assert_msg(fabs(ss.avg_total_ns - own_avg) <= 0.05 * own_avg, "avg %.0f ns, own %.0f ns",
-                  ss.avg_total_ns, own_avg);
-    ck_assert_uint_eq(source_step_now(st, a), steps);
-    uint64_t live_ops = 0, emitted = steps * OPS;
-    for (int k = 0; k < OPS; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "net/layer%d/op%d", k / 4, k);
-        uint64_t got = op_count_of(a, name);
-        ck_assert_msg(got <= steps && got + steps / 10 >= steps, "%s: %llu of %llu", name,
-                      (unsigned long long)got, (unsigned long long)steps);
-        live_ops += got;
-    }
-    for (int k = 0; k < SIDE_OPS && c->threads > 1; k++) {
-        char name[32];
-        snprintf(name, sizeof name, "loader/decode-%d", k);
-        uint64_t got = op_count_of(a, name), want = atomic_load(&t->side[k]);
-        ck_assert_msg(got <= want && got + want / 10 >= want, "%s: %llu of %llu", name,
-                      (unsigned long long)got, (unsigned long long)want);
-        live_ops += got;
-        emitted += want;
-    }
-    ck_assert_uint_ge(live_ops + drops + st->ops_lost, emitted);
-    ck_assert_uint_le(st->ops_lost, emitted / 10);
-    printf("live rates %llu/s x%d: %llu steps, %d polls, %llu lane drops, %llu operators left "
-           "out, %s\n",
-           (unsigned long long)c->rate, c->threads, (unsigned long long)steps, polls,
-           (unsigned long long)drops, (unsigned long long)st->ops_lost,
-           st->sampled ? "lanes sampled" : "lanes whole");
-
-    source_close(src);
-    segment_close(seg, 0);
-    munmap(t, sizeof *t);
+    source_close(r.src);
+    segment_close(r.seg, 0);
+    munmap(r.t, sizeof *r.t);
     tmp_remove(dir);
-    shm_unlink_pid(pid);
+    shm_unlink_pid(r.pid);
 }
 END_TEST
 
