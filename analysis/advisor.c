@@ -1,4 +1,4 @@
-/* advisor: the seeds' tuning cases (seed 002) and the CPU and data-queue advice of seed 001 as
+/* advisor: the MindSpore Profiler's tuning cases and its CPU and data-queue advice, as
  * rules over the analysis's results. Each suggestion states the numbers that triggered it and
  * carries a weight, the share of step time at stake, that orders them:
  *
@@ -134,7 +134,7 @@ typedef struct ctx {
     int pytorch; /* a PyTorch program (aten operators, DataLoader waits): advice in its knobs */
 } ctx;
 
-/* The knobs a suggestion names: PyTorch's for a PyTorch program, else the seeds' (MindSpore's)
+/* The knobs a suggestion names: PyTorch's for a PyTorch program, else the MindSpore Profiler's
  * with PyTorch's beside them. */
 static const char *workers_knob(const ctx *x)
 {

@@ -171,7 +171,7 @@ typedef struct op_query {
     int by_type;        /* 1: one row per type; 0: one per op */
     enum op_sort sort;  /* descending, except NAME */
     const char *search; /* case-insensitive substring of name or type; NULL or "": all */
-    uint32_t type;      /* only ops of this type id; 0: any (the seeds' "Choose Type") */
+    uint32_t type;      /* only ops of this type id; 0: any (the operator page's "Choose Type") */
     size_t limit;       /* at most this many rows; 0: all */
 } op_query;
 
@@ -297,7 +297,7 @@ typedef struct queue_finding {
     uint32_t queue;       /* index of the queue the finding is about */
     uint32_t op;          /* bottleneck operator (stage) name id, 0 when none */
     char text[256];       /* what the numbers say, with the numbers */
-    char suggestion[256]; /* the seeds' suggestion (num_parallel_workers, prefetch, ...) */
+    char suggestion[256]; /* what to tune (num_parallel_workers, prefetch, ...) */
 } queue_finding;
 
 /* The verdicts, the most severe first. */

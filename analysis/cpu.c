@@ -1,5 +1,5 @@
 /* cpu: CPU utilization of the machine, the process, each thread and each descendant process
- * (seed 001, "CPU Utilization Analysis").
+ * (docs/report-format.md, "CPU").
  *
  * The sampler writes, for one interval, a machine sample and a process sample. They are paired
  * into one cpu_row by the end of their intervals: two samples pair when their ends lie within

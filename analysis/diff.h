@@ -8,7 +8,7 @@
  * when the corrected p-value is below alpha and the change, and its whole interval, pass a
  * practical threshold (two runs of one program differ by a few percent with the machine's load,
  * which a test over hundreds of steps would otherwise call significant).
- * The README's "Comparing two runs" documents the rows, the rule and the outputs.
+ * docs/usage.md, "Comparing two runs", documents the rows, the rule and the outputs.
  *
  * Errors follow model.h: -1 with *cause set to a malloc'd message (cause may be NULL).
  */

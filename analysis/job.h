@@ -2,7 +2,7 @@
  * job: the report of a training job, merged from its ranks' reports, never from raw events: each
  * rank's run folder is analysed alone (report_run, anywhere, in parallel), and the merge reads
  * only what those wrote (report/summary.json, report/step_trace.csv, report/timeline*.json), so
- * it stays small whatever the ranks recorded. The README's "Distributed training" documents
+ * it stays small whatever the ranks recorded. docs/jobs.md documents
  * every file and field.
  *
  * Errors follow model.h: -1 with *cause set to a malloc'd message (cause may be NULL).

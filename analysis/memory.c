@@ -1,4 +1,4 @@
-/* memory: host RSS, device memory over time with peaks, and allocations by name (seed 001,
+/* memory: host RSS, device memory over time with peaks, and allocations by name (docs/report-format.md,
  * "Memory Analysis").
  *
  * Allocations and frees come from several threads, so they arrive out of time order; running

@@ -1,5 +1,5 @@
 /* queues: data-queue usage, usage over time in buckets, and the bottleneck verdicts
- * (data_queues.csv and summary.json "queue_findings", README "The report folder").
+ * (data_queues.csv and summary.json "queue_findings", docs/report-format.md).
  *
  * Per queue (keyed by its name id) the totals are integer sums, so they do not depend on the
  * order samples arrive in. Usage per sample is size / capacity in parts per billion: summing

@@ -12,7 +12,7 @@
  * only when it is a directory holding nothing but report files; a symbolic link there is
  * refused, never followed. On any failure the temporary folder is removed.
  *
- * Text rules (README "The report folder"): names pass through text_clean, so files stay
+ * Text rules (docs/report-format.md): names pass through text_clean, so files stay
  * valid UTF-8; CSV fields holding a comma, a quote, CR or LF are quoted with quotes doubled
  * (RFC 4180), lines end with LF; times are microseconds with three decimals, rebased to the
  * run's origin (the recording's start, see summary.json "time"). */

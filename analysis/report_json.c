@@ -557,7 +557,7 @@ static void json_files(cJSON *root, summary_ctx *c)
     cJSON_AddItemToArray(files, cJSON_CreateString("report.txt"));
 }
 
-/* summary.json's sections, in their order (README "The report folder"). */
+/* summary.json's sections, in their order (docs/report-format.md). */
 static void (*const summary_sections[])(cJSON *root, summary_ctx *c) = {
     json_version, json_recording, json_job,    json_time,     json_events,
     json_steps,   json_ops,       json_queues, json_cpu,      json_memory,

@@ -1,6 +1,6 @@
 /* report_read: reading a report folder's files back (the job report's merge, termsight diff):
  * each file opened only when it is a regular file of bounded size, read line by line with a
- * bound on a line, CSV lines split as the writers quote them (README "The report folder"). */
+ * bound on a line, CSV lines split as the writers quote them (docs/report-format.md). */
 #include "report.h"
 
 #include <errno.h>

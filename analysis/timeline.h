@@ -89,8 +89,8 @@ char *timeline_put_u64(char *p, uint64_t v);
  * microseconds as nanoseconds): the digits' end, or NULL. */
 const char *timeline_thousandths(const char *p, const char *end, int64_t *out);
 
-/* Which events of a timeline a share keeps, by steps (timeline_pick.c; README "The job
- * report"): the metadata (names), then the slowest steps whole (every event whose ts lies in
+/* Which events of a timeline a share keeps, by steps (timeline_pick.c; docs/jobs.md, "The
+ * job timeline"): the metadata (names), then the slowest steps whole (every event whose ts lies in
  * the step's span), slowest first, each one that still fits, then the other events in time
  * order until the next one does not fit. Only the steps first..last are kept when a window is
  * given: the events outside them are cut. Used in two passes over the events in the order of

@@ -3,7 +3,7 @@
 # million events a second (bench_top_emit): the CPU it uses at 1 Hz and 10 Hz refresh (utime +
 # stime from /proc/<pid>/stat over a window), and the bytes it writes to its terminal per second
 # in steady state at 120x40 (a private tmux server, the pane's output piped to a file with
-# pipe-pane). Targets (issue 4): at most 1 % of a core at 1 Hz, 3 % at 10 Hz, 10 KB/s.
+# pipe-pane). Targets (the live monitor's budget): at most 1 % of a core at 1 Hz, 3 % at 10 Hz, 10 KB/s.
 #
 # Builds termsight and bench_top_emit in Release with the project's CMake (in build-bench, as
 # bench/run.sh does) unless --build-dir names a build that has them. Everything it starts (the

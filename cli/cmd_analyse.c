@@ -2,7 +2,7 @@
  *
  * The work is report_run's (analysis/report.h); this file parses the command line, shows
  * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
- * seeds' op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
+ * MindSpore's op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
  * several at a time on threads of this process, then the job report (analysis/job.h). */
 #include "analyse_dask.h"
 #include "cli.h"
@@ -32,8 +32,8 @@ static void analyse_usage(FILE *out)
           "then prints a short summary: the run, its events, the steps and their averages,\n"
           "the top 5 op types, the data-queue verdicts, the top 3 suggestions and where the\n"
           "report is. RUN_FOLDER_OR_RECORDING is a run folder, its recording/ folder, or the\n"
-          "" TS_RECORDING_FILE " file. The report folder's files are described in the README\n"
-          "(\"The report folder\"); an earlier report there is replaced whole.\n"
+          "" TS_RECORDING_FILE " file. The report folder's files are described in\n"
+          "docs/report-format.md and the man page; an earlier report there is replaced whole.\n"
           "\n"
           "  -o, --output DIR        write the report folder to DIR instead\n"
           "      --op NAME           print the statistics of op type NAME and its ops instead\n"
@@ -73,8 +73,8 @@ static void analyse_usage(FILE *out)
           "                          scheduler is at ADDR (tcp://HOST:PORT; default: the\n"
           "                          TERMSIGHT_SCHEDULER variable), then merge here; each\n"
           "                          worker runs the termsight command and must see the job\n"
-          "                          folder at the same path (README: \"A job on a Dask\n"
-          "                          cluster\")\n"
+          "                          folder at the same path (docs/jobs.md, \"A job on a\n"
+          "                          Dask cluster\")\n"
           "      --task-timeout S    with --scheduler: seconds a rank's analysis may take on\n"
           "                          a worker (default 600)\n"
           "      --steps A-B         the job's timeline (and each rank's share of it) holds\n"
@@ -253,7 +253,7 @@ static int print_named_op(const analysis *a, const char *name, int json)
     return hit != NULL;
 }
 
-/* The seeds' op_analyse: one type's totals, then its ops (as text, or as JSON); an operator or
+/* MindSpore's op_analyse: one type's totals, then its ops (as text, or as JSON); an operator or
  * label so named when no type is. */
 static int print_op(const analysis *a, const char *name, int json)
 {

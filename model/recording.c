@@ -446,7 +446,7 @@ int recording_writer_close(recording_writer *w, char **cause)
 /* Names: their bytes in blocks that never move (a name's pointer stays valid until the reader
  * is closed), each stored as {uint32 length, bytes, NUL}; found by id through a dense array for
  * the ids a writer hands out (0, 1, 2 ...), and an index_map for the others. Memory is bounded
- * by a multiple of the STRINGS bytes read (README: RELIABILITY). */
+ * by a multiple of the STRINGS bytes read (docs/reliability.md). */
 typedef struct name_block {
     struct name_block *next;
     size_t used, cap;

@@ -125,7 +125,7 @@ uint64_t recording_reader_extent(const recording_reader *r, uint64_t *grown);
 /* What reading cost so far: bytes read from the file, bytes checksummed (valid chunks and
  * candidates that failed), bytes held for names. Reading is linear in the bytes the file holds
  * (holes of a sparse file are jumped over, failed checksums are bounded by a multiple of the
- * bytes passed), and names cost a bounded multiple of their chunks (README: RELIABILITY). */
+ * bytes passed), and names cost a bounded multiple of their chunks (docs/reliability.md). */
 typedef struct recording_reader_work {
     uint64_t bytes_read;
     uint64_t bytes_checked;

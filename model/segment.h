@@ -94,7 +94,7 @@ typedef struct ts_segment_header {
                                    * minor 1: 0 from an older writer, unknown) */
     _Atomic uint64_t write_drops; /* events lost because the recording could not be written */
 
-    /* The job (README: Distributed training), set at creation. */
+    /* The job (docs/jobs.md), set at creation. */
     char job[64];  /* NUL-terminated; "" when the process is no rank of a job */
     char host[64]; /* NUL-terminated */
     int32_t rank;  /* -1 when unknown, as the two below */

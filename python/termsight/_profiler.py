@@ -1,4 +1,4 @@
-"""The Profiler (the seeds' mindspore.Profiler, for CUDA and CPU) and the event calls."""
+"""The Profiler (after mindspore.Profiler, for CUDA and CPU) and the event calls."""
 
 import atexit
 import ctypes
@@ -45,7 +45,7 @@ class TermsightOptionError(TermsightError, ValueError):
     ValueError."""
 
 
-# The seeds' keywords that only mean something on Ascend; refused with a message.
+# mindspore.Profiler's keywords that only mean something on Ascend; refused with a message.
 ASCEND_ONLY = ("aicore_metrics", "l2_cache", "parallel_strategy", "hbm_ddr", "pcie")
 
 _DEFAULTS = {
@@ -295,7 +295,7 @@ def step():
     return _Step(_lib.load())
 
 
-def range(name=None, type=None):  # noqa: A001 (the seeds' and the issue's name)
+def range(name=None, type=None):  # noqa: A001 (mindspore.Profiler's name)
     """An operator range: `with termsight.range("MatMul-op1", "MatMul"):` or
     `@termsight.range()` (the function's qualified name). type None: derived from the name
     by the analysis (`Default/net/Conv2D-op11` is `Conv2D`)."""
@@ -374,7 +374,7 @@ def analyse(path, pretty=False):
 
 def _op_row(row):
     """One row of `analyse --op NAME --json` (microseconds) as op_analyse's dict (milliseconds,
-    the seeds' op_analyse), with self_ms too."""
+    MindSpore's op_analyse), with self_ms too."""
     out = {"count": int(row["count"])}
     for k in ("total", "self", "avg", "min", "max"):
         out[k + "_ms"] = row[k + "_us"] / 1000.0
@@ -411,7 +411,7 @@ def op_analyse(path, op_name):
 
 
 class Profiler:
-    """The profiler session of this process (one at a time), after the seeds' mindspore.Profiler.
+    """The profiler session of this process (one at a time), after mindspore.Profiler.
 
     Keyword arguments (all optional):
 
@@ -419,14 +419,14 @@ class Profiler:
     start_profile=True    collect from construction; False: wait for start() (or `termsight top`).
     op_time=True          record range() operator ranges; False makes range() a no-op.
     profile_memory=False  accepted; host memory is sampled and device allocations are traced
-                          (CUDA) whatever its value. Needs op_time=True, as in the seeds.
+                          (CUDA) whatever its value. Needs op_time=True, as in MindSpore.
     profile_communication=False  accepted; NCCL-like kernels are recognized whatever its value.
-                          Needs op_time=True, as in the seeds.
+                          Needs op_time=True, as in MindSpore.
     data_process=True     record queue sizes; False makes Queue.size() a no-op.
     timeline_limit=500    the timeline's size limit in MiB (options.timeline_limit_mb).
     profile_framework="all"  "all", "time", "memory" or None; accepted, checked, no effect: the
                           host's time and memory are always recorded.
-    sync_enable=True      GPU-only in the seeds; accepted, no effect (CUPTI gives device times).
+    sync_enable=True      GPU-only in MindSpore; accepted, no effect (CUPTI gives device times).
     sample_ms=None        CPU and memory sampling interval (options.sample_interval_ms).
     lane_events=None      the most events a thread's ring grows to (options.lane_events).
     lane_budget_mb=None   MiB the grown rings may take; 0: rings never grow.
@@ -647,7 +647,7 @@ class Profiler:
 
     def op_analyse(self, op_name, device_id=None):
         """One op type's statistics (see termsight.op_analyse) for this session's run.
-        device_id: None or an int, accepted for the seeds and not used (host operators)."""
+        device_id: None or an int, accepted as MindSpore's and not used (host operators)."""
         if device_id is not None and (isinstance(device_id, bool)
                                       or not isinstance(device_id, int)):
             raise TypeError("device_id must be an int, not %s" % type(device_id).__name__)

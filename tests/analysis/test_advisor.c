@@ -345,7 +345,7 @@ START_TEST(test_cpu_too_many_threads)
     /* No steps. The program: 400 ms system and 600 ms user per second, 40% of a CPU and 40%
      * of its CPU time in the kernel (both > 20%), with 100000 switches/s over 8 CPUs = 12500
      * per CPU (> 5000), 12 runnable: weight 0.40. Machine user 40% but no data bottleneck: no
-     * "more workers". Not a PyTorch program: the seeds' knobs. */
+     * "more workers". Not a PyTorch program: MindSpore's knobs. */
     for (uint64_t s = 0; s < 3; s++) {
         cpu_machine(&g, s, s + 1, 40, 35, 25, 100000, 12);
         cpu_process_ms(&g, s, s + 1, 8, 600, 400);

@@ -1,4 +1,4 @@
-/* test_queues: data-queue statistics, time buckets and the seeds' bottleneck verdicts
+/* test_queues: data-queue statistics, time buckets and the bottleneck verdicts
  * (queues.c). Thresholds under test: high >= 70 % usage, low <= 30 %, mostly empty = empty in
  * >= 50 % of samples, filled = high or full in >= 50 %, at least 10 samples for a verdict. */
 #include "analysis_internal.h"

@@ -1,4 +1,4 @@
-/* Access rules (issue 8, part 2): segments and run folders belong to the user who owns the
+/* Access rules (docs/reliability.md): segments and run folders belong to the user who owns the
  * process, mode 0600 / 0700 whatever the umask, created without following symbolic links or
  * reusing another user's objects; `termsight top` and the mailbox refuse a segment of another
  * user; report files are written under a temporary name beside the target and renamed, and no

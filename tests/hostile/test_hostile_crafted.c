@@ -3,7 +3,7 @@
  * checksummed over 16 MiB (10,000 headers: 38-53 s; 32 MB of them: about an hour); a 50 GB sparse
  * file was read as 50 GB of zeros (63-84 s); STRINGS chunks of millions of empty names took 16
  * times their size in memory (64 MB: 1.07 GB). The bounds asserted are the documented ones
- * (model.h, recording_reader_work; README RELIABILITY), through the reader's own counts.
+ * (model.h, recording_reader_work; docs/reliability.md), through the reader's own counts.
  *
  * The files are written under TERMSIGHT_TEST_TMP and removed; the sparse one takes no space. */
 #define TESTUTIL_TAG "crafted"

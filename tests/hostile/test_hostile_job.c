@@ -93,7 +93,7 @@ static const plant_case plants[] = {
     {"step_trace.csv", PLANT_FIFO, 1, "report/step_trace.csv is a FIFO"},
     {"timeline.json", PLANT_FIFO, 0, "report/timeline.json is a FIFO"},
     {"timeline.json", PLANT_FIFO, 1, "report/timeline.json is a FIFO"},
-    /* Sparse files one byte past the documented maximum (README "The job report"). */
+    /* Sparse files one byte past the documented maximum (docs/jobs.md, "Bad input and limits"). */
     {"summary.json", PLANT_HUGE, 1, "report/summary.json holds 67108865 bytes, more than"},
     {"step_trace.csv", PLANT_HUGE, 1, "report/step_trace.csv holds 1073741825 bytes, more than"},
     {"timeline.json", PLANT_HUGE, 1, "report/timeline.json holds 4294967297 bytes, more than"},

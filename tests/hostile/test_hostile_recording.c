@@ -1,4 +1,4 @@
-/* termsight analyse on damaged and foreign recordings (issue 8, part 1).
+/* termsight analyse on damaged and foreign recordings (docs/reliability.md).
  *
  * A real recording (examples/mlp_train, $MLP_TRAIN, under the collector) is damaged in copies:
  * cut at many offsets (in the first chunk's header, inside chunks, at and next to every chunk

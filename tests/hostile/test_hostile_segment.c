@@ -1,4 +1,4 @@
-/* termsight top on damaged, foreign and hostile segments (issue 8, part 1).
+/* termsight top on damaged, foreign and hostile segments (docs/reliability.md).
  *
  * A real segment is made through the model API (names interned, a lane with ops and steps, the
  * state collecting), its bytes kept, and damaged copies are put at /dev/shm/termsight-<pid>:

@@ -23,7 +23,7 @@ PYDIR = os.path.join(REPO, "python")
 if PYDIR not in sys.path:
     sys.path.insert(0, PYDIR)
 
-# Relative paths (as in the README's command) would break in children run in a temp folder.
+# Relative paths (as in the docs' commands) would break in children run in a temp folder.
 for _var in ("TERMSIGHT_LIB", "TERMSIGHT_BIN"):
     if os.environ.get(_var) and os.sep in os.environ[_var]:
         os.environ[_var] = os.path.abspath(os.environ[_var])
@@ -151,7 +151,7 @@ class Keywords(Base):
             termsight.Profiler(no_such_option=1)
         self.assertIn("no_such_option", str(cm.exception))
         with self.assertRaises(TypeError):
-            termsight.Profiler("./data")  # keywords only, as in the seeds
+            termsight.Profiler("./data")  # keywords only, as in mindspore.Profiler
 
     def test_bad_values(self):
         with self.assertRaises(TypeError):
@@ -323,7 +323,7 @@ class Session(Base):
                 termsight.Profiler(**{kw: bad})
 
     def test_ctrl_c_without_with(self):
-        # The README's lines without `with`, ended by Ctrl-C: Python dies by SIGINT as always
+        # The documented lines without `with`, ended by Ctrl-C: Python dies by SIGINT as always
         # (status -2), and the recording is closed and the segment removed on the way out.
         code = textwrap.dedent("""\
             import os, signal, sys, time

@@ -8,7 +8,7 @@ other paths get 404 and other methods 405; mlp_train's data queue has its usage 
 share; 100 scrapes at once are all served; a client that stalls half-way through its request
 is dropped while others are served; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
-server, scraping the exporter every second (honor_labels, as the README's config), answers its
+server, scraping the exporter every second (honor_labels, as docs/usage.md's config), answers its
 HTTP API's queries for the step rate and the median step time of a lone program and of each
 rank of a 2-rank job as the programs' own reports have them over the same steps, within 5 %,
 and names the job's straggler.
@@ -146,7 +146,7 @@ class Export(unittest.TestCase):
         r = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
                            text=True, timeout=60, env=tool_env())
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        # Every family the issue names is there for the session.
+        # Every family docs/usage.md names is there for the session.
         for name in ("termsight_collecting", "termsight_steps_total", "termsight_step_seconds",
                      "termsight_step_seconds_sum", "termsight_step_seconds_count",
                      "termsight_events_total", "termsight_dropped_events_total",
