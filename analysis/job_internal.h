@@ -14,9 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* What a rank's report files may hold (docs/jobs.md, "Bad input and limits"): a file past its size is
- * refused, a line past REPORT_MAX_LINE_BYTES skipped; summary.json is kilobytes, a step row about
- * 200 bytes, and report_run writes at most --timeline-limit MiB of timeline (500 by default). */
+/* What a rank's report files may hold (docs/jobs.md, "Bad input and limits"): a file past its size
+ * is refused, a line past REPORT_MAX_LINE_BYTES skipped; summary.json is kilobytes, a step row
+ * about 200 bytes, and report_run writes at most --timeline-limit MiB of timeline (500 by default).
+ */
 #define MAX_SUMMARY_BYTES    (64ull << 20)
 #define MAX_STEP_TRACE_BYTES (1ull << 30)
 #define MAX_TIMELINE_BYTES   (4ull << 30)

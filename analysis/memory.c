@@ -1,5 +1,5 @@
-/* memory: host RSS, device memory over time with peaks, and allocations by name (docs/report-format.md,
- * "Memory Analysis").
+/* memory: host RSS, device memory over time with peaks, and allocations by name
+ * (docs/report-format.md, "Memory Analysis").
  *
  * Allocations and frees come from several threads, so they arrive out of time order; running
  * totals and peaks only mean something in time order. They go through a reorder buffer (by

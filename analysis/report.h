@@ -3,8 +3,8 @@
  * analysis and to the timeline writer, stream the rows that complete (steps, queue buckets, CPU
  * and memory samples) to CSV files, and write the tables, summary.json and report.txt at the
  * end. The folder is written beside its target under a temporary name and swapped in whole, so
- * no reader ever sees half a report under the final names. docs/report-format.md, "The report folder",
- * documents every file, column and unit.
+ * no reader ever sees half a report under the final names. docs/report-format.md, "The report
+ * folder", documents every file, column and unit.
  *
  * Errors follow model.h: -1 with *cause set to a malloc'd message (cause may be NULL).
  */
@@ -49,7 +49,8 @@ enum report_step_col {
     STEP_COL__COUNT
 };
 extern const char *const report_step_columns[STEP_COL__COUNT];
-/* The report's tables as one SQLite database (report_sqlite.c); docs/report-format.md, "report.sqlite". */
+/* The report's tables as one SQLite database (report_sqlite.c); docs/report-format.md,
+ * "report.sqlite". */
 #define REPORT_SQLITE "report.sqlite"
 
 /* Called after each batch with the share of the recording read so far, 0..1 (1 once, at the

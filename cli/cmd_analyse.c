@@ -1,9 +1,9 @@
 /* termsight analyse: a recording's report folder, and a short summary on stdout.
  *
  * The work is report_run's (analysis/report.h); this file parses the command line, shows
- * progress on a terminal, prints the summary or, with --op, one op type's statistics (the
- * MindSpore's op_analyse), and maps failures to exit statuses. A job folder gets its ranks analysed,
- * several at a time on threads of this process, then the job report (analysis/job.h). */
+ * progress on a terminal, prints the summary or, with --op, one op type's statistics (as
+ * MindSpore's op_analyse), and maps failures to exit statuses. A job folder gets its ranks
+ * analysed, several at a time on threads of this process, then the job report (analysis/job.h). */
 #include "analyse_dask.h"
 #include "cli.h"
 #include "job.h"

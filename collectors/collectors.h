@@ -203,8 +203,8 @@ int session_check_options(const termsight_options *o);
 extern termsight_session *_Atomic ts_session;
 
 /* A session due on this process's first event (session_adopt_pending), or SESSION_PENDING_NONE:
- * - SESSION_PENDING_CHILD: a forked child of a collecting process (docs/usage.md, "Child processes"), its
- *   own session made from its parent's;
+ * - SESSION_PENDING_CHILD: a forked child of a collecting process (docs/usage.md, "Child
+ * processes"), its own session made from its parent's;
  * - SESSION_PENDING_AUTO: a process `termsight run` started (autostart.c), its session made from
  *   the environment; a process that records nothing of its own (a shell, env, a launcher's
  *   shim) never makes one.
@@ -413,8 +413,8 @@ void recorder_commit_locked(termsight_session *s);
 /* ---- The flight recorder (flight.c) --------------------------------------------------- */
 
 /* The last events in mb MiB of memory of the process's own (pages had as they fill), with the
- * triggers of automatic snapshots from the environment (docs/usage.md, "Flight recorder"). NULL when
- * the memory cannot be had. */
+ * triggers of automatic snapshots from the environment (docs/usage.md, "Flight recorder"). NULL
+ * when the memory cannot be had. */
 flight *flight_create(uint32_t mb);
 void flight_free(flight *f);
 /* Under drain, on the recorder thread: a drain begins at now (before it peeks at the lanes), and

@@ -73,17 +73,18 @@ typedef struct termsight_options {
     /* MiB of shared memory the session's grown rings may take, 0 to 65536; default 256. 0:
      * rings never grow. */
     uint32_t lane_budget_mb;
-    /* Flight recorder (docs/usage.md, "Flight recorder"): MiB of memory that keep the last events while
-     * collecting, without writing a recording; a snapshot (termsight snapshot, SIGUSR2, a step
-     * much slower than the ones before it, a hang) writes them as a recording. 0 (default): off. */
+    /* Flight recorder (docs/usage.md, "Flight recorder"): MiB of memory that keep the last events
+     * while collecting, without writing a recording; a snapshot (termsight snapshot, SIGUSR2, a
+     * step much slower than the ones before it, a hang) writes them as a recording. 0 (default):
+     * off. */
     uint32_t flight_mb;
 } termsight_options;
 
 /* Fills *opts with the defaults, then applies the TERMSIGHT_* environment variables (see
- * docs/usage.md, "Environment variables": TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS, TERMSIGHT_LANE_BUDGET_MB,
- * TERMSIGHT_MAX_THREADS,
- * TERMSIGHT_SAMPLE_MS, TERMSIGHT_TIMELINE_LIMIT_MB, TERMSIGHT_FLIGHT, TERMSIGHT_FLIGHT_MB) and the
- * MindSpore Profiler's PROFILING_FP_START / PROFILING_BP_END. */
+ * docs/usage.md, "Environment variables": TERMSIGHT_OUTPUT, TERMSIGHT_START, TERMSIGHT_LANE_EVENTS,
+ * TERMSIGHT_LANE_BUDGET_MB, TERMSIGHT_MAX_THREADS, TERMSIGHT_SAMPLE_MS,
+ * TERMSIGHT_TIMELINE_LIMIT_MB, TERMSIGHT_FLIGHT, TERMSIGHT_FLIGHT_MB) and the MindSpore Profiler's
+ * PROFILING_FP_START / PROFILING_BP_END. */
 TERMSIGHT_API void termsight_options_init(termsight_options *opts);
 
 typedef struct termsight_session termsight_session;
