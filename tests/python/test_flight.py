@@ -264,7 +264,7 @@ class Flight(unittest.TestCase):
                    "p = termsight.Profiler(output_path=sys.argv[1], flight_mb=1)\n"
                    "with p.step():\n"
                    "    pass\n"
-                   "print(os.path.isfile(os.path.join(p.run_folder(), 'python-stacks.txt')))\n"
+                   "print(os.path.isfile(os.path.join(p.run_folder, 'python-stacks.txt')))\n"
                    "p.close()\n")
         r = subprocess.run([sys.executable, "-c", program, self.out], capture_output=True,
                            text=True, timeout=DEADLINE_S, env=self.env())
