@@ -4,12 +4,14 @@
  * progress file (uint64 words, mapped shared), so a test can tell how far it got even after a
  * SIGKILL. With --events N each thread stops after N; with 0 (the default) they run until stdin
  * reaches its end. --burst B paces them: B events at full speed, then a millisecond's pause (the
- * recording of an unpaced run grows by gigabytes a minute). Then it stops collecting, prints
+ * recording of an unpaced run grows by gigabytes a minute). --together holds each thread after
+ * its first event until every thread has emitted one, so that all hold a lane (or found none)
+ * at once, however slowly threads start (with --events only). Then it stops collecting, prints
  * "emitted", "dropped", "recorded", "stop" and "destroy" lines (the last two: the calls' return
  * codes) and exits 0.
  *
  * usage: fault_emitter --output DIR [--threads N] [--events N] [--lane-events N]
- *                      [--burst B] [--progress FILE] [--no-start] */
+ *                      [--burst B] [--progress FILE] [--no-start] [--together] */
 #include "termsight/termsight.h"
 
 #include <fcntl.h>
@@ -29,6 +31,8 @@ static _Atomic int stop;
 static uint64_t events_each, burst;
 static _Atomic uint64_t *progress;
 static _Atomic uint64_t emitted[MAX_THREADS];
+static int together;
+static pthread_barrier_t first_events;
 
 static void *emit_loop(void *arg)
 {
@@ -40,6 +44,8 @@ static void *emit_loop(void *arg)
         if (atomic_load_explicit(&stop, memory_order_relaxed))
             break;
         termsight_counter_id(id, (double)i);
+        if (together && i == 0)
+            pthread_barrier_wait(&first_events);
         atomic_store_explicit(&emitted[k], i + 1, memory_order_relaxed);
         if (progress)
             atomic_store_explicit(&progress[k], i + 1, memory_order_release);
@@ -54,7 +60,7 @@ static void *emit_loop(void *arg)
 static int usage(void)
 {
     fputs("usage: fault_emitter --output DIR [--threads N] [--events N] [--lane-events N]\n"
-          "                     [--burst B] [--progress FILE] [--no-start]\n",
+          "                     [--burst B] [--progress FILE] [--no-start] [--together]\n",
           stderr);
     return 2;
 }
@@ -69,6 +75,10 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--no-start")) {
             o.start_collecting = 0;
+            continue;
+        }
+        if (!strcmp(argv[i], "--together")) {
+            together = 1;
             continue;
         }
         if (!v)
@@ -91,6 +101,10 @@ int main(int argc, char **argv)
     }
     if (!threads || threads > MAX_THREADS)
         return usage();
+    if (together && !events_each)
+        return usage(); /* a thread stopped before its first event would hold the others */
+    if (together && pthread_barrier_init(&first_events, NULL, threads) != 0)
+        return 1;
     if (progress_path) {
         int fd = open(progress_path, O_RDWR);
         void *p = fd < 0 ? MAP_FAILED

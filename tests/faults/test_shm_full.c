@@ -108,14 +108,15 @@ END_TEST
 
 /* 7 MiB: the process tree's budget is a quarter of it, 1.75 MiB. The segment is made (its names'
  * pages come as names do), the collector's lane and a few threads' are had (first rings of 256
- * KiB, as a budget this small gets); the others of 12 find no room for theirs. No signal: every
- * event recorded or counted as lost. */
+ * KiB, as a budget this small gets); the others of 12, all emitting at once (--together: none
+ * ends before every one has tried), find no room for theirs. No signal: every event recorded or
+ * counted as lost. */
 START_TEST(no_room_for_every_lane)
 {
     char *dir = tmp_make();
     shm_mount("7m");
     emitter e;
-    const char *extra[] = {"--events", "20000", NULL};
+    const char *extra[] = {"--events", "20000", "--together", NULL};
     emitter_start(&e, dir, 12, extra);
     emitter_result r;
     emitter_finish_ok(&e, &r);
