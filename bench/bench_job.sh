@@ -21,7 +21,16 @@ gen=$BUILD_DIR/bench/bench_job_ranks
 [ -x "$bin" ] && [ -x "$gen" ] || { echo "bench_job: build first (cmake --build $BUILD_DIR)" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-job.XXXXXX")
 pids=()
+# Dask's processes get SIGTERM first, so that they close and their resource tracker removes
+# their semaphores from /dev/shm; SIGKILL for any group still there after 10 s.
 cleanup() {
+    for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
+    for _ in $(seq 100); do
+        local alive=0
+        for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
     for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || true; done
     rm -rf "$work"
 }
