@@ -313,9 +313,12 @@ def _stacks_signal():
     return sig
 
 
-def _drop_unused(folder, path):
+def _drop_unused(folder, path, pid):
     """At exit: a flight recorder's run folder made only for the stacks file, which nobody asked
-    for and no snapshot joined, is removed (as flight mode leaves no folder)."""
+    for and no snapshot joined, is removed (as flight mode leaves no folder). Only by the process
+    that made it: a forked child that exits normally leaves its parent's folder alone."""
+    if os.getpid() != pid:
+        return
     try:
         if os.path.getsize(path) == 0:
             os.unlink(path)
@@ -346,7 +349,7 @@ def register_stacks(lib, session):
         path = os.path.join(folder, STACKS_FILE)
         f = open(path, "ab", buffering=0)
         if made:
-            atexit.register(_drop_unused, folder, path)
+            atexit.register(_drop_unused, folder, path, os.getpid())
         # chain=False: the signal's default action would end the program.
         faulthandler.register(sig, file=f, all_threads=True, chain=False)
         if lib.termsight_stacks_signal(sig) != OK:
