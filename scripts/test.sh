@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Sets up and builds termsight (scripts/setup.sh, with the tests' packages: a real PyTorch for
-# termsight.torch), then runs every test with ctest.
+# termsight.torch), then runs the default set of tests with ctest: every feature, with the soaks
+# and sweeps at their short length (a few minutes on 2 cores). The long variants (ctest label
+# "long": the same tests at full length, and the build outside the source tree) run with
+# TERMSIGHT_TESTS=long, or both sets with TERMSIGHT_TESTS=all; CI runs both.
 #
 #   bash scripts/test.sh [EXTRA CMAKE ARGS...]
 #
@@ -12,4 +15,13 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # Warnings are errors in the project's own builds (a user's build only warns).
 TERMSIGHT_SETUP_TESTS=1 bash scripts/setup.sh -DTERMSIGHT_WERROR=ON "$@"
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --timeout 900 -j2
+case "${TERMSIGHT_TESTS:-default}" in
+default) select=(-LE long) ;;
+long) select=(-L long) ;;
+all) select=() ;;
+*)
+    echo "TERMSIGHT_TESTS must be default, long or all (not '$TERMSIGHT_TESTS')" >&2
+    exit 2
+    ;;
+esac
+ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --timeout 900 -j2 "${select[@]}"

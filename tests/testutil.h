@@ -18,6 +18,14 @@
 #define TESTUTIL_TAG "test"
 #endif
 
+/* short_n in the default set, long_n in the long variant (TERMSIGHT_TEST_LONG set, as the
+ * ctest label "long" does): the count or length of a soak or sweep. */
+static inline long test_scale(long short_n, long long_n)
+{
+    const char *v = getenv("TERMSIGHT_TEST_LONG");
+    return v && *v && strcmp(v, "0") != 0 ? long_n : short_n;
+}
+
 /* A new empty folder; free it with tmp_remove. */
 static inline char *tmp_make(void)
 {

@@ -112,7 +112,7 @@ static void check_accounted(termsight_session *s, uint64_t emitted, counter_tall
     ck_assert_uint_eq(t->full_rated, t->full_notices);
 }
 
-#define STORM_EVENTS (FAULTS_SLOW ? 5000 : 20000)
+#define STORM_EVENTS (FAULTS_SLOW ? 5000 : test_scale(5000, 20000))
 
 /* A session with lanes of lane_events for max_threads, nthreads storm threads of events each;
  * checks the accounting and prints it. */
@@ -163,7 +163,7 @@ START_TEST(more_threads_than_lanes)
 }
 END_TEST
 
-#define CHURN_WAVES  (FAULTS_SLOW ? 50 : 250)
+#define CHURN_WAVES  (FAULTS_SLOW ? 50 : (int)test_scale(60, 250))
 #define CHURN_THREAD 8
 #define CHURN_EVENTS 200
 
@@ -200,7 +200,7 @@ END_TEST
 
 /* ---- fork from inside ranges, with and without exec ---------------------------------------- */
 
-#define FORKS (FAULTS_SLOW ? 10 : 40)
+#define FORKS (FAULTS_SLOW ? 10 : (int)test_scale(12, 40))
 /* TSan ends the child of a threaded process when it starts threads (its die_after_fork): there
  * the children are made to record nothing (TERMSIGHT_CHILDREN=0), so none starts a session. */
 #ifdef __SANITIZE_THREAD__
@@ -215,7 +215,9 @@ typedef struct busy {
     _Atomic uint32_t names;
 } busy;
 
-/* Emits counters until told to stop. */
+/* Emits counters until told to stop: flat out in the long variant (some 10 M events a second,
+ * hundreds of MB of recording read back); in the default set in bursts of 64 with a nap between,
+ * still emitting at every fork, with a recording of a few MB. */
 static void *busy_emitter(void *arg)
 {
     busy *b = arg;
@@ -225,8 +227,12 @@ static void *busy_emitter(void *arg)
     snprintf(name, sizeof name, "emit%u", k);
     uint32_t id = termsight_name(name);
     uint64_t i = 0;
-    while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
+    int paced = !test_scale(0, 1);
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
         termsight_counter_id(id, (double)i++);
+        if (paced && (i & 63) == 0)
+            faults_nap();
+    }
     atomic_store(&b->emitted[k], i);
     return NULL;
 }

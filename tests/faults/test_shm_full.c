@@ -221,22 +221,27 @@ static int sanitized(const char *what)
     return 1;
 }
 
-/* 300 children that record and _exit, and 48 threads that record once before the program writes
- * 16 MiB of shared memory of its own: with the program's own session, and under termsight run. */
+/* 300 children (60 in the default set) that record and _exit, and 48 threads that record once
+ * before the program writes 16 MiB of shared memory of its own: with the program's own session, and
+ * under termsight run. */
 START_TEST(container_recorders)
 {
     char *dir = tmp_make();
     shm_mount("64m");
     char *o = path_join(dir, "out");
-    char *const forks[] = {(char *)shm_tree(), "fork", "300", o, NULL};
-    container_case(dir, "300 forked recorders", forks);
+    char nforks[16], forks_what[64], run_forks_what[96];
+    snprintf(nforks, sizeof nforks, "%ld", test_scale(60, 300));
+    snprintf(forks_what, sizeof forks_what, "%s forked recorders", nforks);
+    snprintf(run_forks_what, sizeof run_forks_what, "%s under termsight run", forks_what);
+    char *const forks[] = {(char *)shm_tree(), "fork", nforks, o, NULL};
+    container_case(dir, forks_what, forks);
     char *const pool[] = {(char *)shm_tree(), "threads", "48", "16", o, NULL};
     container_case(dir, "48 pool threads, then 16 MiB of the program's", pool);
     if (!sanitized("termsight run")) {
         const char *bin = getenv("TERMSIGHT_BIN");
-        char *const run_forks[] = {(char *)bin,        "run",  "-o",  o,   "--",
-                                   (char *)shm_tree(), "fork", "300", "-", NULL};
-        container_case(dir, "300 forked recorders under termsight run", run_forks);
+        char *const run_forks[] = {(char *)bin,        "run",  "-o",   o,   "--",
+                                   (char *)shm_tree(), "fork", nforks, "-", NULL};
+        container_case(dir, run_forks_what, run_forks);
         char *const run_pool[] = {(char *)bin, "run", "-o", o,   "--", (char *)shm_tree(),
                                   "threads",   "48",  "16", "-", NULL};
         container_case(dir, "48 pool threads under termsight run", run_pool);
@@ -252,10 +257,10 @@ START_TEST(container_recorders)
 }
 END_TEST
 
-/* A PyTorch DataLoader with two workers and a range in __getitem__, 12 epochs, under termsight run:
- * each epoch's workers record and end. */
+/* A PyTorch DataLoader with two workers and a range in __getitem__, 12 epochs (4 in the default
+ * set, the script's argument), under termsight run: each epoch's workers record and end. */
 static const char torch_loader[] =
-    "import torch, termsight\n"
+    "import sys, torch, termsight\n"
     "from torch.utils.data import DataLoader, Dataset\n"
     "class Data(Dataset):\n"
     "    def __len__(self): return 256\n"
@@ -265,12 +270,13 @@ static const char torch_loader[] =
     "model = torch.nn.Linear(64, 3)\n"
     "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
     "batches = 0\n"
-    "for epoch in range(12):\n"
+    "epochs = int(sys.argv[1])\n"
+    "for epoch in range(epochs):\n"
     "    for x, y in DataLoader(Data(), batch_size=32, num_workers=2):\n"
     "        opt.zero_grad(); torch.nn.functional.cross_entropy(model(x), y).backward(); "
     "opt.step()\n"
     "        batches += 1\n"
-    "assert batches == 12 * 8, batches\n"
+    "assert batches == epochs * 8, batches\n"
     "print('ok')\n";
 
 START_TEST(container_torch_loader)
@@ -286,9 +292,19 @@ START_TEST(container_torch_loader)
     ck_assert_ptr_nonnull(f);
     fputs(torch_loader, f);
     fclose(f);
-    char *const argv[] = {
-        (char *)getenv("TERMSIGHT_BIN"), "run", "-o", o, "--", "/usr/bin/python3", script, NULL};
-    container_case(dir, "PyTorch, 2 DataLoader workers, 12 epochs", argv);
+    char epochs[16], what[64];
+    snprintf(epochs, sizeof epochs, "%ld", test_scale(4, 12));
+    snprintf(what, sizeof what, "PyTorch, 2 DataLoader workers, %s epochs", epochs);
+    char *const argv[] = {(char *)getenv("TERMSIGHT_BIN"),
+                          "run",
+                          "-o",
+                          o,
+                          "--",
+                          "/usr/bin/python3",
+                          script,
+                          epochs,
+                          NULL};
+    container_case(dir, what, argv);
     ck_assert_int_eq(umount("/dev/shm"), 0);
     free(script);
     free(o);

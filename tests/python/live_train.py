@@ -7,7 +7,9 @@ It keeps its own count: after every optimizer step it appends "step N T_NS DUR_N
 (T_NS on CLOCK_MONOTONIC, the collector's epoch; DUR_NS the step as the script timed it, from
 the previous step's end), flushed, so a test can ask at any moment which step the program is at.
 
-usage: live_train.py --seconds S --log FILE [--workers N] [--batch B] [--seq L]
+usage: live_train.py --seconds S --log FILE [--min-steps N] [--workers N] [--batch B] [--seq L]
+
+It trains for S seconds and at least N steps (0 by default).
 """
 
 import argparse
@@ -65,6 +67,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, required=True)
     p.add_argument("--log", required=True)
+    p.add_argument("--min-steps", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=32)
@@ -94,7 +97,7 @@ def main():
         last = now
         if step % 100 == 0:
             print("step %d loss %.3f" % (step, loss.item()), flush=True)
-        if now - start >= a.seconds * 1e9:
+        if now - start >= a.seconds * 1e9 and step >= a.min_steps:
             break
     log.close()
     print("trained %d steps in %.1f s, %s" % (step, (time.monotonic_ns() - start) / 1e9,

@@ -94,6 +94,11 @@ def split_errors(root):
     return bad
 
 
+# The long variant of a test (ctest's label "long" sets TERMSIGHT_TEST_LONG=1): its soaks and sweeps
+# at full length; the default set runs them shorter.
+LONG = os.environ.get("TERMSIGHT_TEST_LONG", "0") not in ("", "0")
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         base = os.environ.get("TERMSIGHT_TEST_TMP") or None
