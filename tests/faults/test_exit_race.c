@@ -3,7 +3,7 @@
  * while main returns without joining them, as most programs end; the exit handler ends the session
  * meanwhile. Every other run, main ends the session itself first (termsight_session_destroy) while
  * they go on. Both once freed the name table under a thread in strtab_intern: SIGSEGV in 1 run of
- * 40 to 400 at exit, and in 5 of 100 of the explicit destroys here. 200 runs in the default set,
+ * 40 to 400 at exit, and in 5 of 100 of the explicit destroys here. 150 runs in the default set,
  * 1,000 in the long variant, each to a clean exit (EXIT_RACE_RUNS overrides: 150 under ASan and
  * under TSan in CI, where a run takes up to 20 times as long). Lanes of 64 events keep the
  * recordings small (most events drop, counted), and each run's folder is removed after it. */
@@ -19,7 +19,7 @@ START_TEST(threads_recording_at_exit)
 {
     const char *prog = getenv("SHM_TREE"), *runs_text = getenv("EXIT_RACE_RUNS");
     ck_assert_msg(prog && *prog, "SHM_TREE is not set");
-    int runs = runs_text && atoi(runs_text) > 0 ? atoi(runs_text) : (int)test_scale(200, 1000);
+    int runs = runs_text && atoi(runs_text) > 0 ? atoi(runs_text) : (int)test_scale(150, 1000);
     char *dir = tmp_make();
     char *out = path_join(dir, "out");
     int crashed = 0, failed = 0;

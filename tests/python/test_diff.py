@@ -1,10 +1,13 @@
 """termsight diff on real runs (tests/python/diff_train.py under its own session): two runs of
-one program show no significant change (ten pairs, at most one false alarm), a run whose MatMul
-operator is 10 % slower and whose Conv2D operator is 30 % slower names both with their sizes,
-and --fail-above 5 exits 1 on that pair and 0 on a pair of the same program.
+one program show no significant change (five pairs, ten in the long variant, at most one false
+alarm), a run whose MatMul operator is 10 % slower and whose Conv2D operator is 30 % slower names
+both with their sizes, and --fail-above 5 exits 1 on that pair and 0 on a pair of the same
+program. The two runs of a pair run at the same time, so that whatever else loads the machine
+loads both alike: the test compares within a pair, never with a quiet machine.
 
-Environment: TERMSIGHT_LIB, TERMSIGHT_BIN, TERMSIGHT_TEST_TMP, PYTHONPATH with python/. About
-twenty seconds of runs (twelve of 200 steps of 8 ms), each bounded by a timeout."""
+Environment: TERMSIGHT_LIB, TERMSIGHT_BIN, TERMSIGHT_TEST_TMP, PYTHONPATH with python/,
+TERMSIGHT_TEST_LONG (ten pairs). About fifteen seconds of runs (six pairs of 200 steps of 12 ms),
+each bounded by a timeout."""
 
 import json
 import os
@@ -18,7 +21,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TRAIN = os.path.join(HERE, "diff_train.py")
-PAIRS = 10
+PAIRS = 10 if os.environ.get("TERMSIGHT_TEST_LONG", "0") not in ("", "0") else 5
 
 
 def termsight_bin():
@@ -26,17 +29,30 @@ def termsight_bin():
                            or os.path.join(REPO, "build", "cli", "termsight"))
 
 
-def train(out, slow_matmul=1.0, slow_conv=1.0):
+def train_pair(a, b, slow_matmul=1.0, slow_conv=1.0):
+    """Runs the base program into folder a and, at the same time, the program with its MatMul and
+    Conv2D slowed by the factors given into folder b; returns their run folders."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python"),
                                          env.get("PYTHONPATH", "")])
     if env.get("TERMSIGHT_LIB"):
         env["TERMSIGHT_LIB"] = os.path.abspath(env["TERMSIGHT_LIB"])
-    p = subprocess.run([sys.executable, TRAIN, out, str(slow_matmul), str(slow_conv)], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
-    if p.returncode != 0:
-        raise AssertionError("diff_train.py: %s" % p.stderr.decode(errors="replace"))
-    return p.stdout.decode().strip().splitlines()[-1]
+    procs = [subprocess.Popen([sys.executable, TRAIN, out, str(mm), str(conv)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for out, mm, conv in ((a, 1.0, 1.0), (b, slow_matmul, slow_conv))]
+    folders = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=60)
+            if p.returncode != 0:
+                raise AssertionError("diff_train.py: %s" % stderr.decode(errors="replace"))
+            folders.append(stdout.decode().strip().splitlines()[-1])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return folders
 
 
 def diff(*args, timeout=60):
@@ -55,18 +71,20 @@ class DiffTest(unittest.TestCase):
         if base:
             os.makedirs(base, exist_ok=True)
         cls.tmp = tempfile.mkdtemp(prefix="diff-", dir=base)
-        cls.base = [train(os.path.join(cls.tmp, "base%d" % i)) for i in range(PAIRS + 1)]
-        cls.slow = train(os.path.join(cls.tmp, "slow"), 1.1, 1.3)
+        cls.pairs = [train_pair(os.path.join(cls.tmp, "a%d" % i), os.path.join(cls.tmp, "b%d" % i))
+                     for i in range(PAIRS)]
+        cls.base, cls.slow = train_pair(os.path.join(cls.tmp, "base"),
+                                        os.path.join(cls.tmp, "slow"), 1.1, 1.3)
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_same_program_pairs(self):
-        """Ten pairs of runs of one program: at most one shows a significant change."""
+        """Pairs of runs of one program: at most one shows a significant change."""
         alarms, clean = [], []
-        for i in range(PAIRS):
-            p = diff("--json", self.base[i], self.base[i + 1])
+        for i, (a, b) in enumerate(self.pairs):
+            p = diff("--json", a, b)
             self.assertEqual(p.returncode, 0, p.stderr)
             d = json.loads(p.stdout)
             self.assertEqual(d["a"]["steps"], 200)
@@ -79,14 +97,13 @@ class DiffTest(unittest.TestCase):
             (alarms if bad else clean).append((i, bad))
         self.assertLessEqual(len(alarms), 1, "false alarms: %r" % alarms)
         # --fail-above 5 passes a pair of the same program.
-        i = clean[0][0]
-        p = diff("--fail-above", "5", self.base[i], self.base[i + 1])
+        p = diff("--fail-above", "5", *self.pairs[clean[0][0]])
         self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
         self.assertIn("slower: none", p.stdout.decode())
 
     def test_slower_operators_named(self):
         """MatMul 10 % and Conv2D 30 % slower: both named with their sizes, nothing else."""
-        p = diff("--json", self.base[0], self.slow)
+        p = diff("--json", self.base, self.slow)
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = json.loads(p.stdout)["rows"]
         by = {(r["kind"], r["name"]): r for r in rows}
@@ -105,7 +122,7 @@ class DiffTest(unittest.TestCase):
             self.assertEqual(by[("op", name)]["verdict"], "same", by[("op", name)])
         self.assertEqual(by[("phase", "interval")]["verdict"], "same")
         # The text says the same, with the sizes, and --fail-above 5 fails the pair.
-        p = diff("--fail-above", "5", self.base[0], self.slow)
+        p = diff("--fail-above", "5", self.base, self.slow)
         self.assertEqual(p.returncode, 1, p.stderr)
         text = p.stdout.decode()
         m = re.search(r"op Default/fc1/MatMul-op1 \(MatMul\): \+(\d+\.\d) %", text)
@@ -113,11 +130,11 @@ class DiffTest(unittest.TestCase):
         m = re.search(r"op Default/conv/Conv2D-op2 \(Conv2D\): \+(\d+\.\d) %", text)
         self.assertTrue(m and 20 <= float(m.group(1)) <= 33, text)
         self.assertIn("slower than A by more than 5 %", p.stderr.decode())
-        self.assertEqual(diff("--fail-above", "50", self.base[0], self.slow).returncode, 0)
+        self.assertEqual(diff("--fail-above", "50", self.base, self.slow).returncode, 0)
 
     def test_html(self):
         page = os.path.join(self.tmp, "diff.html")
-        p = diff("--html", page, self.base[0], self.slow)
+        p = diff("--html", page, self.base, self.slow)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(page, encoding="utf-8") as f:
             html = f.read()
@@ -132,10 +149,10 @@ class DiffTest(unittest.TestCase):
                            timeout=30)
         self.assertEqual(p.returncode, 0)
         self.assertIn(b"--fail-above", p.stdout)
-        self.assertEqual(diff(self.base[0]).returncode, 2)
-        self.assertEqual(diff("--fail-above", "x", self.base[0], self.slow).returncode, 2)
-        self.assertEqual(diff("--alpha", "2", self.base[0], self.slow).returncode, 2)
-        p = diff(self.base[0], os.path.join(self.tmp, "nothing-here"))
+        self.assertEqual(diff(self.base).returncode, 2)
+        self.assertEqual(diff("--fail-above", "x", self.base, self.slow).returncode, 2)
+        self.assertEqual(diff("--alpha", "2", self.base, self.slow).returncode, 2)
+        p = diff(self.base, os.path.join(self.tmp, "nothing-here"))
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"no report and no recording", p.stderr)
 
