@@ -362,10 +362,12 @@ static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fi
                      (unsigned long long)(b->limit >> 10));
 }
 
-/* A new shared-memory object of pid's, its name into name: the descriptor, or -1 with errno.
- * Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
- * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
-static int shm_create_new(pid_t pid, char *name, size_t cap)
+/* A new shared-memory object of pid's, its name into name, and its control object beside it
+ * (*mailbox): the descriptor, or -1 with errno. Both exclusively, under names nobody can predict:
+ * whatever sits at a taken one (another user's object, a link, a FIFO) is never opened, followed,
+ * replaced or removed; both names are drawn again (the segment's just made is removed, it is
+ * ours). */
+static int shm_create_new(pid_t pid, char *name, size_t cap, ts_mailbox **mailbox)
 {
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < CREATE_TRIES; tries++) {
@@ -373,13 +375,22 @@ static int shm_create_new(pid_t pid, char *name, size_t cap)
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
+        if (fd < 0 || ctl_create(name, mailbox) == 0)
+            continue;
+        int e = errno;
+        close(fd);
+        shm_unlink(name);
+        fd = -1;
+        errno = e;
+        if (e != EEXIST)
+            break;
     }
     return fd;
 }
 
-/* Sizes and maps the new object fd for s (its mailbox beside it), read-only for others after:
- * the mapping, or MAP_FAILED with errno and *what saying which step failed. */
-static void *map_new(segment *s, int fd, const layout *l, const char **what)
+/* Sizes and maps the new object fd for s, read-only for others after: the mapping, or
+ * MAP_FAILED with errno and *what saying which step failed. */
+static void *map_new(int fd, const layout *l, const char **what)
 {
     int e;
     *what = "cannot size shared memory";
@@ -396,13 +407,10 @@ static void *map_new(segment *s, int fd, const layout *l, const char **what)
     if (populate(base, l->rings_off) != 0 ||
         populate((uint8_t *)base + l->board_off, offsetof(ts_board, ops)) != 0)
         goto unmap;
-    /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
-     * is read-only for every process but this one (which keeps its writable mapping): a monitor
-     * that strays cannot write into lanes or names, whatever the collector already does not
-     * trust there. */
-    *what = "cannot create the segment's control object";
-    if (ctl_create(s->name, &s->mailbox) != 0)
-        goto unmap;
+    /* The mailbox, the one thing a monitor writes, lives in an object of its own (made with the
+     * name, shm_create_new); the segment is read-only for every process but this one (which
+     * keeps its writable mapping): a monitor that strays cannot write into lanes or names,
+     * whatever the collector already does not trust there. */
     *what = "cannot make the segment read-only for others";
     if (fchmod(fd, 0400) == 0)
         return base;
@@ -491,17 +499,19 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         budget_give(cfg->budget, fixed);
         return cause_set(cause, "out of memory");
     }
-    int fd = shm_create_new(pid, s->name, sizeof s->name);
+    int fd = shm_create_new(pid, s->name, sizeof s->name, &s->mailbox);
     if (fd < 0) {
         int e = errno;
         char name[64];
         segment_copy_str(name, sizeof name, s->name);
         free(s);
         budget_give(cfg->budget, fixed);
-        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
+        return cause_set(cause,
+                         "cannot create shared memory " SHM_DIR "%s or its control object: %s",
+                         name, strerror(e));
     }
     const char *what;
-    void *base = map_new(s, fd, &l, &what);
+    void *base = map_new(fd, &l, &what);
     if (base == MAP_FAILED) {
         int e = errno;
         close(fd);
