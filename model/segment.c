@@ -82,7 +82,7 @@ static int ctl_create(const char *name, ts_mailbox **out)
     if (fd < 0)
         return -1;
     void *m = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, CTL_SIZE) == 0)
+    if (fchmod(fd, 0600) == 0 && rlimits_file_check(CTL_SIZE) == 0 && ftruncate(fd, CTL_SIZE) == 0)
         m = mmap(NULL, CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
@@ -394,7 +394,8 @@ static void *map_new(int fd, const layout *l, const char **what)
 {
     int e;
     *what = "cannot size shared memory";
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l->size) != 0)
+    if (fchmod(fd, 0600) != 0 || rlimits_file_check(l->size) != 0 ||
+        ftruncate(fd, (off_t)l->size) != 0)
         return MAP_FAILED;
     *what = "cannot map shared memory";
     void *base = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -481,16 +482,51 @@ static void header_fill(ts_segment_header *h, const segment_config *cfg, pid_t p
     atomic_store_explicit(&h->budget_charged, fixed, memory_order_relaxed);
 }
 
-int segment_create(const segment_config *cfg, segment **out, char **cause)
+/* Shrinks c until its segment spans at most c->size_max bytes (0: any size), since the whole
+ * span is sized (a file: RLIMIT_FSIZE) and mapped (RLIMIT_AS) even where its pages are not had:
+ * the rings' growth region first, then the first rings, then the name table. The layout into
+ * *l: 0, or -1 with *cause when even the smallest segment is over. */
+static int config_fit(segment_config *c, uint32_t *max_events, uint64_t *grow_bytes, layout *l,
+                      char **cause)
+{
+    for (;;) {
+        *grow_bytes = *max_events > c->lane_events ? grow_bytes_of(c->grow_budget) : 0;
+        *l = layout_of(c->lane_count, c->lane_events, *grow_bytes, c->string_max, c->string_arena);
+        if (!c->size_max || l->size <= c->size_max)
+            return 0;
+        if (*grow_bytes && c->grow_budget / 2 >= (uint64_t)c->lane_events * 2 * sizeof(ts_event)) {
+            c->grow_budget /= 2; /* still room for a ring twice the first */
+        } else if (*grow_bytes || *max_events > c->lane_events) {
+            c->grow_budget = 0;
+            *max_events = c->lane_events;
+        } else if (c->lane_events > LANE_EVENTS_MIN) {
+            c->lane_events /= 2;
+            *max_events = c->lane_events;
+        } else if (c->string_arena / 2 >= ARENA_MIN || c->string_max / 2 >= STRINGS_MIN) {
+            c->string_arena = c->string_arena / 2 >= ARENA_MIN ? c->string_arena / 2 : ARENA_MIN;
+            c->string_max = c->string_max / 2 >= STRINGS_MIN ? c->string_max / 2 : STRINGS_MIN;
+        } else {
+            return cause_set(cause,
+                             "the smallest segment (%llu bytes for %u threads) is over the %llu "
+                             "bytes the process's limits leave",
+                             (unsigned long long)l->size, c->lane_count,
+                             (unsigned long long)c->size_max);
+        }
+    }
+}
+
+int segment_create(const segment_config *asked, segment **out, char **cause)
 {
     *out = NULL;
     uint32_t max_events = 0;
-    if (config_check(cfg, &max_events, cause) != 0)
+    segment_config fitted = *asked;
+    const segment_config *cfg = &fitted;
+    uint64_t grow_bytes;
+    layout l;
+    if (config_check(cfg, &max_events, cause) != 0 ||
+        config_fit(&fitted, &max_events, &grow_bytes, &l, cause) != 0)
         return -1;
-    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
     pid_t pid = cfg->pid ? cfg->pid : getpid();
-    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
-                         cfg->string_arena);
     uint64_t fixed = 0;
     if (budget_first(cfg, &l, &fixed, cause) != 0)
         return -1;
