@@ -11,13 +11,14 @@
  * moment is, ranges included (written when they end), and device records (pushed after they end).
  *
  * Snapshots come on request (the mailbox's "snapshot", termsight_snapshot, SIGUSR2 where the
- * program leaves it to its default) and by themselves (flight_watch, on the recorder thread after
- * each drain, from the boards' steps): a step longer than TERMSIGHT_FLIGHT_SLOW times the median
- * of the SLOW_HISTORY before it (and TERMSIGHT_FLIGHT_SLOW_MS longer), and no step ended for
- * TERMSIGHT_FLIGHT_HANG_S seconds (by default HANG_STEPS times the median step, at least 30 s).
- * At most one automatic snapshot a minute (a worse step within it replaces the snapshot) and
- * TERMSIGHT_FLIGHT_MAX in all. Everything here runs on the recorder thread, under the drain lock:
- * the training threads never wait for it. */
+ * program leaves it to its default; in Python through a Python handler that calls
+ * termsight_flight_signal, python/termsight/_lib.py) and by themselves (flight_watch, on the
+ * recorder thread after each drain, from the boards' steps): a step longer than
+ * TERMSIGHT_FLIGHT_SLOW times the median of the SLOW_HISTORY before it (and
+ * TERMSIGHT_FLIGHT_SLOW_MS longer), and no step ended for TERMSIGHT_FLIGHT_HANG_S seconds (by
+ * default HANG_STEPS times the median step, at least 30 s). At most one automatic snapshot a minute
+ * (a worse step within it replaces the snapshot) and TERMSIGHT_FLIGHT_MAX in all. Everything here
+ * runs on the recorder thread, under the drain lock: the training threads never wait for it. */
 #include "collectors.h"
 
 #include <dirent.h>
@@ -513,6 +514,17 @@ static void on_usr2(int sig)
 {
     (void)sig;
     atomic_store(&signalled, 1);
+}
+
+int termsight_flight_signal(int request)
+{
+    if (request) {
+        atomic_store(&signalled, 1);
+        return 1;
+    }
+    struct sigaction cur;
+    return sigaction(SIGUSR2, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_handler == on_usr2;
 }
 
 void flight_signal_install(void)

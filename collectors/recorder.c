@@ -400,6 +400,25 @@ static const char *recorder_name(void *ctx, uint32_t id, uint32_t *len)
     return strtab_name(s->names, id, len);
 }
 
+/* The flight ring is mapped in the process (counted against RLIMIT_AS whether its pages are had
+ * or not): no more of it than the address-space limit leaves (rlimits.c), said once. */
+static void flight_mb_fit(termsight_session *s)
+{
+    static int said;
+    ts_rlimits lim;
+    rlimits_read(&lim);
+    uint64_t max = rlimits_map_max(&lim, 0), mb = max >> 20;
+    if (mb >= s->opts.flight_mb)
+        return;
+    if (!said++) {
+        char why[160];
+        rlimits_describe(&lim, max, why, sizeof why);
+        fprintf(stderr, "termsight: the flight recorder keeps %llu MiB (asked %u MiB) for %s\n",
+                (unsigned long long)mb, s->opts.flight_mb, why);
+    }
+    s->opts.flight_mb = (uint32_t)mb;
+}
+
 int recorder_init(termsight_session *s)
 {
     uint32_t lanes = segment_geometry_of(s->seg)->lane_count;
@@ -421,6 +440,7 @@ int recorder_init(termsight_session *s)
     /* Without the boards the session still records; monitors then show no steps. */
     r->dg = digest_create(s->seg, recorder_name, s, s->fp_start_op, s->bp_end_op);
     if (s->opts.flight_mb) {
+        flight_mb_fit(s);
         s->flight = flight_create(s->opts.flight_mb);
         if (!s->flight)
             return session_fail(-1,
@@ -462,7 +482,9 @@ static void reserve_take(const termsight_session *s)
     if (fd < 0)
         return; /* no reserve: a full disk then ends the recording without its note */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
+    /* Not past the file-size limit (SIGXFSZ): then there is no reserve either. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || rlimits_file_check(RESERVE_BYTES) != 0 ||
+        posix_fallocate(fd, 0, RESERVE_BYTES) != 0)
         unlinkat(s->rec->recording_fd, TS_RECORDING_RESERVE, 0);
     close(fd);
 }

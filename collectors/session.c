@@ -261,13 +261,42 @@ static termsight_session *session_alloc(const termsight_options *opts, int32_t p
     return s;
 }
 
-/* The session's shared-memory segment and its string table, sized within the tree's budget. */
+/* Says once, in a process and the children it forks, that the segment is smaller than the
+ * options ask for the limits the process runs under (cfg: what was asked). */
+static void limits_say(const termsight_session *s, const segment_config *cfg, uint64_t max,
+                       const ts_rlimits *lim)
+{
+    static int said;
+    const segment_geometry *g = segment_geometry_of(s->seg);
+    if (said || (g->lane_events == cfg->lane_events && g->lane_max_events == cfg->lane_max_events &&
+                 g->string_max == cfg->string_max &&
+                 (g->lane_max_events == g->lane_events || g->grow_bytes >= 2 * cfg->grow_budget)))
+        return;
+    said = 1;
+    char why[160];
+    rlimits_describe(lim, max, why, sizeof why);
+    fprintf(stderr,
+            "termsight: the shared-memory segment spans %llu MiB for %s: first rings of %u "
+            "events, growing within %llu MiB to %u, %u names; what does not fit is counted as "
+            "lost\n",
+            (unsigned long long)(segment_size(s->seg) >> 20), why, g->lane_events,
+            (unsigned long long)(g->grow_bytes >> 20), g->lane_max_events, g->string_max);
+}
+
+/* The session's shared-memory segment and its string table, sized within the tree's budget and
+ * what the process's limits leave (model/limits.c): its span counts against RLIMIT_FSIZE when
+ * sized and RLIMIT_AS when mapped, sparse or not. */
 static int segment_make(termsight_session *s)
 {
     ts_shm_budget *budget = NULL;
     int rc = tree_budget_get(&budget);
     if (rc != TERMSIGHT_OK)
         return rc;
+    ts_rlimits lim;
+    rlimits_read(&lim);
+    uint64_t max = rlimits_map_max(&lim, 1), grow = (uint64_t)s->opts.lane_budget_mb << 20;
+    if (budget && grow > budget->limit) /* rings never grow past the tree's budget */
+        grow = budget->limit;
     segment_config cfg = {
         .process = s->process,
         .run_folder = s->run_folder,
@@ -276,7 +305,7 @@ static int segment_make(termsight_session *s)
         .lane_count = s->opts.max_threads + 1, /* and the collector's own */
         .lane_events = first_ring(s->opts.lane_events, budget),
         .lane_max_events = s->opts.lane_events,
-        .grow_budget = (uint64_t)s->opts.lane_budget_mb << 20,
+        .grow_budget = grow,
         .string_max = STRING_IDS,
         .string_arena = STRING_ARENA,
         .job = s->job.id,
@@ -286,10 +315,13 @@ static int segment_make(termsight_session *s)
         .world_size = s->job.world_size,
         .parent_pid = s->job.parent_pid,
         .budget = budget,
+        .size_max = max == UINT64_MAX ? 0 : max,
     };
     char *why = NULL;
     if (segment_create(&cfg, &s->seg, &why) != 0 || strtab_create(s->seg, &s->names, &why) != 0)
         rc = session_fail(TERMSIGHT_E_SYSTEM, "%s", why ? why : "cannot create the segment");
+    else
+        limits_say(s, &cfg, max, &lim);
     free(why);
     return rc;
 }

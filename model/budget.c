@@ -69,7 +69,8 @@ int budget_create_named(uint64_t limit, char *name, size_t cap, ts_shm_budget **
     if (fd < 0)
         return cause_set(cause, "cannot create the shared-memory ledger: %s", strerror(errno));
     void *m = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && posix_fallocate(fd, 0, BUDGET_SIZE) == 0)
+    if (fchmod(fd, 0600) == 0 && rlimits_file_check(BUDGET_SIZE) == 0 &&
+        posix_fallocate(fd, 0, BUDGET_SIZE) == 0)
         m = mmap(NULL, BUDGET_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
@@ -183,6 +184,10 @@ int budget_limit_for(uint64_t available, const char *mb, uint64_t *limit, char *
         return 0;
     }
     uint64_t share = available == UINT64_MAX ? TS_BUDGET_CEILING : available / TS_BUDGET_SHARE;
+    ts_rlimits lim;
+    rlimits_read(&lim);
+    uint64_t cgroup = rlimits_shm_max(&lim); /* tmpfs pages count against a memory cgroup */
+    share = share < cgroup ? share : cgroup;
     *limit = share < TS_BUDGET_CEILING ? share : TS_BUDGET_CEILING;
     return 0;
 }

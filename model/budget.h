@@ -43,8 +43,9 @@ void budget_give(ts_shm_budget *b, uint64_t bytes);
  * (it was killed): the count removed. */
 int budget_remove_orphans(void);
 /* The limit of a new tree's ledger: TERMSIGHT_SHM_BUDGET_MB (mb) when set, else a
- * TS_BUDGET_SHARE-th of what /dev/shm has free (available), at most TS_BUDGET_CEILING. 0, or -1
- * with *cause when mb does not parse. */
+ * TS_BUDGET_SHARE-th of what /dev/shm has free (available), no more than the memory cgroup
+ * allows (rlimits_shm_max), at most TS_BUDGET_CEILING. 0, or -1 with *cause when mb does not
+ * parse. */
 int budget_limit_for(uint64_t available, const char *mb, uint64_t *limit, char **cause);
 
 #endif

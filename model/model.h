@@ -23,6 +23,7 @@
 #include "opname.h"
 #include "nesting.h"
 #include "steptrace.h"
+#include "rlimits.h"
 #include "budget.h"
 #include "segment.h"
 #include "board.h"

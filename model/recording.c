@@ -118,6 +118,7 @@ struct recording_writer {
     uint64_t seq;
     uint64_t bytes;
     uint64_t events; /* in EVENTS chunks written whole */
+    uint64_t start;  /* the file's size when opened: it is appended to */
 };
 
 static int writer_fail(const recording_writer *w, int err, char **cause)
@@ -146,6 +147,17 @@ static int writer_writev(recording_writer *w, struct iovec *iov, int iovcnt, cha
                          "so recording stops",
                          w->path, w->fd);
     }
+    /* Past the file-size limit (ulimit -f) the kernel would end the process with SIGXFSZ,
+     * whose disposition is the program's: the writer stops short of it instead, and no chunk
+     * is torn there. */
+    uint64_t len = 0;
+    for (int i = 0; i < iovcnt; i++)
+        len += iov[i].iov_len;
+    if (rlimits_file_check(w->start + w->bytes + len) != 0)
+        return cause_set(cause,
+                         "cannot write %s: it would pass the file-size limit (ulimit -f) at "
+                         "%llu bytes",
+                         w->path, (unsigned long long)(w->start + w->bytes));
     while (iovcnt > 0) {
         ssize_t n = writev(w->fd, iov, iovcnt);
         if (n < 0) {
@@ -305,6 +317,7 @@ int recording_writer_openat(int dirfd, const char *dir, const recording_meta *me
     }
     w->dev = st.st_dev;
     w->ino = st.st_ino;
+    w->start = (uint64_t)st.st_size;
     /* A torn chunk left by an earlier writer: realign so the reader finds what follows. */
     uint32_t pad = pad8((uint32_t)(st.st_size & 7));
     if (pad) {

@@ -82,7 +82,7 @@ static int ctl_create(const char *name, ts_mailbox **out)
     if (fd < 0)
         return -1;
     void *m = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, CTL_SIZE) == 0)
+    if (fchmod(fd, 0600) == 0 && rlimits_file_check(CTL_SIZE) == 0 && ftruncate(fd, CTL_SIZE) == 0)
         m = mmap(NULL, CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
@@ -362,10 +362,12 @@ static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fi
                      (unsigned long long)(b->limit >> 10));
 }
 
-/* A new shared-memory object of pid's, its name into name: the descriptor, or -1 with errno.
- * Exclusively, under a name nobody can predict: whatever sits at a taken one (another user's
- * object, a link, a FIFO) is never opened, followed or replaced; another name is drawn. */
-static int shm_create_new(pid_t pid, char *name, size_t cap)
+/* A new shared-memory object of pid's, its name into name, and its control object beside it
+ * (*mailbox): the descriptor, or -1 with errno. Both exclusively, under names nobody can predict:
+ * whatever sits at a taken one (another user's object, a link, a FIFO) is never opened, followed,
+ * replaced or removed; both names are drawn again (the segment's just made is removed, it is
+ * ours). */
+static int shm_create_new(pid_t pid, char *name, size_t cap, ts_mailbox **mailbox)
 {
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < CREATE_TRIES; tries++) {
@@ -373,17 +375,27 @@ static int shm_create_new(pid_t pid, char *name, size_t cap)
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
+        if (fd < 0 || ctl_create(name, mailbox) == 0)
+            continue;
+        int e = errno;
+        close(fd);
+        shm_unlink(name);
+        fd = -1;
+        errno = e;
+        if (e != EEXIST)
+            break;
     }
     return fd;
 }
 
-/* Sizes and maps the new object fd for s (its mailbox beside it), read-only for others after:
- * the mapping, or MAP_FAILED with errno and *what saying which step failed. */
-static void *map_new(segment *s, int fd, const layout *l, const char **what)
+/* Sizes and maps the new object fd for s, read-only for others after: the mapping, or
+ * MAP_FAILED with errno and *what saying which step failed. */
+static void *map_new(int fd, const layout *l, const char **what)
 {
     int e;
     *what = "cannot size shared memory";
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)l->size) != 0)
+    if (fchmod(fd, 0600) != 0 || rlimits_file_check(l->size) != 0 ||
+        ftruncate(fd, (off_t)l->size) != 0)
         return MAP_FAILED;
     *what = "cannot map shared memory";
     void *base = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -396,13 +408,10 @@ static void *map_new(segment *s, int fd, const layout *l, const char **what)
     if (populate(base, l->rings_off) != 0 ||
         populate((uint8_t *)base + l->board_off, offsetof(ts_board, ops)) != 0)
         goto unmap;
-    /* The mailbox, the one thing a monitor writes, lives in an object of its own; the segment
-     * is read-only for every process but this one (which keeps its writable mapping): a monitor
-     * that strays cannot write into lanes or names, whatever the collector already does not
-     * trust there. */
-    *what = "cannot create the segment's control object";
-    if (ctl_create(s->name, &s->mailbox) != 0)
-        goto unmap;
+    /* The mailbox, the one thing a monitor writes, lives in an object of its own (made with the
+     * name, shm_create_new); the segment is read-only for every process but this one (which
+     * keeps its writable mapping): a monitor that strays cannot write into lanes or names,
+     * whatever the collector already does not trust there. */
     *what = "cannot make the segment read-only for others";
     if (fchmod(fd, 0400) == 0)
         return base;
@@ -473,16 +482,51 @@ static void header_fill(ts_segment_header *h, const segment_config *cfg, pid_t p
     atomic_store_explicit(&h->budget_charged, fixed, memory_order_relaxed);
 }
 
-int segment_create(const segment_config *cfg, segment **out, char **cause)
+/* Shrinks c until its segment spans at most c->size_max bytes (0: any size), since the whole
+ * span is sized (a file: RLIMIT_FSIZE) and mapped (RLIMIT_AS) even where its pages are not had:
+ * the rings' growth region first, then the first rings, then the name table. The layout into
+ * *l: 0, or -1 with *cause when even the smallest segment is over. */
+static int config_fit(segment_config *c, uint32_t *max_events, uint64_t *grow_bytes, layout *l,
+                      char **cause)
+{
+    for (;;) {
+        *grow_bytes = *max_events > c->lane_events ? grow_bytes_of(c->grow_budget) : 0;
+        *l = layout_of(c->lane_count, c->lane_events, *grow_bytes, c->string_max, c->string_arena);
+        if (!c->size_max || l->size <= c->size_max)
+            return 0;
+        if (*grow_bytes && c->grow_budget / 2 >= (uint64_t)c->lane_events * 2 * sizeof(ts_event)) {
+            c->grow_budget /= 2; /* still room for a ring twice the first */
+        } else if (*grow_bytes || *max_events > c->lane_events) {
+            c->grow_budget = 0;
+            *max_events = c->lane_events;
+        } else if (c->lane_events > LANE_EVENTS_MIN) {
+            c->lane_events /= 2;
+            *max_events = c->lane_events;
+        } else if (c->string_arena / 2 >= ARENA_MIN || c->string_max / 2 >= STRINGS_MIN) {
+            c->string_arena = c->string_arena / 2 >= ARENA_MIN ? c->string_arena / 2 : ARENA_MIN;
+            c->string_max = c->string_max / 2 >= STRINGS_MIN ? c->string_max / 2 : STRINGS_MIN;
+        } else {
+            return cause_set(cause,
+                             "the smallest segment (%llu bytes for %u threads) is over the %llu "
+                             "bytes the process's limits leave",
+                             (unsigned long long)l->size, c->lane_count,
+                             (unsigned long long)c->size_max);
+        }
+    }
+}
+
+int segment_create(const segment_config *asked, segment **out, char **cause)
 {
     *out = NULL;
     uint32_t max_events = 0;
-    if (config_check(cfg, &max_events, cause) != 0)
+    segment_config fitted = *asked;
+    const segment_config *cfg = &fitted;
+    uint64_t grow_bytes;
+    layout l;
+    if (config_check(cfg, &max_events, cause) != 0 ||
+        config_fit(&fitted, &max_events, &grow_bytes, &l, cause) != 0)
         return -1;
-    uint64_t grow_bytes = max_events > cfg->lane_events ? grow_bytes_of(cfg->grow_budget) : 0;
     pid_t pid = cfg->pid ? cfg->pid : getpid();
-    layout l = layout_of(cfg->lane_count, cfg->lane_events, grow_bytes, cfg->string_max,
-                         cfg->string_arena);
     uint64_t fixed = 0;
     if (budget_first(cfg, &l, &fixed, cause) != 0)
         return -1;
@@ -491,17 +535,19 @@ int segment_create(const segment_config *cfg, segment **out, char **cause)
         budget_give(cfg->budget, fixed);
         return cause_set(cause, "out of memory");
     }
-    int fd = shm_create_new(pid, s->name, sizeof s->name);
+    int fd = shm_create_new(pid, s->name, sizeof s->name, &s->mailbox);
     if (fd < 0) {
         int e = errno;
         char name[64];
         segment_copy_str(name, sizeof name, s->name);
         free(s);
         budget_give(cfg->budget, fixed);
-        return cause_set(cause, "cannot create shared memory " SHM_DIR "%s: %s", name, strerror(e));
+        return cause_set(cause,
+                         "cannot create shared memory " SHM_DIR "%s or its control object: %s",
+                         name, strerror(e));
     }
     const char *what;
-    void *base = map_new(s, fd, &l, &what);
+    void *base = map_new(fd, &l, &what);
     if (base == MAP_FAILED) {
         int e = errno;
         close(fd);

@@ -220,10 +220,14 @@ typedef struct segment_config {
     int32_t parent_pid;                   /* a forked child's session: its parent; else 0 */
     ts_shm_budget *budget;                /* the tree's ledger the pages are taken from; NULL:
                                            * none (no limit) */
+    uint64_t size_max; /* the most bytes the segment may span (0: any): the limits' share
+                        * (rlimits_map_max); the growth region, the first rings and then the
+                        * name table are made smaller to fit, segment_geometry_of says how */
 } segment_config;
 
 /* Creates "/termsight-<pid>-<random>" mode 0600, exclusively: the random part (getrandom) keeps
- * anyone from taking the name first; a name found taken is never opened, another is drawn. */
+ * anyone from taking the name first; a name found taken is never opened, another is drawn. Made
+ * smaller to span at most cfg->size_max bytes; -1 with *cause when it cannot be. */
 int segment_create(const segment_config *cfg, segment **out, char **cause);
 
 /* Bytes the shared-memory file system has free for this user now; UINT64_MAX when it cannot be

@@ -142,6 +142,13 @@ TERMSIGHT_API const char *termsight_run_folder(const termsight_session *s);
 /* 1 when the session keeps a flight recorder (and writes no recording), else 0. */
 TERMSIGHT_API int termsight_flight(const termsight_session *s);
 
+/* The flight recorder's SIGUSR2, for a binding whose runtime keeps its own table of handlers
+ * (Python's signal.getsignal() shows a handler set in C as None, which cannot be restored):
+ * request 0 returns 1 when termsight's own SIGUSR2 handler is the one installed, else 0; request
+ * 1 asks for a snapshot as SIGUSR2 does (async-signal-safe) and returns 1. The binding puts a
+ * handler of its runtime in termsight's place that calls this with 1. */
+TERMSIGHT_API int termsight_flight_signal(int request);
+
 /* Events recorded and dropped so far. */
 TERMSIGHT_API uint64_t termsight_events_recorded(const termsight_session *s);
 TERMSIGHT_API uint64_t termsight_events_dropped(const termsight_session *s);

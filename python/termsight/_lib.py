@@ -78,6 +78,7 @@ _PROTOTYPES = {
     "termsight_state": (_S, [_P]),
     "termsight_run_folder": (_S, [_P]),
     "termsight_flight": (ctypes.c_int, [_P]),
+    "termsight_flight_signal": (ctypes.c_int, [ctypes.c_int]),
     "termsight_events_recorded": (_U64, [_P]),
     "termsight_events_dropped": (_U64, [_P]),
     "termsight_now_ns": (_U64, []),
@@ -357,6 +358,33 @@ def register_stacks(lib, session):
             f.close()
             return False
         _stacks[os.getpid()] = (sig, f)
+        return True
+    except Exception:  # noqa: BLE001 -- the profiler never stops the training
+        return False
+
+
+def _flight_usr2(signum, frame):
+    """SIGUSR2 under a flight recorder: asks the library for a snapshot, as its own handler did."""
+    load().termsight_flight_signal(1)
+
+
+def adopt_flight_signal():
+    """A flight recorder takes a snapshot on SIGUSR2, through a handler the library set in C, which
+    Python's signal.getsignal() shows as None: a program that saves and restores the disposition
+    (signal.signal(SIGUSR2, signal.getsignal(SIGUSR2))) would get a TypeError. Where the
+    library's handler is the one installed, a Python handler that asks the same takes its place,
+    so getsignal returns a callable that can be restored. It runs when Python next runs bytecode
+    on the main thread, as every Python handler does. Only from the main thread; never raises.
+    True when adopted."""
+    try:
+        import signal
+
+        sig = getattr(signal, "SIGUSR2", None)
+        if sig is None or signal.getsignal(sig) is not None:
+            return False  # the program's own, or Python's default
+        if load().termsight_flight_signal(0) != 1:
+            return False  # some other C library's: not ours to replace
+        signal.signal(sig, _flight_usr2)
         return True
     except Exception:  # noqa: BLE001 -- the profiler never stops the training
         return False

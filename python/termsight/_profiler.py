@@ -515,6 +515,8 @@ class Profiler:
         _close_on_signals()
         self._remember_folder()
         _lib.register_stacks(lib, self._session)
+        if lib.termsight_flight(self._session):
+            _lib.adopt_flight_signal()
 
     # -- state --
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -738,6 +739,57 @@ START_TEST(test_report_tmp_names)
 }
 END_TEST
 
+/* getrandom for this binary: the next forced_draws draws of 8 bytes give forced_value, the
+ * others come from the kernel. Defined here, it stands in for libc's in the collector linked
+ * into this test, so that a case knows the name a new segment is given first. */
+static uint64_t forced_value = 0x5ee5ee5ee5ee5ee5ull;
+static int forced_draws;
+
+ssize_t getrandom(void *buf, size_t len, unsigned int flags)
+{
+    if (len == sizeof forced_value && forced_draws > 0) {
+        forced_draws--;
+        memcpy(buf, &forced_value, len);
+        return (ssize_t)len;
+    }
+    return syscall(SYS_getrandom, buf, len, flags);
+}
+
+/* Another user creates the control object of the name a new segment is about to have (watching
+ * /dev/shm): the session is profiled all the same (both names are drawn again), and the planted
+ * object is left as it was. */
+START_TEST(test_ctl_squatted)
+{
+    if (need_root("a control object of another uid"))
+        return;
+    char *tmp = tmp_make();
+    char *out = path_join(tmp, "out");
+    char planted[96];
+    snprintf(planted, sizeof planted, "/dev/shm/" TS_SEGMENT_PREFIX "%d-%016llx-ctl", (int)getpid(),
+             (unsigned long long)forced_value);
+    file_write(planted, "victim\n", 7);
+    ck_assert_int_eq(lchown(planted, OTHER_UID, OTHER_UID), 0);
+    struct stat before, st;
+    ck_assert_int_eq(lstat(planted, &before), 0);
+    forced_draws = 2; /* the tree's ledger may draw first, then the segment's name */
+    char *run = session_run(out);
+    forced_draws = 0;
+    char *rec = path_join(run, "recording/events.tsr");
+    ck_assert_msg(stat(rec, &st) == 0 && st.st_size > 0, "%s: not recorded", rec);
+    ck_assert_msg(lstat(planted, &st) == 0, "%s was removed", planted);
+    ck_assert_uint_eq(st.st_ino, before.st_ino);
+    ck_assert_uint_eq(st.st_uid, OTHER_UID);
+    char *text = slurp_path(planted);
+    ck_assert_str_eq(text, "victim\n");
+    free(text);
+    remove(planted);
+    free(rec);
+    free(run);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hostile access");
@@ -748,6 +800,7 @@ int main(void)
     tcase_add_test(tc, test_output_link);
     tcase_add_test(tc, test_run_reports_its_folder);
     tcase_add_loop_test(tc, test_shm_squatted, 0, S__COUNT);
+    tcase_add_test(tc, test_ctl_squatted);
     tcase_add_test(tc, test_top_foreign_owner);
     tcase_add_test(tc, test_top_planted_names);
     tcase_add_test(tc, test_report_links);

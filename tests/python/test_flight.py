@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import unittest
 
@@ -201,6 +202,28 @@ class Flight(unittest.TestCase):
         self.assertEqual(summary["steps"]["unfinished_step"], 31)
         self.assertEqual(summary["events"]["snapshot"]["cause"], "hang")
         self.assertIn("no step has ended", summary["events"]["snapshot"]["why"])
+
+    def test_python_saves_and_restores_sigusr2(self):
+        """A Python program under --flight sees a SIGUSR2 disposition it can save and restore
+        (before: getsignal returned None for the library's C handler, and restoring it raised
+        TypeError); SIGUSR2 still writes a snapshot after the restore."""
+        program = ("import glob, os, signal, sys, time\n"
+                   "saved = signal.getsignal(signal.SIGUSR2)\n"
+                   "signal.signal(signal.SIGUSR2, signal.getsignal(signal.SIGUSR2))\n"
+                   "print('callable' if callable(saved) else repr(saved), flush=True)\n"
+                   "os.kill(os.getpid(), signal.SIGUSR2)\n"
+                   "end = time.monotonic() + 30\n"
+                   "pattern = os.path.join(sys.argv[1], '*', 'snapshots', '*-signal')\n"
+                   "while not glob.glob(pattern) and time.monotonic() < end:\n"
+                   "    time.sleep(0.05)\n"
+                   "print('snapshot' if glob.glob(pattern) else 'none')\n")
+        # sys.executable: the interpreter itself, whose session is made at its start (a shim
+        # such as pyenv's would make it in the shell that execs it).
+        r = subprocess.run([BIN, "run", "-o", self.out, "--flight", "--", sys.executable, "-c",
+                            program, self.out], env=self.env(), capture_output=True, text=True,
+                           timeout=DEADLINE_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["callable", "snapshot"], r.stderr)
 
     def test_not_in_flight_mode(self):
         """A session that records as usual keeps no flight recorder: said, exit 1."""

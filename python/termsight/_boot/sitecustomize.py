@@ -60,9 +60,23 @@ def _start():
         warnings.warn("termsight: PyTorch is not profiled: %s" % (e,), RuntimeWarning)
 
 
+def _adopt_flight_signal():
+    """Under --flight the library's SIGUSR2 handler becomes a Python one, which the program can
+    save and restore with signal.getsignal (termsight/_lib.py, adopt_flight_signal)."""
+    if os.environ.get("TERMSIGHT_FLIGHT", "0") in ("", "0", "no", "false"):
+        return
+    try:
+        from termsight import _lib
+
+        _lib.adopt_flight_signal()
+    except Exception:  # noqa: BLE001 -- the profiler never stops the program
+        pass
+
+
 try:
     _chain()
 finally:
+    _adopt_flight_signal()
     if os.environ.get("TERMSIGHT_AUTOSTART") == "1":
         if "torch" in sys.modules:
             _start()
