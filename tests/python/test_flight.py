@@ -87,15 +87,16 @@ class Flight(unittest.TestCase):
         self.fail("%s: not within %d s" % (what, DEADLINE_S))
 
     def test_slow_step_snapshot_by_itself(self):
-        """Step 137 of 300 five times as long: one automatic snapshot, named by its cause and
+        """Step 137 of 300 twenty times as long: one automatic snapshot, named by its cause and
         step, holding step 137 whole and the steps before it; nothing else recorded."""
-        out, err = self.finish(self.start(300, 137, 5, 30))
+        out, err = self.finish(self.start(300, 137, 20, 30))
         self.assertIn("step 137", out)
         snaps = self.snapshots()
-        # One snapshot, step 137's (on a busy machine a hiccup before it may have had one first,
-        # which step 137's then replaced: its number is then 02).
+        # One snapshot, step 137's. On a busy machine a hiccup before it may have had one first
+        # (a 30 ms step descheduled for 140 ms is five times as long), which step 137's then
+        # replaced, being far worse: its number is then 02 or more.
         self.assertEqual(len(snaps), 1, err)
-        self.assertRegex(os.path.basename(snaps[0]), r"^0[12]-slow-step137$", err)
+        self.assertRegex(os.path.basename(snaps[0]), r"^\d\d-slow-step137$", err)
         self.assertIn("step 137 took", err)
         run = os.path.dirname(os.path.dirname(snaps[0]))
         self.assertFalse(os.path.exists(os.path.join(run, "recording")),
@@ -103,7 +104,7 @@ class Flight(unittest.TestCase):
         steps, ops, summary = self.analyse(snaps[0])
         self.assertIn(137, steps)
         total_ms = float(steps[137]["total_us"]) / 1000
-        self.assertGreater(total_ms, 4 * 30 * 0.9)
+        self.assertGreater(total_ms, 20 * 30 * 0.9)
         for k in range(127, 137):
             self.assertIn(k, steps, "step %d of the ten before the slow one" % k)
         self.assertEqual(summary["events"]["snapshot"]["cause"], "slow")
@@ -116,7 +117,7 @@ class Flight(unittest.TestCase):
         out, err = self.finish(self.start(130, 60, 6, 30, 0, 0, 100, 20, env=env))
         snaps = [os.path.basename(s) for s in self.snapshots()]
         self.assertEqual(len(snaps), 1, err)
-        self.assertRegex(snaps[0], r"^0[23]-slow-step100$", err)  # 03: a hiccup came first
+        self.assertRegex(snaps[0], r"^\d\d-slow-step100$", err)  # 03 or more: hiccups came first
         self.assertIn("in place of", err)
         steps, _, summary = self.analyse(self.snapshots()[0])
         self.assertIn(60, steps)
@@ -134,7 +135,7 @@ class Flight(unittest.TestCase):
         self.finish(self.start(400, 337, 20, 10, 0, 80, env=env))
         snaps = self.snapshots()
         self.assertEqual(len(snaps), 1)
-        self.assertRegex(os.path.basename(snaps[0]), r"^0[12]-slow-step337$")
+        self.assertRegex(os.path.basename(snaps[0]), r"^\d\d-slow-step337$")
         steps, ops, _ = self.analyse(snaps[0])
         first = min(steps)
         self.assertGreater(first, 1, "the ring overflowed: older steps are gone")
@@ -149,8 +150,11 @@ class Flight(unittest.TestCase):
 
     def test_snapshot_on_request_pid_and_job(self):
         """termsight snapshot PID, and --job ID for every rank at once."""
-        env0 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="0", TERMSIGHT_WORLD_SIZE="2")
-        env1 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="1", TERMSIGHT_WORLD_SIZE="2")
+        # No slow-step snapshots: a busy machine's hiccup in a 5 ms step would take a number.
+        env0 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="0", TERMSIGHT_WORLD_SIZE="2",
+                        TERMSIGHT_FLIGHT_SLOW="0")
+        env1 = self.env(TERMSIGHT_JOB="flightjob", TERMSIGHT_RANK="1", TERMSIGHT_WORLD_SIZE="2",
+                        TERMSIGHT_FLIGHT_SLOW="0")
         ranks = [self.start(100000, 0, 1, 5, env=env0), self.start(100000, 0, 1, 5, env=env1)]
 
         def both_listed():
@@ -189,7 +193,8 @@ class Flight(unittest.TestCase):
 
     def test_sigusr2_and_hang(self):
         """SIGUSR2 writes a snapshot; a step that never ends gets a hang snapshot."""
-        env = self.env(TERMSIGHT_FLIGHT_HANG_S="2")
+        # No slow-step snapshots: a busy machine's hiccup in a 5 ms step would take a number.
+        env = self.env(TERMSIGHT_FLIGHT_HANG_S="2", TERMSIGHT_FLIGHT_SLOW="0")
         p = self.start(100, 0, 1, 5, 30, env=env)
         pid = self.wait_for("the program's pid", lambda: self.session_pid(p), p)
         hang = self.wait_for("the hang snapshot", lambda: [
