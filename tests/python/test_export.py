@@ -47,10 +47,48 @@ def tool_env():
     return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
 
+def clean(raw):
+    """What text_clean (analysis/text.c) makes of raw bytes: valid UTF-8 without control
+    characters kept, every other byte (and a backslash before an 'x') as \\xNN."""
+    out, i = [], 0
+    while i < len(raw):
+        ch = None
+        for n in range(1, 5):
+            try:
+                c = raw[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            ch = c if len(c) == 1 else None
+            break
+        o = ord(ch) if ch else -1
+        if ch is None or o < 0x20 or 0x7f <= o < 0xa0 or (ch == "\\" and raw[i + 1:i + 2] == b"x"):
+            out.append("\\x%02x" % raw[i])
+            i += 1
+        else:
+            out.append(ch)
+            i += len(ch.encode("utf-8"))
+    return "".join(out)
+
+
 def label(raw):
-    """The exposition format's escaping of a label value (raw: bytes, valid UTF-8 or not)."""
-    text = raw.decode("utf-8", errors="replace")
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the exporter writes it (raw: any bytes): cleaned, then the exposition
+    format's escaping of backslash and double quote (a line feed is already \\x0a)."""
+    return clean(raw).replace("\\", "\\\\").replace('"', '\\"')
+
+
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\x00-\x1f\x7f]|\\[\\"n])*"'
+SAMPLE = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{' + LABEL + '(,' + LABEL + r')*\})?'
+                    r' ([-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|NaN|[-+]Inf)')
+
+
+def exposition_errors(page):
+    """The lines of a text exposition page that are not a comment or one well-formed sample
+    (label values quoted, with only \\\\, \\" and \\n escapes), as Prometheus parses them."""
+    bad = [line for line in page.split("\n")[:-1]
+           if not line.startswith("# ") and not SAMPLE.fullmatch(line)]
+    if not page.endswith("\n"):
+        bad.append("(no line feed at the end)")
+    return bad
 
 
 class Export(unittest.TestCase):
@@ -134,10 +172,10 @@ class Export(unittest.TestCase):
         self.assertIn(b'"', comm)
         want = 'process="%s"' % label(comm)
         self.assertIn(want, page)
-        self.assertIn("\\n", want)
         self.assertIn('\\"', want)
-        self.assertIn("\\\\", want)
-        self.assertIn("\ufffd", want)
+        self.assertIn("\\\\x0a", want)   # the line feed, cleaned as every name is
+        self.assertIn("\\\\xff", want)   # the byte that is not UTF-8
+        self.assertEqual(exposition_errors(page), [])
         for line in page.splitlines():
             if 'pid="%d"' % pid in line:
                 self.assertIn(want, line)
@@ -179,7 +217,97 @@ class Export(unittest.TestCase):
         self.assertTrue(0 <= empty <= 1, empty)
         self.assertIn('queue="batch_queue"', page)
 
+    @staticmethod
+    def segment_of(pid):
+        """The path of pid's segment in /dev/shm (not its control object)."""
+        names = [n for n in os.listdir("/dev/shm")
+                 if n.startswith("termsight-%d-" % pid) and not n.endswith("-ctl")]
+        return os.path.join("/dev/shm", names[0]) if len(names) == 1 else None
+
+    @staticmethod
+    def damage(path, old, new, at=None):
+        """Writes new over old (every place it is in the file's data: the segment is mostly
+        holes, which are passed over), or at an offset. Returns the places written."""
+        os.chmod(path, 0o600)   # its owner may; the session made it read-only
+        fd = os.open(path, os.O_RDWR)
+        try:
+            places = [at] if at is not None else []
+            off, end = 0, os.fstat(fd).st_size
+            while at is None and off < end:
+                try:
+                    off = os.lseek(fd, off, os.SEEK_DATA)
+                except OSError:   # ENXIO: no data after off
+                    break
+                stop = os.lseek(fd, off, os.SEEK_HOLE)
+                data = os.pread(fd, stop - off, off)
+                places += [off + m.start() for m in re.finditer(re.escape(old), data)]
+                off = stop
+            for p in places:
+                os.pwrite(fd, new, p)
+        finally:
+            os.close(fd)
+        return len(places)
+
+    def test_damaged_sessions(self):
+        """A queue name made to start with NUL (with a line feed and a byte that is not UTF-8)
+        and a session whose header no longer holds: the page stays one the format allows
+        (before, the NUL ended the label: promtool refused the whole page), the damaged header's
+        session is left out and counted, and the other sessions are all there."""
+        p = subprocess.Popen([MLP_TRAIN, "--steps", "200000", "--batch", "32", "--hidden", "32",
+                              "--output", self.out], env=self.env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(p)
+        other = self.start(4000, 10)
+        opid = self.program_pid(other)
+        victim = self.start(4000, 10)
+        vpid = self.program_pid(victim)
+        self.wait_for("the queue and the sessions", lambda: (lambda t: 'queue="batch_queue"' in t
+                      and 'pid="%d"' % opid in t and 'pid="%d"' % vpid in t)(self.scrape()), p)
+        self.assertEqual(self.damage(self.segment_of(p.pid), b"batch_queue", b"\0a\nc\xff"), 1)
+        # The header's byte-order word (ts_segment_header.endian, after magic and versions):
+        # what validation checks and the program's own writes never read.
+        seg = self.segment_of(vpid)
+        with open(seg, "rb") as f:
+            head = f.read(64)
+        at = head.index((0x01020304).to_bytes(4, "little"))
+        self.damage(seg, None, (0x04030201).to_bytes(4, "little"), at=at)
+
+        def damaged():
+            t = self.scrape()
+            seen = 'pid="%d"' % p.pid in t and 'pid="%d"' % opid in t
+            return t if seen and "batch_queue" not in t and 'pid="%d"' % vpid not in t else None
+
+        page = self.wait_for("the damage seen", damaged, p)
+        self.assertEqual(exposition_errors(page), [])
+        self.assertIn('queue="\\\\x00a\\\\x0ac\\\\xff_queue"', page)
+        self.assertNotIn('pid="%d"' % vpid, page)
+        self.assertIsNotNone(self.value(page, "termsight_steps_total", opid))
+        self.assertIsNotNone(self.value(page, "termsight_steps_total", p.pid))
+        # (Other sessions of this user may come and go meanwhile: counts are at least.)
+        m = re.search(r"^termsight_sessions_unreadable (\d+)$", page, re.M)
+        self.assertIsNotNone(m, "the sessions left out are counted")
+        self.assertGreaterEqual(int(m.group(1)), 1)
+        if shutil.which("promtool") is None:
+            self.skipTest("promtool is not installed (apt-get install prometheus)")
+        r = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
+                           text=True, timeout=60, env=tool_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def request(self, raw):
+        """raw sent as the whole request on a new connection: the status code answered."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(raw)
+            line = s.makefile("rb").readline()
+        return int(line.split()[1])
+
     def test_bad_requests(self):
+        # A NUL (raw or escaped), a query or an escape in the path is another path.
+        for target in (b"/metrics\0x", b"/metrics\0", b"/metrics%00x", b"/metric%73",
+                       b"/metrics?x=1", b"/metrics/"):
+            self.assertEqual(self.request(b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n"), 404,
+                             target)
+        self.assertEqual(self.request(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n"), 200)
+        self.assertEqual(self.request(b"GET /metrics HTTP/1.0\r\n\r\n"), 200)
         for path, method, code in (("/", "GET", 404), ("/metricsx", "GET", 404),
                                    ("/metrics", "POST", 405), ("/metrics", "DELETE", 405)):
             req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path),
