@@ -9,10 +9,13 @@
  * job is the job rule (analysis/job.h) over its ranks here. Nothing is written to a segment.
  *
  * One thread serves (MHD's internal polling thread): connections are non-blocking, a connection
- * idle past EXPORT_TIMEOUT_S is closed, at most EXPORT_MAX_CONN are open, a request's memory is
+ * idle past EXPORT_TIMEOUT_S is closed, at most EXPORT_MAX_CONN are open (a client gets
+ * EXPORT_PER_CLIENT, and more while EXPORT_RESERVE stay free), a request past EXPORT_DEADLINE_S
+ * is cut (export_guard.c), a request's memory is
  * bounded, and a page rendered within EXPORT_CACHE_NS is served again, so many scrapers at once
  * cost one render. */
 #include "cli.h"
+#include "export_guard.h"
 #include "analysis.h"
 #include "job.h"
 #include "model.h"
@@ -37,6 +40,9 @@
 #define EXPORT_DEFAULT_LISTEN "127.0.0.1:9464"
 #define EXPORT_TIMEOUT_S      5            /* a connection idle this long is closed */
 #define EXPORT_MAX_CONN       256          /* connections open at once */
+#define EXPORT_PER_CLIENT     16           /* of them a client always gets (export_guard.c) */
+#define EXPORT_RESERVE        64           /* kept for the clients within that share */
+#define EXPORT_DEADLINE_S     10           /* a request whole and answered within */
 #define EXPORT_CONN_MEMORY    (32 * 1024)  /* a request's buffer: headers beyond it are refused */
 #define EXPORT_CACHE_NS       250000000ull /* a page this recent is served again */
 #define EXPORT_SESSIONS       256          /* sessions exported at most */
@@ -63,9 +69,12 @@ static void export_usage(FILE *out)
           "                        other machines cannot scrape it); an IPv4 address or\n"
           "                        [IPv6]; port 0 takes a free one (printed on start)\n"
           "\n"
-          "Any path but exactly /metrics gets 404, other methods than GET and HEAD 405. A\n"
-          "client idle for 5 s is disconnected; at most 256 connections are served at once.\n"
-          "Exit status: 0 after a signal, 1 when it cannot listen, 2 on bad usage.\n",
+          "Any path but exactly /metrics gets 404, other methods than GET and HEAD 405. At\n"
+          "most 256 connections are served at once; a client (on loopback the local user\n"
+          "that opened the connection, else its address) always gets 16, and more only while\n"
+          "64 stay free for the others. A client idle for 5 s is disconnected, and so is one\n"
+          "whose request is not whole and answered within 10 s of its connection or previous\n"
+          "answer. Exit status: 0 after a signal, 1 when it cannot listen, 2 on bad usage.\n",
           out);
 }
 
@@ -918,14 +927,23 @@ static int export_run(int argc, char **argv, int check)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    export_guard *g =
+        export_guard_new(EXPORT_MAX_CONN, EXPORT_PER_CLIENT, EXPORT_RESERVE, EXPORT_DEADLINE_S);
+    if (!g) {
+        cli_error("export: out of memory");
+        free(e);
+        return 1;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORT_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)EXPORT_MAX_CONN, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORT_CONN_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)EXPORT_MAX_CONN, MHD_OPTION_UNESCAPE_CALLBACK,
-        no_unescape, NULL, MHD_OPTION_END);
+        no_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, export_guard_notify, g,
+        MHD_OPTION_NOTIFY_COMPLETED, export_guard_completed, g, MHD_OPTION_END);
     if (!d) {
         cli_error("export: cannot listen on %s: %s", listen_at, strerror(errno));
+        export_guard_free(g);
         free(e);
         return 1;
     }
@@ -938,9 +956,12 @@ static int export_run(int argc, char **argv, int check)
            loopback ? "loopback only: other machines cannot scrape it"
                     : "NOT loopback: reachable from other machines, without authentication");
     fflush(stdout);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    /* Until a signal, and once a second the requests past their deadline cut. */
+    struct timespec tick = {1, 0};
+    while (sigtimedwait(&stop, NULL, &tick) < 0)
+        export_guard_sweep(g);
     MHD_stop_daemon(d);
+    export_guard_free(g);
     for (size_t k = 0; k < e->n; k++)
         session_free(e->s[k]);
     free(e->pg.p);

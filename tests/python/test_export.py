@@ -6,7 +6,10 @@ programs are slow_step (tests/cli/slow_step.c: steady steps of sleeping operator
 a backslash, a line feed and a byte that is not UTF-8 is escaped as the exposition format says;
 other paths get 404 and other methods 405; mlp_train's data queue has its usage and empty
 share; 100 scrapes at once are all served; a client that stalls half-way through its request
-is dropped while others are served; a session that ends
+is dropped while others are served; a request trickling a byte at a time is cut at the 10 s
+deadline; another user (nobody) holding 300 trickling connections gets at most 192 while root's
+scrape is answered; a damaged segment (a queue name starting with NUL, a header that no longer
+validates) leaves a page the format allows; a NUL or query in the path gets 404; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
 server, scraping the exporter every second (honor_labels, as docs/usage.md's config), answers its
 HTTP API's queries for the step rate and the median step time of a lone program and of each
@@ -21,6 +24,7 @@ import csv
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -89,6 +93,42 @@ def exposition_errors(page):
     if not page.endswith("\n"):
         bad.append("(no line feed at the end)")
     return bad
+
+
+# Another user's connections (run as nobody): n of them to the port, each sending a byte a
+# second for secs seconds; prints how many it opened, then how many the exporter still held.
+HOLDER = """
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        break
+    s.setblocking(False)
+    socks.append(s)
+print("opened %d" % len(socks), flush=True)
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    for s in socks:
+        try:
+            s.send(b"G")
+        except OSError:
+            pass
+    time.sleep(1)
+held = 0
+for s in socks:
+    try:
+        held += s.recv(1) != b""
+    except BlockingIOError:
+        held += 1
+    except OSError:
+        pass
+print("held %d" % held, flush=True)
+"""
 
 
 class Export(unittest.TestCase):
@@ -365,6 +405,48 @@ class Export(unittest.TestCase):
         self.assertEqual(data, b"", "the stalled client got an answer to half a request")
         self.assertLess(time.monotonic() - t0, 15)
         self.scrape(timeout=5)
+
+    def test_trickling_request_cut_at_the_deadline(self):
+        """A request whose bytes come one every 0.5 s (each starts libmicrohttpd's idle
+        time-out again) is cut at the 10 s whole-request deadline; before, it was held for as
+        long as it trickled."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.addCleanup(s.close)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+        t0, cut = time.monotonic(), False
+        while not cut and time.monotonic() - t0 < 20:
+            try:
+                s.sendall(b"x")
+                if select.select([s], [], [], 0.5)[0]:
+                    self.assertEqual(s.recv(4096), b"", "an answer to half a request")
+                    cut = True
+            except (BrokenPipeError, ConnectionResetError):
+                cut = True
+        self.assertTrue(cut, "a request trickling for 20 s was never cut")
+        self.scrape(timeout=5)
+
+    def test_another_user_holding_connections(self):
+        """Another user (nobody) opens 300 connections sending a byte a second each: this user's
+        scrape is answered, and the other user holds at most 256 - 64 connections, the last 64
+        slots kept for the clients within their 16 (before, it held every one it opened)."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root, to act as another user")
+        python = "/usr/bin/python3"   # one that another user may run (not a user's pyenv)
+        if not os.access(python, os.X_OK):
+            self.skipTest("no %s" % python)
+        holder = subprocess.Popen(
+            [python, "-c", HOLDER, str(self.port), "300", "6"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd="/", start_new_session=True, user=65534,
+            group=65534, extra_groups=[])
+        self.procs.append(holder)
+        opened = holder.stdout.readline()
+        self.assertTrue(opened.startswith("opened "), opened + holder.stderr.read())
+        self.assertGreater(int(opened.split()[1]), 256 - 64, opened)
+        self.scrape(timeout=4)   # while the other user's connections trickle
+        held = holder.stdout.readline()
+        self.assertTrue(held.startswith("held "), held + holder.stderr.read())
+        self.assertLessEqual(int(held.split()[1]), 256 - 64, held)
+        self.assertEqual(holder.wait(timeout=DEADLINE_S), 0)
 
     def test_session_ends_and_straggler(self):
         fast = self.start(60, 20, TERMSIGHT_JOB="exp", TERMSIGHT_RANK="0",
