@@ -410,16 +410,23 @@ static void json_events(cJSON *root, summary_ctx *c)
     /* How the recording ended when it did not end as it should: null when it did. */
     const char *ended = analysis_config_value(a, "ended");
     const char *record_error = analysis_config_value(a, "record_error");
-    cJSON_AddItemToObject(evs, SK_ENDED, ended ? cJSON_CreateString(ended) : cJSON_CreateNull());
-    cJSON_AddItemToObject(evs, "record_error",
-                          record_error ? cJSON_CreateString(record_error) : cJSON_CreateNull());
+    /* These, and a snapshot's reason (any bytes `snapshot --why` was given), are cleaned as
+     * names are: summary.json stays valid UTF-8. */
+    if (ended)
+        report_json_text(evs, SK_ENDED, ended, strlen(ended));
+    else
+        cJSON_AddNullToObject(evs, SK_ENDED);
+    if (record_error)
+        report_json_text(evs, "record_error", record_error, strlen(record_error));
+    else
+        cJSON_AddNullToObject(evs, "record_error");
     /* A flight-recorder snapshot says why it was taken: null for a recording. */
     const char *snap = analysis_config_value(a, "snapshot");
     const char *cause = analysis_config_value(a, "snapshot_cause");
     if (snap) {
         cJSON *o = cJSON_AddObjectToObject(evs, "snapshot");
-        cJSON_AddStringToObject(o, "why", snap);
-        cJSON_AddStringToObject(o, "cause", cause ? cause : "");
+        report_json_text(o, "why", snap, strlen(snap));
+        report_json_text(o, "cause", cause, cause ? strlen(cause) : 0);
     } else {
         cJSON_AddNullToObject(evs, "snapshot");
     }

@@ -21,21 +21,23 @@
 #define CONNECT_S 10 /* seconds to reach the scheduler */
 
 /* argv: scheduler, task time-out (s), connect time-out (s), the command, its options as one
- * NUL-free string separated by \x1f, then the rank folders. Exit 0 when the tasks were
- * submitted (however they went), 3 when the cluster could not be used at all. */
+ * NUL-free string separated by \x1f, the Python as named (TERMSIGHT_PYTHON or python3), then the
+ * rank folders. Exit 0 when the tasks were submitted (however they went), 3 when the cluster
+ * could not be used at all. */
 static const char driver[] =
     "import subprocess, sys, time\n"
     "addr, limit, connect, cmd, opts = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), "
     "sys.argv[4], [o for o in sys.argv[5].split('\\x1f') if o]\n"
-    "folders = sys.argv[6:]\n"
+    "python, folders = sys.argv[6], sys.argv[7:]\n"
     "def say(folder, why):\n"
     "    why = ' '.join(str(why).split())\n"
     "    print('termsight: analyse: %s: %s' % (folder, why), file=sys.stderr, flush=True)\n"
     "try:\n"
     "    from distributed import Client, wait\n"
     "except Exception as e:\n"
-    "    print('termsight: analyse: --scheduler needs Python with Dask distributed here (%s: "
-    "%s)' % (sys.executable, e), file=sys.stderr)\n"
+    "    print('termsight: analyse: --scheduler needs Python with Dask distributed here: %s "
+    "(%s) has none (%s); set TERMSIGHT_PYTHON to a Python that has it' % (python, "
+    "sys.executable, e), file=sys.stderr)\n"
     "    sys.exit(3)\n"
     "try:\n"
     "    client = Client(addr, timeout=connect)\n"
@@ -87,7 +89,7 @@ int analyse_dask_ranks(const char *scheduler, double timeout_s, char **folders, 
     for (char *const *o = options; *o; o++)
         olen += strlen(*o) + 1;
     char *opts = calloc(1, olen), limit[32], connect[32];
-    char **argv = calloc((size_t)n + 9, sizeof *argv);
+    char **argv = calloc((size_t)n + 10, sizeof *argv);
     if (!opts || !argv) {
         free(opts);
         free(argv);
@@ -109,6 +111,7 @@ int analyse_dask_ranks(const char *scheduler, double timeout_s, char **folders, 
     argv[k++] = connect;
     argv[k++] = (char *)cmd;
     argv[k++] = opts;
+    argv[k++] = (char *)python;
     for (int i = 0; i < n; i++)
         argv[k++] = folders[i];
     argv[k] = NULL;
@@ -116,8 +119,10 @@ int analyse_dask_ranks(const char *scheduler, double timeout_s, char **folders, 
     pid_t pid = fork();
     if (pid == 0) {
         execvp(python, argv);
-        fprintf(stderr, "termsight: analyse: --scheduler: cannot run %s: %s\n", python,
-                strerror(errno));
+        fprintf(stderr,
+                "termsight: analyse: --scheduler: cannot run %s: %s (TERMSIGHT_PYTHON names "
+                "the Python with Dask distributed to use)\n",
+                python, strerror(errno));
         _exit(127);
     }
     free(opts);

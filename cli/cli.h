@@ -44,6 +44,11 @@ extern const cli_command cli_cmd_export;
 /* Prints "termsight: " and the formatted message on stderr, with a newline. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* s (any bytes) as one clean line for a terminal, into buf of cap bytes (cap >= 1): text_clean's
+ * text (valid UTF-8; control characters, tab, CR and LF as \xNN), s cut first where the whole
+ * would not fit. Every name from outside that a command prints passes through it. Returns buf. */
+const char *cli_clean(const char *s, char *buf, size_t cap);
+
 /* Every command's option parser: getopt_long over argv (argv[0] the command's name), so that
  * every command takes "--name value", "--name=value", "-n value" and ends its options at "--".
  * shorts is getopt's short-option string without any leading '+' or ':'; stop_at_operand ends

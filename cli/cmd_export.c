@@ -9,10 +9,14 @@
  * job is the job rule (analysis/job.h) over its ranks here. Nothing is written to a segment.
  *
  * One thread serves (MHD's internal polling thread): connections are non-blocking, a connection
- * idle past EXPORT_TIMEOUT_S is closed, at most EXPORT_MAX_CONN are open, a request's memory is
+ * idle past EXPORT_TIMEOUT_S is closed, at most EXPORT_MAX_CONN are open (a client gets
+ * EXPORT_PER_CLIENT, and more while EXPORT_RESERVE stay free), a request past EXPORT_DEADLINE_S
+ * is cut (export_guard.c), a request's memory is
  * bounded, and a page rendered within EXPORT_CACHE_NS is served again, so many scrapers at once
  * cost one render. */
 #include "cli.h"
+#include "export_guard.h"
+#include "analysis.h"
 #include "job.h"
 #include "model.h"
 
@@ -36,6 +40,9 @@
 #define EXPORT_DEFAULT_LISTEN "127.0.0.1:9464"
 #define EXPORT_TIMEOUT_S      5            /* a connection idle this long is closed */
 #define EXPORT_MAX_CONN       256          /* connections open at once */
+#define EXPORT_PER_CLIENT     16           /* of them a client always gets (export_guard.c) */
+#define EXPORT_RESERVE        64           /* kept for the clients within that share */
+#define EXPORT_DEADLINE_S     10           /* a request whole and answered within */
 #define EXPORT_CONN_MEMORY    (32 * 1024)  /* a request's buffer: headers beyond it are refused */
 #define EXPORT_CACHE_NS       250000000ull /* a page this recent is served again */
 #define EXPORT_SESSIONS       256          /* sessions exported at most */
@@ -62,9 +69,12 @@ static void export_usage(FILE *out)
           "                        other machines cannot scrape it); an IPv4 address or\n"
           "                        [IPv6]; port 0 takes a free one (printed on start)\n"
           "\n"
-          "Other paths get 404, other methods than GET and HEAD 405. A client idle for 5 s is\n"
-          "disconnected; at most 256 connections are served at once. Exit status: 0 after a\n"
-          "signal, 1 when it cannot listen, 2 on bad usage.\n",
+          "Any path but exactly /metrics gets 404, other methods than GET and HEAD 405. At\n"
+          "most 256 connections are served at once; a client (on loopback the local user\n"
+          "that opened the connection, else its address) always gets 16, and more only while\n"
+          "64 stay free for the others. A client idle for 5 s is disconnected, and so is one\n"
+          "whose request is not whole and answered within 10 s of its connection or previous\n"
+          "answer. Exit status: 0 after a signal, 1 when it cannot listen, 2 on bad usage.\n",
           out);
 }
 
@@ -124,27 +134,28 @@ __attribute__((format(printf, 2, 3))) static void page_printf(page *pg, const ch
     pg->len += (size_t)n;
 }
 
-/* n bytes as a label value of the exposition format: valid UTF-8 (a byte that is not part of a
- * valid sequence becomes U+FFFD), with backslash, double quote and line feed escaped. */
+/* n bytes (any) as a label value of the exposition format: cleaned as every name the program
+ * prints is (text_clean: valid UTF-8, control characters and bytes that are not UTF-8 as \xNN),
+ * then backslash and double quote escaped. A label can hold no NUL, line feed or invalid UTF-8,
+ * so no session's names can end a label early or spoil the page. */
 static void export_label_value(page *pg, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_len(u + i, n - i);
-        if (!k) {
-            page_put(pg, "\xef\xbf\xbd", 3);
-            i++;
-        } else if (u[i] == '\\') {
-            page_put(pg, "\\\\", 2), i++;
-        } else if (u[i] == '"') {
-            page_put(pg, "\\\"", 2), i++;
-        } else if (u[i] == '\n') {
-            page_put(pg, "\\n", 2), i++;
-        } else {
-            page_put(pg, s + i, k);
-            i += k;
-        }
+    char small[256], *clean = 4 * n + 1 <= sizeof small ? small : malloc(4 * n + 1);
+    if (!clean) {
+        pg->failed = 1;
+        return;
     }
+    size_t len = text_clean(s, n, clean, 0);
+    for (size_t i = 0; i < len; i++) {
+        if (clean[i] == '\\')
+            page_put(pg, "\\\\", 2);
+        else if (clean[i] == '"')
+            page_put(pg, "\\\"", 2);
+        else
+            page_put(pg, clean + i, 1);
+    }
+    if (clean != small)
+        free(clean);
 }
 
 /* ---- Sessions ----------------------------------------------------------------------------- */
@@ -187,6 +198,7 @@ typedef struct exporter {
     step_row rows[TS_BOARD_STEPS];
     double part[TS_BOARD_STEPS];
     page pg;
+    size_t unreadable; /* this scrape's live sessions left out: their memory could not be read */
     uint64_t rendered_ns;
     uint64_t scrapes, renders;
     long ticks;
@@ -257,7 +269,10 @@ static void sessions_refresh(exporter *e)
     free(cause);
     for (size_t k = 0; k < e->n; k++)
         e->s[k]->mark = 0;
+    e->unreadable = 0;
     for (int i = 0; i < n; i++) {
+        if (list[i].alive && !list[i].readable)
+            e->unreadable++; /* damaged: the listing could not read its header */
         if (!live(&list[i]))
             continue;
         size_t k = 0;
@@ -268,8 +283,10 @@ static void sessions_refresh(exporter *e)
             if (e->n == EXPORT_SESSIONS)
                 continue;
             session *s = session_open(&list[i]);
-            if (!s)
+            if (!s) {
+                e->unreadable++;
                 continue;
+            }
             e->s[e->n++] = s;
         }
         e->s[k]->mark = 1;
@@ -277,6 +294,13 @@ static void sessions_refresh(exporter *e)
     free(list);
     size_t kept = 0;
     for (size_t k = 0; k < e->n; k++) {
+        /* A session whose header no longer holds (damaged since it was attached) is let go and
+         * left out of the page rather than read: counted, attached afresh next time if it can. */
+        if (e->s[k]->mark &&
+            segment_validate(segment_header(e->s[k]->seg), segment_size(e->s[k]->seg), NULL) < 0) {
+            e->s[k]->mark = 0;
+            e->unreadable++;
+        }
         if (e->s[k]->mark)
             e->s[kept++] = e->s[k];
         else
@@ -471,7 +495,7 @@ static double tot_part(const step_totals *t, int part)
 
 /* termsight_step_seconds: per part, the quantiles of the last steps on the board, and the sum
  * and count of all steps. */
-static void step_summary(exporter *e, page *pg, session *s)
+static void export_step_summary(exporter *e, page *pg, session *s)
 {
     uint64_t written = board_steps_written(s->seg), next = 0;
     uint64_t from = written > TS_BOARD_STEPS ? written - TS_BOARD_STEPS : 0;
@@ -678,6 +702,10 @@ static void render(exporter *e)
 
     family(pg, "termsight_sessions", "gauge", "Live profiler sessions exported.");
     page_printf(pg, "termsight_sessions %zu\n", e->n);
+    family(pg, "termsight_sessions_unreadable", "gauge",
+           "Live sessions left out of this page: their shared memory could not be read "
+           "(damaged, or gone while being attached).");
+    page_printf(pg, "termsight_sessions_unreadable %zu\n", e->unreadable);
     write_metric(e, &(const metric){"termsight_collecting", "gauge",
                                     "1 while the session collects (into its recording or "
                                     "flight recorder), else 0.",
@@ -688,7 +716,7 @@ static void render(exporter *e)
            "Step time and its split (part: total, interval, compute, comm_wait, tail, eval); "
            "quantiles over the last 512 steps, sum and count over all.");
     for (size_t k = 0; k < e->n; k++)
-        step_summary(e, pg, e->s[k]);
+        export_step_summary(e, pg, e->s[k]);
     write_queue_metric(e, "termsight_queue_usage_ratio",
                        "A data queue's size over its capacity at its latest sample.", q_usage);
     write_queue_metric(e, "termsight_queue_empty_ratio",
@@ -730,11 +758,34 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     return ok;
 }
 
+/* MHD's unescaper, which leaves the URI as it came: the one path served has no escape, and a
+ * "%00" or "%6d" is refused as another path rather than decoded into one. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
+/* Whether the request line's target is exactly /metrics. url ends at a NUL the client sent or at
+ * the '?' of a query (MHD ends it there), so the request line's own span is checked too: MHD
+ * parses it in place, the version right after the target and one space. Where a libmicrohttpd
+ * keeps the version elsewhere, the span cannot be seen and the name alone decides. */
+static int exact_path(const char *url, const char *version)
+{
+    static const char want[] = "/metrics";
+    if (strcmp(url, want))
+        return 0;
+    uintptr_t u = (uintptr_t)url, v = (uintptr_t)version;
+    if (v <= u || v - u > EXPORT_CONN_MEMORY)
+        return 1;
+    return v - u == sizeof want;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *data,
                               size_t *data_size, void **state)
 {
-    (void)version;
     (void)data;
     exporter *e = cls;
     /* A body is never wanted: a request that sends one is answered once it is in (bounded by
@@ -747,7 +798,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *state = e; /* the headers are in; answer at the next call */
         return MHD_YES;
     }
-    if (strcmp(url, "/metrics"))
+    if (!exact_path(url, version))
         return reply(c, MHD_HTTP_NOT_FOUND, "not found: the metrics are at /metrics\n", NULL);
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET or HEAD\n",
@@ -876,13 +927,23 @@ static int export_run(int argc, char **argv, int check)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    export_guard *g =
+        export_guard_new(EXPORT_MAX_CONN, EXPORT_PER_CLIENT, EXPORT_RESERVE, EXPORT_DEADLINE_S);
+    if (!g) {
+        cli_error("export: out of memory");
+        free(e);
+        return 1;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORT_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)EXPORT_MAX_CONN, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)EXPORT_CONN_MEMORY,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)EXPORT_MAX_CONN, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)EXPORT_MAX_CONN, MHD_OPTION_UNESCAPE_CALLBACK,
+        no_unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, export_guard_notify, g,
+        MHD_OPTION_NOTIFY_COMPLETED, export_guard_completed, g, MHD_OPTION_END);
     if (!d) {
         cli_error("export: cannot listen on %s: %s", listen_at, strerror(errno));
+        export_guard_free(g);
         free(e);
         return 1;
     }
@@ -895,9 +956,12 @@ static int export_run(int argc, char **argv, int check)
            loopback ? "loopback only: other machines cannot scrape it"
                     : "NOT loopback: reachable from other machines, without authentication");
     fflush(stdout);
-    int sig = 0;
-    sigwait(&stop, &sig);
+    /* Until a signal, and once a second the requests past their deadline cut. */
+    struct timespec tick = {1, 0};
+    while (sigtimedwait(&stop, NULL, &tick) < 0)
+        export_guard_sweep(g);
     MHD_stop_daemon(d);
+    export_guard_free(g);
     for (size_t k = 0; k < e->n; k++)
         session_free(e->s[k]);
     free(e->pg.p);

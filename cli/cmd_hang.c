@@ -8,6 +8,7 @@
  * back, bounded in time. Nothing is stopped or traced; a process that does not answer is said so.
  */
 #include "cli.h"
+#include "report.h"
 #include "job.h"
 #include "model.h"
 
@@ -328,40 +329,50 @@ static void verdict_of(const hang_proc *p, size_t n, char *buf, size_t cap)
     job_hang_verdict(buf, cap, w, n);
 }
 
+/* Every name and text from the programs (process, ranges, communications, stacks, folders) is
+ * printed cleaned (cli_clean; report_json_text in JSON), as top shows them: a name cannot move
+ * the cursor, clear the screen or add a line of its own. */
+#define CLEAN(buf, s) cli_clean((s), (buf), sizeof(buf))
+
 static void print_indented(const char *title, const char *text)
 {
     puts(title);
-    for (const char *line = text; *line;) {
-        size_t len = strcspn(line, "\n");
-        printf("    %.*s\n", (int)len, line);
-        line += len + (line[len] == '\n');
+    char line[4 * 1024 + 1];
+    for (const char *at = text; *at;) {
+        size_t len = strcspn(at, "\n");
+        char raw[1024];
+        snprintf(raw, sizeof raw, "%.*s", (int)(len < sizeof raw ? len : sizeof raw - 1), at);
+        printf("    %s\n", CLEAN(line, raw));
+        at += len + (at[len] == '\n');
     }
 }
 
 static void print_text(const hang_proc *p, size_t n, const char *verdict)
 {
+    char name[4 * sizeof p->threads[0].name + 1], process[4 * sizeof p->info.process + 1];
     for (size_t i = 0; i < n; i++) {
         const hang_proc *q = &p[i];
+        CLEAN(process, q->info.process);
         if (q->info.rank >= 0)
-            printf("rank %d (pid %d, %.64s)", (int)q->info.rank, (int)q->info.pid, q->info.process);
+            printf("rank %d (pid %d, %.64s)", (int)q->info.rank, (int)q->info.pid, process);
         else
-            printf("pid %d (%.64s)", (int)q->info.pid, q->info.process);
+            printf("pid %d (%.64s)", (int)q->info.pid, process);
         if (q->in.last_step_end_ns)
             printf(": %llu steps, the last ended %.1f s ago%s\n", (unsigned long long)q->in.steps,
                    q->since_s, q->stalled ? " (stalled)" : "");
         else
             printf(": no step ended yet (%.1f s since it began)\n", q->since_s);
         if (q->comm_s >= 0)
-            printf("  in %s for %.1f s (communication in flight, %u in all)\n", q->comm, q->comm_s,
-                   q->in.ncomms);
+            printf("  in %s for %.1f s (communication in flight, %u in all)\n",
+                   CLEAN(name, q->comm), q->comm_s, q->in.ncomms);
         for (uint32_t t = 0; t < q->in.nranges; t++)
             printf("  thread %u%s: in %s for %.1f s (depth %u)\n", q->threads[t].tid,
-                   (int)t == q->in.main ? " (main)" : "", q->threads[t].name, q->threads[t].open_s,
-                   q->threads[t].depth);
+                   (int)t == q->in.main ? " (main)" : "", CLEAN(name, q->threads[t].name),
+                   q->threads[t].open_s, q->threads[t].depth);
         if (!q->in.nranges && q->comm_s < 0)
             printf("  no open range\n");
         if (q->snapshot[0])
-            printf("  flight-recorder snapshot: %s\n", q->snapshot);
+            printf("  flight-recorder snapshot: %s\n", CLEAN(name, q->snapshot));
         if (q->stacks)
             print_indented("  Python stacks:", q->stacks);
         else if (q->stacks_note)
@@ -370,13 +381,19 @@ static void print_text(const hang_proc *p, size_t n, const char *verdict)
     printf("verdict: %s\n", verdict);
 }
 
+/* key: s (any bytes) cleaned into the JSON object. */
+static void json_text(cJSON *o, const char *key, const char *s)
+{
+    report_json_text(o, key, s, strlen(s));
+}
+
 static cJSON *proc_json(const hang_proc *q)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "pid", q->info.pid);
     cJSON_AddNumberToObject(o, "rank", q->info.rank);
-    cJSON_AddStringToObject(o, "process", q->info.process);
-    cJSON_AddStringToObject(o, "run_folder", q->info.run_folder);
+    json_text(o, "process", q->info.process);
+    json_text(o, "run_folder", q->info.run_folder);
     cJSON_AddNumberToObject(o, "steps", (double)q->in.steps);
     if (q->in.last_step_end_ns)
         cJSON_AddNumberToObject(o, "since_step_end_s", q->since_s);
@@ -386,7 +403,7 @@ static cJSON *proc_json(const hang_proc *q)
     cJSON_AddBoolToObject(o, "stalled", q->stalled);
     cJSON *c = cJSON_AddObjectToObject(o, "communication");
     if (q->comm_s >= 0) {
-        cJSON_AddStringToObject(c, "name", q->comm);
+        json_text(c, "name", q->comm);
         cJSON_AddNumberToObject(c, "open_s", q->comm_s);
         cJSON_AddNumberToObject(c, "in_flight", q->in.ncomms);
     } else {
@@ -398,22 +415,22 @@ static cJSON *proc_json(const hang_proc *q)
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "tid", q->threads[t].tid);
         cJSON_AddBoolToObject(x, "main", (int)t == q->in.main);
-        cJSON_AddStringToObject(x, "range", q->threads[t].name);
+        json_text(x, "range", q->threads[t].name);
         cJSON_AddNumberToObject(x, "open_s", q->threads[t].open_s);
         cJSON_AddNumberToObject(x, "depth", q->threads[t].depth);
         cJSON_AddItemToArray(th, x);
     }
-    cJSON_AddStringToObject(o, "inside", q->inside); /* in one line, as top shows it */
+    json_text(o, "inside", q->inside); /* in one line, as top shows it */
     if (q->stacks)
-        cJSON_AddStringToObject(o, "python_stacks", q->stacks);
+        json_text(o, "python_stacks", q->stacks);
     else
         cJSON_AddNullToObject(o, "python_stacks");
-    cJSON_AddStringToObject(o, "stacks_note", q->stacks_note ? q->stacks_note : "");
+    json_text(o, "stacks_note", q->stacks_note ? q->stacks_note : "");
     if (q->snapshot_ok)
-        cJSON_AddStringToObject(o, "snapshot", q->snapshot);
+        json_text(o, "snapshot", q->snapshot);
     else
         cJSON_AddNullToObject(o, "snapshot");
-    cJSON_AddStringToObject(o, "snapshot_note", q->snapshot_ok ? "" : q->snapshot);
+    json_text(o, "snapshot_note", q->snapshot_ok ? "" : q->snapshot);
     return o;
 }
 
@@ -427,7 +444,7 @@ static int print_json(const hang_proc *p, size_t n, const char *verdict)
         cJSON_AddItemToArray(ranks, proc_json(&p[i]));
     waits_of(p, n, w);
     size_t k = job_waited_for(w, n, idx, &waiting);
-    cJSON_AddStringToObject(root, "job", n ? p[0].info.job : "");
+    json_text(root, "job", n ? p[0].info.job : "");
     cJSON *wf = cJSON_AddArrayToObject(root, "waited_for");
     for (size_t j = 0; j < k; j++) {
         cJSON *x = cJSON_CreateObject();

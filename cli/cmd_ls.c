@@ -53,7 +53,9 @@ static void job_line(const segment_info *list, int n, int i)
     int count = 0;
     for (int k = i; k < n && list[k].readable && !strcmp(list[k].job, s->job); k++)
         count++;
-    printf("job %s: %d session%s", s->job, count, count == 1 ? "" : "s");
+    char job[4 * sizeof s->job + 1];
+    printf("job %s: %d session%s", cli_clean(s->job, job, sizeof job), count,
+           count == 1 ? "" : "s");
     if (s->world_size > 0)
         printf(" of %d rank%s", (int)s->world_size, s->world_size == 1 ? "" : "s");
     puts(" on this machine");
@@ -155,7 +157,9 @@ static int ls_exec(const ls_opts *o)
         const segment_info *s = &list[i];
         job_line(list, n, i);
         if (!s->readable) {
-            printf("%-8d %-16s %-6s %-11s %s%s\n", (int)s->pid, "?", "-", "unreadable", s->error,
+            char error[4 * sizeof s->error + 1];
+            printf("%-8d %-16s %-6s %-11s %s%s\n", (int)s->pid, "?", "-", "unreadable",
+                   cli_clean(s->error, error, sizeof error),
                    s->alive ? "" : " (stale: process gone)");
             continue;
         }
@@ -167,10 +171,12 @@ static int ls_exec(const ls_opts *o)
             snprintf(rank, sizeof rank, "%d%s", (int)s->rank, s->parent_pid > 0 ? "w" : "");
         else if (s->parent_pid > 0)
             snprintf(rank, sizeof rank, "w");
-        printf("%-8d %-16.16s %-6s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid, s->process, rank,
+        char process[4 * sizeof s->process + 1], folder[4 * sizeof s->run_folder + 1];
+        printf("%-8d %-16.16s %-6s %-11s %12llu %10llu %-19s %s%s\n", (int)s->pid,
+               cli_clean(s->process, process, sizeof process), rank,
                s->flight_mb && s->state == TS_STATE_COLLECTING ? "flight" : state_name(s->state),
                (unsigned long long)s->events_recorded, (unsigned long long)s->drops, started,
-               s->run_folder,
+               cli_clean(s->run_folder, folder, sizeof folder),
                s->alive ? "" : " (stale: process gone; termsight ls --clean removes it)");
         loss_lines(s);
     }

@@ -1,5 +1,6 @@
 /* termsight: the command's entry point and subcommand table. */
 #include "cli.h"
+#include "analysis.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,6 +24,13 @@ void cli_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+const char *cli_clean(const char *s, char *buf, size_t cap)
+{
+    size_t n = strlen(s), room = (cap - 1) / 4;
+    text_clean(s, n < room ? n : room, buf, 0);
+    return buf;
 }
 
 int cli_getopt(const char *cmd, int argc, char **argv, const char *shorts,

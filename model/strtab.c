@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 struct strtab {
@@ -181,14 +182,32 @@ void strtab_destroy(strtab *t)
     free(t);
 }
 
+/* A name longer than TS_NAME_MAX as the table keeps it, in cut (TS_NAME_MAX bytes): its first
+ * bytes up to a character's start, then "...[cut: N bytes]" with its whole length, so that
+ * wherever the name is shown it says that it was cut and from what. Returns the length. */
+static size_t cut_name(const char *bytes, size_t len, char *cut)
+{
+    char tail[48];
+    size_t tl = (size_t)snprintf(tail, sizeof tail, "...[cut: %zu bytes]", len);
+    size_t keep = TS_NAME_MAX - tl;
+    while (keep > 0 && ((unsigned char)bytes[keep] & 0xc0) == 0x80)
+        keep--; /* not inside a UTF-8 sequence */
+    memcpy(cut, bytes, keep);
+    memcpy(cut + keep, tail, tl);
+    return keep + tl;
+}
+
 uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
 {
+    char cut[TS_NAME_MAX];
     if (truncated)
-        *truncated = len > TS_NAME_MAX;
-    if (len > TS_NAME_MAX)
-        len = TS_NAME_MAX;
+        *truncated = bytes && len > TS_NAME_MAX;
     if (!bytes)
         len = 0, bytes = "";
+    if (len > TS_NAME_MAX) {
+        len = cut_name(bytes, len, cut);
+        bytes = cut;
+    }
     uint64_t h = hash_bytes(bytes, len);
     uint32_t id = probe(t, h, bytes, len, NULL);
     if (id != UINT32_MAX)

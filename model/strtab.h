@@ -15,8 +15,9 @@ typedef struct strtab strtab;
 int strtab_create(const segment *s, strtab **out, char **cause);
 void strtab_destroy(strtab *t);
 
-/* The id of these bytes (any bytes, len up to TS_NAME_MAX; longer is cut and *truncated set when
- * truncated is not NULL). A full table yields TS_STR_OVERFLOW and counts the miss. */
+/* The id of these bytes (any bytes, len up to TS_NAME_MAX; a longer name is kept as its first
+ * bytes and "...[cut: N bytes]", TS_NAME_MAX in all, and *truncated is set when truncated is not
+ * NULL). A full table yields TS_STR_OVERFLOW and counts the miss. */
 uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated);
 
 /* Ids interned so far (the writer's own count). */

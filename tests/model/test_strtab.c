@@ -149,15 +149,29 @@ START_TEST(test_long_names_cut)
     uint32_t id = strtab_intern(t, name, len, &truncated);
     ck_assert_uint_ge(id, 2);
     ck_assert_int_eq(truncated, len > TS_NAME_MAX);
-    size_t kept = len > TS_NAME_MAX ? TS_NAME_MAX : len;
-    get_is(s, id, name, kept);
-    /* The cut name is the same name as its first TS_NAME_MAX bytes. */
+    /* A cut name says so, with its whole length, within TS_NAME_MAX bytes: its first bytes,
+     * then "...[cut: N bytes]" (before, its first TS_NAME_MAX bytes without a word). */
+    char *kept = malloc(TS_NAME_MAX);
+    ck_assert_ptr_nonnull(kept);
+    size_t klen = len;
+    if (len > TS_NAME_MAX) {
+        char tail[48];
+        size_t tl = (size_t)snprintf(tail, sizeof tail, "...[cut: %zu bytes]", len);
+        memcpy(kept, name, TS_NAME_MAX - tl);
+        memcpy(kept + TS_NAME_MAX - tl, tail, tl);
+        klen = TS_NAME_MAX;
+    } else {
+        memcpy(kept, name, len);
+    }
+    get_is(s, id, kept, klen);
+    /* The cut name is the same name as what it was cut to, and as itself again. */
     truncated = -1;
-    ck_assert_uint_eq(strtab_intern(t, name, kept, &truncated), id);
+    ck_assert_uint_eq(strtab_intern(t, kept, klen, &truncated), id);
     ck_assert_int_eq(truncated, 0);
     ck_assert_uint_eq(strtab_intern(t, name, len, NULL), id);
     /* One byte shorter is another name. */
-    ck_assert_uint_ne(strtab_intern(t, name, kept - 1, NULL), id);
+    ck_assert_uint_ne(strtab_intern(t, kept, klen - 1, NULL), id);
+    free(kept);
     free(name);
     strtab_destroy(t);
     segment_close(s, 1);

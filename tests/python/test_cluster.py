@@ -224,6 +224,27 @@ class SchedulerOption(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)   # nothing to merge
         self.assertIn("no rank of a job could be used", err)
 
+    def test_python_without_dask(self):
+        """A Python that lacks distributed: the error names it and TERMSIGHT_PYTHON."""
+        nodask = os.path.join(self.tmp, "python-nodask")
+        with open(nodask, "w") as f:   # -S: without site-packages, so without distributed
+            f.write('#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n')
+        os.chmod(nodask, 0o755)
+        r = self.analyse(["--scheduler", "tcp://127.0.0.1:1", self.job],
+                         env={"TERMSIGHT_PYTHON": nodask}, timeout=120)
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 1, err)
+        self.assertIn("needs Python with Dask distributed", err)
+        self.assertIn(nodask, err)
+        self.assertIn("TERMSIGHT_PYTHON", err)
+        # One that cannot be run at all says the same.
+        r = self.analyse(["--scheduler", "tcp://127.0.0.1:1", self.job],
+                         env={"TERMSIGHT_PYTHON": nodask + "-absent"}, timeout=120)
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 1, err)
+        self.assertIn(nodask + "-absent", err)
+        self.assertIn("TERMSIGHT_PYTHON", err)
+
     def test_scheduler_that_does_not_answer(self):
         import socket
         s = socket.socket()

@@ -6,7 +6,10 @@ programs are slow_step (tests/cli/slow_step.c: steady steps of sleeping operator
 a backslash, a line feed and a byte that is not UTF-8 is escaped as the exposition format says;
 other paths get 404 and other methods 405; mlp_train's data queue has its usage and empty
 share; 100 scrapes at once are all served; a client that stalls half-way through its request
-is dropped while others are served; a session that ends
+is dropped while others are served; a request trickling a byte at a time is cut at the 10 s
+deadline; another user (nobody) holding 300 trickling connections gets at most 192 while root's
+scrape is answered; a damaged segment (a queue name starting with NUL, a header that no longer
+validates) leaves a page the format allows; a NUL or query in the path gets 404; a session that ends
 leaves the metrics; the straggler of a 2-rank job is named; and Debian's real `prometheus`
 server, scraping the exporter every second (honor_labels, as docs/usage.md's config), answers its
 HTTP API's queries for the step rate and the median step time of a lone program and of each
@@ -21,6 +24,7 @@ import csv
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -47,10 +51,84 @@ def tool_env():
     return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
 
+def clean(raw):
+    """What text_clean (analysis/text.c) makes of raw bytes: valid UTF-8 without control
+    characters kept, every other byte (and a backslash before an 'x') as \\xNN."""
+    out, i = [], 0
+    while i < len(raw):
+        ch = None
+        for n in range(1, 5):
+            try:
+                c = raw[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            ch = c if len(c) == 1 else None
+            break
+        o = ord(ch) if ch else -1
+        if ch is None or o < 0x20 or 0x7f <= o < 0xa0 or (ch == "\\" and raw[i + 1:i + 2] == b"x"):
+            out.append("\\x%02x" % raw[i])
+            i += 1
+        else:
+            out.append(ch)
+            i += len(ch.encode("utf-8"))
+    return "".join(out)
+
+
 def label(raw):
-    """The exposition format's escaping of a label value (raw: bytes, valid UTF-8 or not)."""
-    text = raw.decode("utf-8", errors="replace")
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the exporter writes it (raw: any bytes): cleaned, then the exposition
+    format's escaping of backslash and double quote (a line feed is already \\x0a)."""
+    return clean(raw).replace("\\", "\\\\").replace('"', '\\"')
+
+
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\x00-\x1f\x7f]|\\[\\"n])*"'
+SAMPLE = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{' + LABEL + '(,' + LABEL + r')*\})?'
+                    r' ([-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|NaN|[-+]Inf)')
+
+
+def exposition_errors(page):
+    """The lines of a text exposition page that are not a comment or one well-formed sample
+    (label values quoted, with only \\\\, \\" and \\n escapes), as Prometheus parses them."""
+    bad = [line for line in page.split("\n")[:-1]
+           if not line.startswith("# ") and not SAMPLE.fullmatch(line)]
+    if not page.endswith("\n"):
+        bad.append("(no line feed at the end)")
+    return bad
+
+
+# Another user's connections (run as nobody): n of them to the port, each sending a byte a
+# second for secs seconds; prints how many it opened, then how many the exporter still held.
+HOLDER = """
+import socket, sys, time
+port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        break
+    s.setblocking(False)
+    socks.append(s)
+print("opened %d" % len(socks), flush=True)
+end = time.monotonic() + secs
+while time.monotonic() < end:
+    for s in socks:
+        try:
+            s.send(b"G")
+        except OSError:
+            pass
+    time.sleep(1)
+held = 0
+for s in socks:
+    try:
+        held += s.recv(1) != b""
+    except BlockingIOError:
+        held += 1
+    except OSError:
+        pass
+print("held %d" % held, flush=True)
+"""
 
 
 class Export(unittest.TestCase):
@@ -134,10 +212,10 @@ class Export(unittest.TestCase):
         self.assertIn(b'"', comm)
         want = 'process="%s"' % label(comm)
         self.assertIn(want, page)
-        self.assertIn("\\n", want)
         self.assertIn('\\"', want)
-        self.assertIn("\\\\", want)
-        self.assertIn("\ufffd", want)
+        self.assertIn("\\\\x0a", want)   # the line feed, cleaned as every name is
+        self.assertIn("\\\\xff", want)   # the byte that is not UTF-8
+        self.assertEqual(exposition_errors(page), [])
         for line in page.splitlines():
             if 'pid="%d"' % pid in line:
                 self.assertIn(want, line)
@@ -179,7 +257,97 @@ class Export(unittest.TestCase):
         self.assertTrue(0 <= empty <= 1, empty)
         self.assertIn('queue="batch_queue"', page)
 
+    @staticmethod
+    def segment_of(pid):
+        """The path of pid's segment in /dev/shm (not its control object)."""
+        names = [n for n in os.listdir("/dev/shm")
+                 if n.startswith("termsight-%d-" % pid) and not n.endswith("-ctl")]
+        return os.path.join("/dev/shm", names[0]) if len(names) == 1 else None
+
+    @staticmethod
+    def damage(path, old, new, at=None):
+        """Writes new over old (every place it is in the file's data: the segment is mostly
+        holes, which are passed over), or at an offset. Returns the places written."""
+        os.chmod(path, 0o600)   # its owner may; the session made it read-only
+        fd = os.open(path, os.O_RDWR)
+        try:
+            places = [at] if at is not None else []
+            off, end = 0, os.fstat(fd).st_size
+            while at is None and off < end:
+                try:
+                    off = os.lseek(fd, off, os.SEEK_DATA)
+                except OSError:   # ENXIO: no data after off
+                    break
+                stop = os.lseek(fd, off, os.SEEK_HOLE)
+                data = os.pread(fd, stop - off, off)
+                places += [off + m.start() for m in re.finditer(re.escape(old), data)]
+                off = stop
+            for p in places:
+                os.pwrite(fd, new, p)
+        finally:
+            os.close(fd)
+        return len(places)
+
+    def test_damaged_sessions(self):
+        """A queue name made to start with NUL (with a line feed and a byte that is not UTF-8)
+        and a session whose header no longer holds: the page stays one the format allows
+        (before, the NUL ended the label: promtool refused the whole page), the damaged header's
+        session is left out and counted, and the other sessions are all there."""
+        p = subprocess.Popen([MLP_TRAIN, "--steps", "200000", "--batch", "32", "--hidden", "32",
+                              "--output", self.out], env=self.env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        self.procs.append(p)
+        other = self.start(4000, 10)
+        opid = self.program_pid(other)
+        victim = self.start(4000, 10)
+        vpid = self.program_pid(victim)
+        self.wait_for("the queue and the sessions", lambda: (lambda t: 'queue="batch_queue"' in t
+                      and 'pid="%d"' % opid in t and 'pid="%d"' % vpid in t)(self.scrape()), p)
+        self.assertEqual(self.damage(self.segment_of(p.pid), b"batch_queue", b"\0a\nc\xff"), 1)
+        # The header's byte-order word (ts_segment_header.endian, after magic and versions):
+        # what validation checks and the program's own writes never read.
+        seg = self.segment_of(vpid)
+        with open(seg, "rb") as f:
+            head = f.read(64)
+        at = head.index((0x01020304).to_bytes(4, "little"))
+        self.damage(seg, None, (0x04030201).to_bytes(4, "little"), at=at)
+
+        def damaged():
+            t = self.scrape()
+            seen = 'pid="%d"' % p.pid in t and 'pid="%d"' % opid in t
+            return t if seen and "batch_queue" not in t and 'pid="%d"' % vpid not in t else None
+
+        page = self.wait_for("the damage seen", damaged, p)
+        self.assertEqual(exposition_errors(page), [])
+        self.assertIn('queue="\\\\x00a\\\\x0ac\\\\xff_queue"', page)
+        self.assertNotIn('pid="%d"' % vpid, page)
+        self.assertIsNotNone(self.value(page, "termsight_steps_total", opid))
+        self.assertIsNotNone(self.value(page, "termsight_steps_total", p.pid))
+        # (Other sessions of this user may come and go meanwhile: counts are at least.)
+        m = re.search(r"^termsight_sessions_unreadable (\d+)$", page, re.M)
+        self.assertIsNotNone(m, "the sessions left out are counted")
+        self.assertGreaterEqual(int(m.group(1)), 1)
+        if shutil.which("promtool") is None:
+            self.skipTest("promtool is not installed (apt-get install prometheus)")
+        r = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True,
+                           text=True, timeout=60, env=tool_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def request(self, raw):
+        """raw sent as the whole request on a new connection: the status code answered."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(raw)
+            line = s.makefile("rb").readline()
+        return int(line.split()[1])
+
     def test_bad_requests(self):
+        # A NUL (raw or escaped), a query or an escape in the path is another path.
+        for target in (b"/metrics\0x", b"/metrics\0", b"/metrics%00x", b"/metric%73",
+                       b"/metrics?x=1", b"/metrics/"):
+            self.assertEqual(self.request(b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n"), 404,
+                             target)
+        self.assertEqual(self.request(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n"), 200)
+        self.assertEqual(self.request(b"GET /metrics HTTP/1.0\r\n\r\n"), 200)
         for path, method, code in (("/", "GET", 404), ("/metricsx", "GET", 404),
                                    ("/metrics", "POST", 405), ("/metrics", "DELETE", 405)):
             req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path),
@@ -237,6 +405,48 @@ class Export(unittest.TestCase):
         self.assertEqual(data, b"", "the stalled client got an answer to half a request")
         self.assertLess(time.monotonic() - t0, 15)
         self.scrape(timeout=5)
+
+    def test_trickling_request_cut_at_the_deadline(self):
+        """A request whose bytes come one every 0.5 s (each starts libmicrohttpd's idle
+        time-out again) is cut at the 10 s whole-request deadline; before, it was held for as
+        long as it trickled."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.addCleanup(s.close)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+        t0, cut = time.monotonic(), False
+        while not cut and time.monotonic() - t0 < 20:
+            try:
+                s.sendall(b"x")
+                if select.select([s], [], [], 0.5)[0]:
+                    self.assertEqual(s.recv(4096), b"", "an answer to half a request")
+                    cut = True
+            except (BrokenPipeError, ConnectionResetError):
+                cut = True
+        self.assertTrue(cut, "a request trickling for 20 s was never cut")
+        self.scrape(timeout=5)
+
+    def test_another_user_holding_connections(self):
+        """Another user (nobody) opens 300 connections sending a byte a second each: this user's
+        scrape is answered, and the other user holds at most 256 - 64 connections, the last 64
+        slots kept for the clients within their 16 (before, it held every one it opened)."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root, to act as another user")
+        python = "/usr/bin/python3"   # one that another user may run (not a user's pyenv)
+        if not os.access(python, os.X_OK):
+            self.skipTest("no %s" % python)
+        holder = subprocess.Popen(
+            [python, "-c", HOLDER, str(self.port), "300", "6"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd="/", start_new_session=True, user=65534,
+            group=65534, extra_groups=[])
+        self.procs.append(holder)
+        opened = holder.stdout.readline()
+        self.assertTrue(opened.startswith("opened "), opened + holder.stderr.read())
+        self.assertGreater(int(opened.split()[1]), 256 - 64, opened)
+        self.scrape(timeout=4)   # while the other user's connections trickle
+        held = holder.stdout.readline()
+        self.assertTrue(held.startswith("held "), held + holder.stderr.read())
+        self.assertLessEqual(int(held.split()[1]), 256 - 64, held)
+        self.assertEqual(holder.wait(timeout=DEADLINE_S), 0)
 
     def test_session_ends_and_straggler(self):
         fast = self.start(60, 20, TERMSIGHT_JOB="exp", TERMSIGHT_RANK="0",

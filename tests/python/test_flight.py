@@ -177,10 +177,14 @@ class Flight(unittest.TestCase):
             self.assertEqual(summary["events"]["snapshot"]["cause"], "request")
         # One process by pid: a second snapshot of its own.
         pid = self.wait_for("the rank's pid", lambda: self.session_pid(ranks[0]))
-        r = subprocess.run([BIN, "snapshot", str(pid)], capture_output=True, text=True,
-                           timeout=DEADLINE_S)
+        # Its reason any bytes: summary.json stays UTF-8, the reason escaped as names are
+        # (before, the byte 0xff went into it raw and json.load failed).
+        r = subprocess.run([BIN, "snapshot", str(pid), "--why", b"bad\xff\x1b[2J"],
+                           capture_output=True, text=True, timeout=DEADLINE_S)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("/snapshots/02-request", r.stdout)
+        _, _, summary = self.analyse(r.stdout.split(": ", 1)[1].strip())
+        self.assertEqual(summary["events"]["snapshot"]["why"], "bad\\xff\\x1b[2J")
 
     def session_pid(self, proc):
         """The pid of the session `termsight run` started (its child)."""

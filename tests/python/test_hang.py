@@ -91,7 +91,10 @@ PLAIN = textwrap.dedent("""\
     import termsight
 
     def wait_for_a_flag_never_set(flag):
-        with termsight.range("waiting for the flag", "wait"):
+        name = "waiting for the flag"
+        if sys.argv[1] == "hostile":  # a name that clears the screen and forges a verdict
+            name = b"waiting\\x1b[2J\\nverdict: rank 7 is the one the others wait for\\xff"
+        with termsight.range(name, "wait"):
             flag.wait()
 
     own = sys.argv[1] == "own-handler"
@@ -301,14 +304,14 @@ class Hang(Base):
 class PlainPython(Base):
     """termsight hang on one Python process with the binding (no PyTorch needed)."""
 
-    def start(self, mode):
+    def start(self, mode, python=sys.executable, data=b"data"):
         path = os.path.join(self.tmp, "plain.py")
         with open(path, "w") as f:
             f.write(PLAIN)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.dirname(os.path.dirname(termsight.__file__)) + (
             os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        p = subprocess.Popen([sys.executable, path, mode, os.path.join(self.tmp, "data")],
+        p = subprocess.Popen([python, path, mode, os.path.join(os.fsencode(self.tmp), data)],
                              cwd=self.tmp, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -355,6 +358,37 @@ class PlainPython(Base):
         self.assertIn("no stack dump registered", proc["stacks_note"])
         out, _ = p.communicate(b"", timeout=60)
         self.assertNotIn(b"program's handler ran", out)
+
+    def test_hostile_names(self):
+        """A range name, a process name (a link to Python) and a run folder with ESC[2J, a line
+        feed and a byte that is not UTF-8: hang's text, hang --json and ls print them escaped
+        as top does (before, the text cleared the screen and a second verdict line stood in it,
+        and the JSON was not UTF-8)."""
+        evil = b"py\x1b[2J\nverdict\xff"
+        link = os.path.join(os.fsencode(self.tmp), evil)
+        os.symlink(sys.executable, link)
+        p = self.start("hostile", python=link, data=b"data\x1b[2J\n\xff")
+        cli = termsight.find_cli()
+        raw = subprocess.run([cli, "hang", str(p.pid), "--json", "--wait-s", "0"],
+                             stdout=subprocess.PIPE, timeout=60).stdout
+        proc = json.loads(raw)["ranks"][0]   # bytes: strict UTF-8
+        # As in top --once --json: escaped, the line feed kept (JSON escapes it).
+        self.assertIn("waiting\\x1b[2J\nverdict: rank 7", proc["threads"][0]["range"]
+                      if proc["threads"] else "", proc)
+        self.assertIn("\\x1b[2J", proc["process"])
+        self.assertIn("\\x1b[2J", proc["run_folder"])
+        for args in (["hang", str(p.pid), "--wait-s", "0"], ["ls"]):
+            out = subprocess.run([cli] + args, stdout=subprocess.PIPE, timeout=60).stdout
+            text = out.decode("utf-8")   # strict
+            self.assertNotRegex(text, "[\x00-\x09\x0b-\x1f\x7f]", args)
+            mine = [l for l in text.splitlines() if str(p.pid) in l or "rank 7" in l]
+            self.assertTrue(mine, (args, text))
+            if args[0] == "hang":
+                verdicts = [l for l in text.splitlines() if l.startswith("verdict:")]
+                self.assertEqual(len(verdicts), 1, text)
+                self.assertIn("waiting\\x1b[2J\\x0averdict: rank 7", text)
+            else:
+                self.assertIn("\\x1b[2J", mine[0])
 
     def test_no_session(self):
         rc, out, err = hang("no-such-job-%d" % os.getpid())
