@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define QUEUE_CAPACITY 8
@@ -49,6 +50,7 @@ typedef struct batch_queue {
     int head, count;
     uint32_t handle;         /* termsight's handle; 0 (ignored) when nothing is profiling */
     int batches, batch_size; /* what the loader is to produce */
+    int data_ms;             /* the loader's extra time a batch (a slower input pipeline) */
 } batch_queue;
 
 static void queue_push(batch_queue *q, batch *b)
@@ -83,27 +85,36 @@ static void *loader_main(void *arg)
     batch_queue *q = arg;
     rng r = {TRAIN_SEED};
     termsight_thread_name("data-loader");
-    for (int i = 0; i < q->batches; i++)
-        queue_push(q, batch_generate(&r, q->batch_size));
+    for (int i = 0; i < q->batches; i++) {
+        batch *b = batch_generate(&r, q->batch_size);
+        if (q->data_ms) {
+            struct timespec ts = {q->data_ms / 1000, (long)(q->data_ms % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
+        queue_push(q, b);
+    }
     return NULL;
 }
 
 /* ---- Command line ----------------------------------------------------------------------- */
 
 typedef struct config {
-    int steps, batch_size, hidden;
+    int steps, batch_size, hidden, data_ms;
     const char *output;
     bool no_start;
 } config;
 
 static void usage(FILE *out)
 {
-    fputs("usage: mlp_train [--steps N] [--batch N] [--hidden N] [--output DIR] [--no-start]\n"
+    fputs("usage: mlp_train [--steps N] [--batch N] [--hidden N] [--data-ms N] [--output DIR]\n"
+          "                 [--no-start]\n"
           "\n"
           "Trains a small MLP on generated spirals with SGD, recorded by termsight.\n"
           "  --steps N     training steps (default 300)\n"
           "  --batch N     points per batch (default 128)\n"
           "  --hidden N    units in each of the two hidden layers (default 128)\n"
+          "  --data-ms N   the data loader sleeps N ms a batch, as a slower input pipeline\n"
+          "                would (default 0)\n"
           "  --output DIR  parent of the run folder (default: TERMSIGHT_OUTPUT or\n"
           "                ./termsight-data)\n"
           "  --no-start    create the session but wait for a start command to collect\n",
@@ -128,6 +139,8 @@ static int parse_args(int argc, char **argv, config *cfg)
             ok = parse_count(value, 65536, &cfg->batch_size);
         } else if (!strcmp(a, "--hidden")) {
             ok = parse_count(value, 8192, &cfg->hidden);
+        } else if (!strcmp(a, "--data-ms")) {
+            ok = parse_count(value, 60000, &cfg->data_ms);
         } else if (!strcmp(a, "--output")) {
             ok = value && *value;
             cfg->output = value;
@@ -174,7 +187,8 @@ int main(int argc, char **argv)
                          .not_empty = PTHREAD_COND_INITIALIZER,
                          .not_full = PTHREAD_COND_INITIALIZER,
                          .batches = cfg.steps,
-                         .batch_size = cfg.batch_size};
+                         .batch_size = cfg.batch_size,
+                         .data_ms = cfg.data_ms};
     queue.handle = termsight_queue_register("batch_queue", QUEUE_CAPACITY, TERMSIGHT_QUEUE_HOST,
                                             "generator", "train");
     pthread_t loader_thread;

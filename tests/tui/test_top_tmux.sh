@@ -137,7 +137,7 @@ wait_session() {
 
 # Starts a trainer in the background; sets $started to its pid once its session exists.
 start_trainer() {
-    "$work/$name" --no-start --steps 100000 --output "$work/out" >>"$work/train.log" 2>&1 &
+    "$work/$name" --no-start --steps 100000 --hidden 32 --data-ms 5 --output "$work/out" >>"$work/train.log" 2>&1 &
     started=$!
     wait_session mlp_train
 }
@@ -411,14 +411,14 @@ ok "top PID waits for that process's session, and refuses a pid that is not runn
 job="tj$$"
 start_rank() {
     TERMSIGHT_JOB=$job TERMSIGHT_RANK=$1 TERMSIGHT_LOCAL_RANK=$1 TERMSIGHT_WORLD_SIZE=3 \
-        "$work/$name" --no-start --steps 100000 --output "$work/jobout" >>"$work/train.log" 2>&1 &
+        "$work/$name" --no-start --steps 100000 --hidden 32 --data-ms 5 --output "$work/jobout" >>"$work/train.log" 2>&1 &
     started=$!
     wait_session "rank $1"
 }
 # Rank 0 has a worker process: a child started before the shell becomes the trainer (exec), so
 # that the trainer is its parent.
 TERMSIGHT_JOB=$job TERMSIGHT_RANK=0 TERMSIGHT_LOCAL_RANK=0 TERMSIGHT_WORLD_SIZE=3 \
-    sh -c 'sleep 300 & exec "$0" --no-start --steps 100000 --output "$1" >>"$2" 2>&1' \
+    sh -c 'sleep 300 & exec "$0" --no-start --steps 100000 --hidden 32 --data-ms 5 --output "$1" >>"$2" 2>&1' \
     "$work/$name" "$work/jobout" "$work/train.log" &
 started=$!
 wait_session "rank 0"
@@ -504,7 +504,7 @@ ok "top --job ID --once prints the ranks; a job with no session here is an error
 
 # ---- The flight recorder: p writes a snapshot --------------------------------------------------
 
-TERMSIGHT_FLIGHT=1 "$work/$name" --steps 100000 --output "$work/flight" >>"$work/train.log" 2>&1 &
+TERMSIGHT_FLIGHT=1 "$work/$name" --steps 100000 --hidden 32 --data-ms 5 --output "$work/flight" >>"$work/train.log" 2>&1 &
 started=$!
 wait_session "mlp_train in flight mode"
 flyer=$started
