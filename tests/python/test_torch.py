@@ -805,18 +805,29 @@ class ZeroCode(Base):
                  ("acc2", False, {"TERMSIGHT_TORCH_STEP": "batch"}, 24)]
         if LONG:  # each shape once more, the other way
             cases += [("acc2", False, {}, None), ("acc4", True, {}, None)]
-        for shape, api, env, batches in cases:
-            with self.subTest(shape=shape, api=api, env=env):
+        # The programs run at once, each with its own output folder; then each is checked.
+        runs = []
+        try:
+            for shape, api, env, batches in cases:
                 out = os.path.join(self.tmp, "data-%s-%d-%d" % (shape, api, len(env)))
                 e = dict(os.environ, **env)
                 e.pop("TERMSIGHT_LIB", None)
-                p = subprocess.run([cli(), "run", "-o", out, "--", sys.executable, script, shape]
-                                   + (["api"] if api else []), cwd=self.tmp, env=e,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-                err = p.stderr.decode("utf-8", "replace")
+                p = subprocess.Popen([cli(), "run", "-o", out, "--", sys.executable, script, shape]
+                                     + (["api"] if api else []), cwd=self.tmp, env=e,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                runs.append((shape, api, env, batches, out, p))
+            results = [p.communicate(timeout=300) for *_, p in runs]
+        finally:
+            for *_, p in runs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for (shape, api, env, batches, out, p), (stdout, stderr) in zip(runs, results):
+            with self.subTest(shape=shape, api=api, env=env):
+                err = stderr.decode("utf-8", "replace")
                 self.assertEqual(p.returncode, 0, err)
                 self.assertNotIn("Warning", err)  # no LR scheduler warning about step order
-                own = int(re.search(rb"optimizer_steps (\d+)", p.stdout).group(1))
+                own = int(re.search(rb"optimizer_steps (\d+)", stdout).group(1))
                 folders = os.listdir(out)
                 self.assertEqual(len(folders), 1, folders)
                 ends = [x for x in dump(os.path.join(out, folders[0])) if x["kind"] == "step_end"]
