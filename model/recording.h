@@ -1,4 +1,5 @@
-/* model: the recording, its writer, reader and salvage (recording.c, salvage.c). */
+/* model: the recording, its writer, reader and salvage (recording.c, recording_read.c, salvage.c).
+ */
 #ifndef TERMSIGHT_MODEL_RECORDING_H
 #define TERMSIGHT_MODEL_RECORDING_H
 

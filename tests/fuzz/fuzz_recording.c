@@ -1,5 +1,5 @@
-/* libFuzzer target for the recording reader (model/recording.c). The input is a recording file,
- * read twice: as it is, and with the checksum of every chunk header that fits the file made
+/* libFuzzer target for the recording reader (model/recording_read.c). The input is a recording
+ * file, read twice: as it is, and with the checksum of every chunk header that fits the file made
  * right (CRC-32 or CRC-32C, as its flags name), so that mutations reach the payload parsers (META,
  * STRINGS, EVENTS) instead of stopping at the CRC. Promises checked: open and next fail with a
  * message, never crash; every batch of events and every name returned lies inside the reader's

@@ -19,7 +19,7 @@
 #define MIB       (1ull << 20)
 #define MAX_CLAIM (16u << 20)
 
-/* A chunk of the recording format (model/recording.c): header, payload, padding, CRC. */
+/* A chunk of the recording format (model/recording_internal.h): header, payload, padding, CRC. */
 static size_t chunk_make(unsigned char *out, uint16_t type, const void *payload, uint32_t len,
                          uint64_t seq, int good_crc)
 {

@@ -8,7 +8,7 @@
  * say what it skipped, or fail with one line and exit 1; never die of a signal, never leave a
  * report folder when it fails, never leave a temporary folder behind.
  *
- * What "recovered" means (model/recording.c's reader): every chunk whose header and CRC check
+ * What "recovered" means (model/recording_read.c): every chunk whose header and CRC check
  * out is read; a damaged chunk is skipped whole, the reader resynchronizes on the next valid
  * one. So the exact oracle for one flipped bit in chunk k is "all events but chunk k's, chunk
  * k's bytes skipped"; for a cut inside chunk k, "the events of chunks 0..k-1, the bytes from
@@ -90,7 +90,8 @@ static void recording_make(void)
     good = (unsigned char *)file_slurp(fd, &good_len);
     close(fd);
 
-    /* The chunk table, read by the format's layout (model/recording.c): the oracle below. */
+    /* The chunk table, read by the format's layout (model/recording_internal.h): the oracle below.
+     */
     for (size_t off = 0; off < good_len;) {
         ck_assert_uint_lt(n_chunks, MAX_CHUNKS);
         ck_assert_uint_le(off + CHUNK_HEADER, good_len);

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <zlib.h>
 
-/* The documented format (model/recording.c). */
+/* The documented format (model/recording_internal.h). */
 #define T_MAGIC       0x43525354u
 #define T_HEADER      24u
 #define T_EVENTS_MAX  4096u
