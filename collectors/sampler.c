@@ -598,17 +598,23 @@ static size_t build(sampler *m, const snapshot *prev, const snapshot *cur, int m
     /* Where every thread's schedstat was read, the process's time is theirs summed: to the
      * nanosecond, and never less than one of its threads shows (ticks, 10 ms each, make the
      * two disagree by a tick an interval). A thread that ended during the interval is then
-     * missed for its last part; with ticks it would not be. */
+     * missed for its last part; with ticks it would not be. Where only some were read (a
+     * thread too new to have its interval, a list cut short), the process shows at least what
+     * they add up to: never less than its threads, however the reads fall on a busy machine. */
     uint64_t threads_ns = 0, span = delta(cur->t_ns, prev->t_ns);
     int all = m->schedstat && !cur->truncated && !prev->truncated;
-    for (uint32_t i = 0; all && i < cur->nthreads; i++) {
+    for (uint32_t i = 0; m->schedstat && i < cur->nthreads; i++) {
         const task_ticks *t = &cur->threads[i];
         const task_ticks *p = bsearch(t, prev->threads, prev->nthreads, sizeof *t, by_id);
+        if (p && p->start != t->start)
+            p = NULL;
         uint64_t run = 0;
-        all = run_in_interval(t, p && p->start == t->start ? p : NULL, span, &run) == 0;
-        threads_ns += run;
+        if ((p || !prev->truncated) && run_in_interval(t, p, span, &run) == 0)
+            threads_ns += run; /* as build_tasks shows it */
+        else
+            all = 0;
     }
-    if (all && cur->nthreads)
+    if (cur->nthreads && (all || threads_ns > ev->v0 + ev->v1))
         split_ns(threads_ns, put, pst, &ev->v0, &ev->v1);
     ev->aux = cur->process.num_threads;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

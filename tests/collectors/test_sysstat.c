@@ -192,8 +192,9 @@ START_TEST(cpu_shares_match_sysstat)
     near(share[TS_CPU_USER] / m_window, m_usr, "machine usr");
     near(share[TS_CPU_SYSTEM] / m_window, m_sys, "machine sys");
     near(share[TS_CPU_IDLE] / m_window, m_idle, "machine idle");
-    /* The burner alone is most of a CPU: both saw it. */
-    ck_assert_double_gt(p_usr + p_sys, 50.0);
+    /* Both saw the burner: most of a CPU on a quiet machine, a share of one beside other work
+     * (a quarter at load average 8 on two cores), well above the idle process's. */
+    ck_assert_double_gt(p_usr + p_sys, 10.0);
 
     free(pid_out);
     free(mp_out);

@@ -57,12 +57,14 @@ class Ddp(Base):
             self.job = json.load(f)
         return runs
 
-    def assertWaitsForStraggler(self, s, label):
+    def assertWaitsForStraggler(self, s, label, slow_total_us):
         st = s["steps"]
         wait = st["avg_comm_wait_us"]
         want = SLOW_MS * 1000
         self.assertGreaterEqual(wait, 0.4 * want, "%s: %s" % (label, st))
-        self.assertLessEqual(wait, 1.6 * want, "%s: %s" % (label, st))
+        # At most the delay made, or the slow rank's whole step where other work on the machine
+        # stretches it (the wait is for that rank: it cannot be longer than its step).
+        self.assertLessEqual(wait, max(1.6 * want, slow_total_us), "%s: %s" % (label, st))
         # The wait is not idle time between operators.
         self.assertLess(st["avg_gap_us"], 0.2 * want, "%s: %s" % (label, st))
         for g in s["largest_gaps"]:
@@ -78,12 +80,12 @@ class Ddp(Base):
 
     def test_straggler(self):
         runs = self.train(3, "--slow-rank", "1", "--slow-ms", str(SLOW_MS))
+        slow = summary(runs[1])
+        st = slow["steps"]
         for rank in (0, 2):
             s = summary(runs[rank])
             self.assertEqual(s["steps"]["count"], STEPS)
-            self.assertWaitsForStraggler(s, "fast rank %d" % rank)
-        slow = summary(runs[1])
-        st = slow["steps"]
+            self.assertWaitsForStraggler(s, "fast rank %d" % rank, st["avg_total_us"])
         self.assertEqual(st["count"], STEPS)
         self.assertLess(st["avg_comm_wait_us"], 0.2 * SLOW_MS * 1000, st)
         self.assertGreater(st["avg_compute_us"], 0.8 * SLOW_MS * 1000, st)
@@ -99,7 +101,8 @@ class Ddp(Base):
             self.assertEqual(r["steps"], STEPS)
             if r["rank"] != 1:
                 self.assertGreaterEqual(r["avg_comm_wait_us"], 0.4 * SLOW_MS * 1000, r)
-                self.assertLessEqual(r["avg_comm_wait_us"], 1.6 * SLOW_MS * 1000, r)
+                self.assertLessEqual(r["avg_comm_wait_us"],
+                                     max(1.6 * SLOW_MS * 1000, st["avg_total_us"]), r)
         self.assertGreater(job["stragglers"][0]["others_comm_wait_us"], 0.4 * SLOW_MS * 1000)
 
         # What was recorded: each bucket's all-reduce from issue to completion, with its bytes,
@@ -120,8 +123,10 @@ class Ddp(Base):
         for rank, run in runs.items():
             st = summary(run)["steps"]
             self.assertEqual(st["count"], STEPS)
-            # Nobody waits for a straggler: far below the straggler's wait above.
-            self.assertLess(st["avg_comm_wait_us"], 0.2 * SLOW_MS * 1000, (rank, st))
+            # Nobody waits for a straggler: far below the straggler's wait above, or a fifth of
+            # the step where other work on the machine stretches every step.
+            self.assertLess(st["avg_comm_wait_us"],
+                            max(0.2 * SLOW_MS * 1000, 0.2 * st["avg_total_us"]), (rank, st))
             self.assertGreater(st["avg_comm_us"], 0, (rank, st))
         # No straggler of the kind the test above makes. Two ranks and their loader workers
         # share this 2-CPU machine, with whatever else runs on it, so one rank can come out

@@ -1,8 +1,8 @@
 """The live view on a real PyTorch run it never saw: tests/python/live_train.py (a Transformer
 language model, a tokenising Dataset, DataLoader workers, AdamW) under `termsight run` for a
-minute at 50 K events/s or more (10 s and 300 steps or more in the default set), watched with
-`termsight top --once --json` a dozen times, once with the default lanes and once with
-TERMSIGHT_LANE_BUDGET_MB=0 (rings that never grow).
+minute at 50 K events/s or more (10 s, 300 steps or more and 5 K events/s in the default set),
+watched with `termsight top --once --json` a dozen times, once with the default lanes and once
+with TERMSIGHT_LANE_BUDGET_MB=0 (rings that never grow).
 
 At every look the live step number follows the program's own count (within 2 steps), every step
 that ended a moment before the collector's last publication is counted, a look after 256 steps
@@ -44,9 +44,10 @@ SECONDS = 62 if LONG else 10
 LOOK_S = SECONDS / 12
 MIN_STEPS = 300  # and at least this many steps, for the look after 256 (a loaded machine is slower)
 # The rate the run must reach, so that the looks are taken under a real load of events: 50 K
-# events/s in the long variant, meant for a quiet machine; 10 K in the default set, which must pass
-# beside other work (two busy cores halve the program's speed) and under a sanitizer.
-MIN_RATE = 50000 if LONG else 10000
+# events/s in the long variant, meant for a quiet machine; 5 K in the default set, which must pass
+# beside other work (two busy loops halve the program's speed, more load slows it further) and
+# under a sanitizer.
+MIN_RATE = 50000 if LONG else 5000
 NAME = re.compile(r' name="((?:[^"\\]|\\.)*)"')
 
 
