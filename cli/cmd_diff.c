@@ -223,6 +223,13 @@ static int write_html(const diff_result *d, const char *file)
     return 0;
 }
 
+/* A progress line on stderr, rewritten in place (stderr is a terminal). */
+static void diff_progress(void *arg, const char *what, size_t done)
+{
+    (void)arg;
+    fprintf(stderr, "\r\033[Ktermsight: diff: %s: %zu", what, done);
+}
+
 /* The reports of a and b (written first where missing) compared and printed as o asks. */
 static int diff_compare(const diff_opts *o, const char *path_a, const char *path_b)
 {
@@ -230,7 +237,13 @@ static int diff_compare(const diff_opts *o, const char *path_a, const char *path
         return 1;
     diff_result *d = NULL;
     char *cause = NULL;
-    if (diff_run(path_a, path_b, &o->d, &d, &cause) < 0) {
+    diff_options dopt = o->d;
+    if (isatty(STDERR_FILENO))
+        dopt.progress = diff_progress;
+    int got = diff_run(path_a, path_b, &dopt, &d, &cause);
+    if (dopt.progress)
+        fputs("\r\033[K", stderr);
+    if (got < 0) {
         cli_error("diff: %s", cause ? cause : "cannot compare");
         free(cause);
         return 1;
