@@ -10,8 +10,9 @@ import os
 import pty
 import shutil
 import subprocess
-import tempfile
 import unittest
+
+from proctools import make_tmp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.abspath(os.environ.get("TERMSIGHT_BIN")
@@ -40,10 +41,7 @@ def diff(*args):
 class DiffCli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        base = os.environ.get("TERMSIGHT_TEST_TMP") or None
-        if base:
-            os.makedirs(base, exist_ok=True)
-        cls.tmp = tempfile.mkdtemp(prefix="diffcli-", dir=base)
+        cls.tmp = make_tmp("diffcli-")
         cls.a, cls.b = os.path.join(cls.tmp, "a"), os.path.join(cls.tmp, "b")
         write_run(cls.a, STEPS)
         write_run(cls.b, STEPS)
