@@ -286,7 +286,9 @@ static int diff_check_arg(const char *given)
     base = base ? base + 1 : given;
     const char *wrong = NULL;
     if (stat(given, &st) < 0)
-        wrong = strerror(errno);
+        wrong = errno == ENOENT ? "no such file or folder, so no report and no recording: give a "
+                                  "run folder or a job folder"
+                                : strerror(errno);
     else if (S_ISREG(st.st_mode) && strcmp(base, TS_RECORDING_FILE))
         wrong = "a file, not a run folder, a job folder or a recording (" TS_RECORDING_FILE ")";
     else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))

@@ -54,7 +54,7 @@ class DiffCli(unittest.TestCase):
         empty = os.path.join(self.tmp, "empty")
         os.makedirs(empty, exist_ok=True)
         for given, wrong in (("/etc/passwd", "a file, not a run folder"),
-                             (os.path.join(self.tmp, "none"), "No such file or directory"),
+                             (os.path.join(self.tmp, "none"), "no such file or folder, so no report and no recording"),
                              ("/dev/null", "neither a folder nor a file"),
                              (empty, "has no report and no recording")):
             r = diff(self.a, given)
