@@ -52,6 +52,8 @@ typedef struct rank_steps {
 
 typedef struct side {
     diff_side info;
+    const diff_options *opt;
+    const char *label; /* "A" or "B" */
     rank_steps *runs;
     size_t nruns;
     series phase[N_PHASES];
@@ -125,6 +127,23 @@ const char *diff_verdict_name(enum diff_verdict v)
 
 /* ---- Reading a side ---------------------------------------------------------------------- */
 
+#define PROGRESS_EVERY 65536 /* rows read between two calls of the progress callback */
+
+static void progress(const diff_options *o, const char *what, size_t done)
+{
+    if (o->progress)
+        o->progress(o->progress_arg, what, done);
+}
+
+static void side_progress(const side *s, const char *what, size_t done)
+{
+    if (!s->opt->progress || done % PROGRESS_EVERY)
+        return;
+    char line[64];
+    snprintf(line, sizeof line, "reading %s's %s", s->label, what);
+    progress(s->opt, line, done);
+}
+
 static int series_push(series *s, size_t *cap, double v)
 {
     if (s->n == *cap) {
@@ -196,6 +215,7 @@ static int load_trace(side *s, rank_steps *r, size_t *caps, size_t skip, char **
         }
         r->n++;
         s->info.samples++;
+        side_progress(s, "steps", s->info.samples);
     }
 done:
     report_step_trace_close(&sr);
@@ -269,6 +289,7 @@ static int load_ops(side *s, rank_steps *r, int fill, char **cause)
     char *line = NULL, *field[16];
     size_t lcap = 0, nf = 0;
     int rc = 1;
+    size_t lines = 0;
     if (report_read_line(f, &line, &lcap, &long_lines) > 0)
         nf = report_csv_split(line, field, 16);
     int cs = column(field, nf, "step"), co = column(field, nf, "op");
@@ -279,6 +300,7 @@ static int load_ops(side *s, rank_steps *r, int fill, char **cause)
         goto done;
     }
     while (report_read_line(f, &line, &lcap, &long_lines) > 0) {
+        side_progress(s, "operators", ++lines);
         nf = report_csv_split(line, field, 16);
         double step = number(field, nf, cs), v = number(field, nf, cv);
         if (step < 0 || v < 0 || (size_t)co >= nf || (size_t)ct >= nf)
@@ -325,6 +347,8 @@ static long rank_of(const char *folder)
 
 static int load_side(diff_result *d, side *s, const char *path, char **cause)
 {
+    s->opt = &d->opt;
+    s->label = s == &d->s[0] ? "A" : "B";
     s->info.path = strdup(path);
     if (!s->info.path)
         return fail(cause, "out of memory");
@@ -411,6 +435,7 @@ static int add_row(diff_result *d, enum diff_kind kind, const char *name, const 
         d->rows = g;
         d->caprows = want;
     }
+    progress(&d->opt, "comparing rows", d->nrows);
     diff_row *r = &d->rows[d->nrows];
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -418,15 +443,16 @@ static int add_row(diff_result *d, enum diff_kind kind, const char *name, const 
     snprintf(r->type, sizeof r->type, "%s", type ? type : "");
     r->n_a = na;
     r->n_b = nb;
-    r->median_a_us = diffstat_median(a, na);
-    r->median_b_us = diffstat_median(b, nb);
-    r->change_pct = diffstat_change_pct(r->median_a_us, r->median_b_us);
-    diffstat_mw mw;
-    if (diffstat_mann_whitney(a, na, b, nb, &mw) < 0 ||
-        diffstat_bootstrap(a, na, b, nb, d->opt.bootstrap, BOOT_SEED + d->nrows, d->opt.level,
-                           &r->lo_pct, &r->hi_pct) < 0)
+    diffstat_row st;
+    if (diffstat_compare(a, na, b, nb, d->opt.bootstrap, BOOT_SEED + d->nrows, d->opt.level, &st) <
+        0)
         return -1;
-    r->p = mw.p;
+    r->median_a_us = st.median_a;
+    r->median_b_us = st.median_b;
+    r->change_pct = diffstat_change_pct(r->median_a_us, r->median_b_us);
+    r->lo_pct = st.lo;
+    r->hi_pct = st.hi;
+    r->p = st.mw.p;
     d->nrows++;
     return 0;
 }

@@ -47,6 +47,24 @@ int diffstat_holm(const double *p, size_t n, double *adjusted);
 int diffstat_bootstrap(const double *a, size_t na, const double *b, size_t nb, unsigned iters,
                        uint64_t seed, double level, double *lo, double *hi);
 
+/* Up to this many samples in all, diffstat_compare's interval is diffstat_bootstrap's, to the
+ * bit; past it each resample's median is drawn from the sorted sample (its distribution, in a few
+ * draws instead of a resample: a million steps in seconds, not hours). */
+#define DIFFSTAT_RESAMPLE_MAX 4096
+
+typedef struct diffstat_row {
+    double median_a, median_b; /* NAN for an empty sample */
+    diffstat_mw mw;
+    double lo, hi; /* diffstat_bootstrap's interval; NAN when none */
+} diffstat_row;
+
+/* One row's statistics from one sort of each sample: both medians, the Mann-Whitney test and the
+ * bootstrap interval, the same figures as diffstat_median, diffstat_mann_whitney and
+ * diffstat_bootstrap give (the interval past DIFFSTAT_RESAMPLE_MAX samples from the same
+ * distribution, drawn otherwise). 0, or -1 out of memory. */
+int diffstat_compare(const double *a, size_t na, const double *b, size_t nb, unsigned iters,
+                     uint64_t seed, double level, diffstat_row *out);
+
 /* (median_b / median_a - 1) * 100; INFINITY when only b is above 0; 0 when both are 0. */
 double diffstat_change_pct(double median_a, double median_b);
 
@@ -72,6 +90,10 @@ typedef struct diff_options {
     size_t skip_steps;    /* each run's (each rank's) first steps left out; 0 */
     unsigned bootstrap;   /* resamples for the interval; 1000 */
     double level;         /* the interval's level; 0.99 */
+    /* Called now and then while a comparison runs (NULL: never): what it does ("reading A's
+     * steps", "comparing rows") and how far it got; for a progress line. */
+    void (*progress)(void *arg, const char *what, size_t done);
+    void *progress_arg;
 } diff_options;
 
 void diff_options_init(diff_options *o);

@@ -92,7 +92,8 @@ typedef struct cli_answer {
 } cli_answer;
 
 /* Sends cmd (arg may be NULL) to the collector of every target (by its segment's name), then
- * waits at most wait_ms for all of their answers, out[i] for targets[i]. */
+ * waits at most wait_ms for all of their answers, out[i] for targets[i]; a target whose process
+ * is stopped (or has exited) for two seconds is not waited for longer, its error says so. */
 void cli_ask(const struct segment_info *targets, size_t n, uint32_t cmd, const char *arg,
              int wait_ms, cli_answer *out);
 

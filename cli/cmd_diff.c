@@ -223,6 +223,13 @@ static int write_html(const diff_result *d, const char *file)
     return 0;
 }
 
+/* A progress line on stderr, rewritten in place (stderr is a terminal). */
+static void diff_progress(void *arg, const char *what, size_t done)
+{
+    (void)arg;
+    fprintf(stderr, "\r\033[Ktermsight: diff: %s: %zu", what, done);
+}
+
 /* The reports of a and b (written first where missing) compared and printed as o asks. */
 static int diff_compare(const diff_opts *o, const char *path_a, const char *path_b)
 {
@@ -230,7 +237,13 @@ static int diff_compare(const diff_opts *o, const char *path_a, const char *path
         return 1;
     diff_result *d = NULL;
     char *cause = NULL;
-    if (diff_run(path_a, path_b, &o->d, &d, &cause) < 0) {
+    diff_options dopt = o->d;
+    if (isatty(STDERR_FILENO))
+        dopt.progress = diff_progress;
+    int got = diff_run(path_a, path_b, &dopt, &d, &cause);
+    if (dopt.progress)
+        fputs("\r\033[K", stderr);
+    if (got < 0) {
         cli_error("diff: %s", cause ? cause : "cannot compare");
         free(cause);
         return 1;
@@ -265,8 +278,33 @@ static int diff_compare(const diff_opts *o, const char *path_a, const char *path
     return rc;
 }
 
+/* What was given names a folder or a recording file; else 1 after saying what it is. */
+static int diff_check_arg(const char *given)
+{
+    struct stat st;
+    const char *base = strrchr(given, '/');
+    base = base ? base + 1 : given;
+    const char *wrong = NULL;
+    if (stat(given, &st) < 0)
+        wrong = errno == ENOENT ? "no such file or folder, so no report and no recording: give a "
+                                  "run folder or a job folder"
+                                : strerror(errno);
+    else if (S_ISREG(st.st_mode) && strcmp(base, TS_RECORDING_FILE))
+        wrong = "a file, not a run folder, a job folder or a recording (" TS_RECORDING_FILE ")";
+    else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        wrong = "neither a folder nor a file";
+    if (!wrong)
+        return 0;
+    char *clean = report_clean_dup(given);
+    cli_error("diff: %s: %s", clean ? clean : "?", wrong);
+    free(clean);
+    return 1;
+}
+
 static int diff_exec(const diff_opts *o)
 {
+    if (diff_check_arg(o->a) || diff_check_arg(o->b))
+        return 1;
     /* A run's recording/ folder or events.tsr names its run folder, as for analyse. */
     char *a = job_is_folder(o->a) ? strdup(o->a) : report_run_folder(o->a);
     char *b = job_is_folder(o->b) ? strdup(o->b) : report_run_folder(o->b);

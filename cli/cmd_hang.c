@@ -212,6 +212,11 @@ static void stacks_ask(hang_proc *p)
         p->stacks_note = "its stacks file is missing";
         return;
     }
+    char state = segment_proc_state(p->info.pid);
+    if (state == 'T' || state == 't') {
+        p->stacks_note = "no stacks: the process is stopped (a signal waits until it resumes)";
+        return;
+    }
     if (!signal_caught(p->info.pid, p->stacks_signal)) {
         p->stacks_note = kill(p->info.pid, 0) != 0 && errno == ESRCH
                              ? "the process is gone"
@@ -286,27 +291,42 @@ static void stacks_gather(hang_proc *p, size_t n, double wait_s)
                                    : "the process did not answer in time (no stacks)";
 }
 
-/* A flight-recorder snapshot of every rank at once (the mailbox's snapshot, as `termsight
- * snapshot` asks): its folder, or why there is none (a session not in flight mode says so). */
+/* A flight-recorder snapshot of every rank that keeps one, at once (the mailbox's snapshot, as
+ * `termsight snapshot` asks): its folder, or why there is none. A session without a flight
+ * recorder is not asked (it has nothing to write); a stopped rank is waited for two seconds. */
 static void hang_request_snapshots(hang_proc *p, size_t n)
 {
     segment_info *targets = calloc(n ? n : 1, sizeof *targets);
     cli_answer *answers = calloc(n ? n : 1, sizeof *answers);
-    if (!targets || !answers) {
-        free(targets);
-        free(answers);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        targets[i] = p[i].info;
-    cli_ask(targets, n, TS_CMD_SNAPSHOT, "termsight hang", SNAPSHOT_WAIT_MS, answers);
+    size_t *of = calloc(n ? n : 1, sizeof *of), k = 0;
+    if (!targets || !answers || !of)
+        goto done;
     for (size_t i = 0; i < n; i++) {
-        const cli_answer *a = &answers[i];
-        p[i].snapshot_ok = a->answered && a->status == 0;
-        snprintf(p[i].snapshot, sizeof p[i].snapshot, "%.250s", a->answered ? a->msg : a->error);
+        if (p[i].info.flight_mb) {
+            of[k] = i;
+            targets[k++] = p[i].info;
+        } else {
+            snprintf(p[i].snapshot, sizeof p[i].snapshot,
+                     "none: no flight recorder (termsight run --flight keeps one), not asked");
+        }
     }
+    cli_ask(targets, k, TS_CMD_SNAPSHOT, "termsight hang", SNAPSHOT_WAIT_MS, answers);
+    for (size_t j = 0; j < k; j++) {
+        const cli_answer *a = &answers[j];
+        hang_proc *q = &p[of[j]];
+        q->snapshot_ok = a->answered && a->status == 0;
+        if (a->answered)
+            snprintf(q->snapshot, sizeof q->snapshot, "%.250s", a->msg);
+        else if (q->info.rank >= 0)
+            snprintf(q->snapshot, sizeof q->snapshot, "rank %d (pid %d) %.200s", q->info.rank,
+                     (int)q->info.pid, a->error);
+        else
+            snprintf(q->snapshot, sizeof q->snapshot, "pid %d %.200s", (int)q->info.pid, a->error);
+    }
+done:
     free(targets);
     free(answers);
+    free(of);
 }
 
 /* ---- Output ------------------------------------------------------------------------------- */

@@ -376,6 +376,9 @@ typedef struct segment_info {
     uint32_t flight_mb;                 /* its flight recorder's MiB; 0: it records as usual */
 } segment_info;
 
+/* The state letter of /proc/PID/stat (R, S, D, T, t, Z...), or 0 when it cannot be read. */
+char segment_proc_state(pid_t pid);
+
 /* Lists this user's segments, newest pid last. *out is malloc'd. Returns the count or -1. */
 int segment_list(segment_info **out, char **cause);
 

@@ -102,11 +102,8 @@ static void info_fill(segment_info *info, const char *entry, pid_t pid)
     }
 }
 
-/* Whether pid has ended: no such process, or a zombie its parent has not waited for yet. */
-static int process_ended(pid_t pid)
+char segment_proc_state(pid_t pid)
 {
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 1;
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "re");
@@ -116,7 +113,16 @@ static int process_ended(pid_t pid)
     fclose(f);
     buf[n] = 0;
     const char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Whether pid has ended: no such process, or a zombie its parent has not waited for yet. */
+static int process_ended(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char state = segment_proc_state(pid);
+    return state == 'Z' || state == 'X';
 }
 
 /* Which segments a listing keeps: NULL, every one of this user's; else only those whose process

@@ -109,6 +109,43 @@ START_TEST(test_bootstrap)
 }
 END_TEST
 
+/* diffstat_compare, one sort of each sample, gives the figures of the three functions: to the bit
+ * up to DIFFSTAT_RESAMPLE_MAX samples; past it the medians and the test to the bit and an interval
+ * drawn from the bootstrap's distribution, which agrees with resampling's. */
+START_TEST(test_compare)
+{
+    enum { N = 20000 };
+    double *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    ck_assert(a && b);
+    for (int i = 0; i < N; i++) {
+        a[i] = 1000 + (i * 37 % 101); /* ties aplenty */
+        b[i] = 1030 + (i * 53 % 107);
+    }
+    size_t sizes[] = {1, 2, 3, 200, 201, N};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        diffstat_row r;
+        diffstat_mw mw;
+        double lo, hi;
+        unsigned iters = n == N ? 200 : 1000;
+        ck_assert_int_eq(diffstat_compare(a, n, b, n, iters, 42, 0.99, &r), 0);
+        ck_assert_int_eq(diffstat_mann_whitney(a, n, b, n, &mw), 0);
+        ck_assert_int_eq(diffstat_bootstrap(a, n, b, n, iters, 42, 0.99, &lo, &hi), 0);
+        ck_assert_double_eq(r.median_a, diffstat_median(a, n));
+        ck_assert_double_eq(r.median_b, diffstat_median(b, n));
+        ck_assert(r.mw.u == mw.u && r.mw.z == mw.z && r.mw.p == mw.p);
+        if (2 * n <= DIFFSTAT_RESAMPLE_MAX) {
+            ck_assert(r.lo == lo && r.hi == hi);
+        } else {
+            ck_assert_msg(fabs(r.lo - lo) < 0.5 && fabs(r.hi - hi) < 0.5,
+                          "drawn [%g, %g], resampled [%g, %g]", r.lo, r.hi, lo, hi);
+        }
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
 START_TEST(test_verdict)
 {
     ck_assert_int_eq(diffstat_verdict(0.001, 0.01, 10, 8, 12, 2), DIFF_SLOWER);
@@ -195,21 +232,35 @@ END_TEST
 
 /* ---- Two reports compared ------------------------------------------------------------------- */
 
+/* A run folder RUN (root/name) and RUN/report, with step_trace.csv (its header trace_header) and
+ * step_ops.csv opened into *t and *o, their headers written. */
+static char *open_report(const char *root, const char *name, const char *trace_header, FILE **t,
+                         FILE **o)
+{
+    char *run = path_join(root, name), *rep = path_join(run, REPORT_DIR);
+    ck_assert_int_eq(mkdir(run, 0755), 0);
+    ck_assert_int_eq(mkdir(rep, 0755), 0);
+    char *tp = path_join(rep, "step_trace.csv"), *op = path_join(rep, REPORT_STEP_OPS_CSV);
+    *t = fopen(tp, "w");
+    *o = fopen(op, "w");
+    ck_assert(*t && *o);
+    fprintf(*t, "%s\n", trace_header);
+    fputs(REPORT_STEP_OPS_HEADER "\n", *o);
+    free(tp);
+    free(op);
+    free(rep);
+    return run;
+}
+
 /* A run folder with a report of steps steps: each step 100 us interval, compute made of op
  * "Default/a/MatMul-op1" (mm us) and "Default/b/ReLU-op2" (relu us), 50 us tail; jitter of up to
  * 3 % step by step, seeded, so that two folders of one spec differ only by noise. */
 static char *make_run(const char *root, const char *name, int steps, double mm, double relu,
                       unsigned seed)
 {
-    char *run = path_join(root, name);
-    ck_assert_int_eq(mkdir(run, 0755), 0);
-    char *rep = path_join(run, REPORT_DIR);
-    ck_assert_int_eq(mkdir(rep, 0755), 0);
-    char *tp = path_join(rep, "step_trace.csv"), *op = path_join(rep, REPORT_STEP_OPS_CSV);
-    FILE *t = fopen(tp, "w"), *o = fopen(op, "w");
-    ck_assert(t && o);
-    fputs("step,total_us,interval_us,compute_us,comm_wait_us,tail_us,eval_us\n", t);
-    fputs(REPORT_STEP_OPS_HEADER "\n", o);
+    FILE *t, *o;
+    char *run = open_report(
+        root, name, "step,total_us,interval_us,compute_us,comm_wait_us,tail_us,eval_us", &t, &o);
     srand(seed);
     for (int i = 1; i <= steps; i++) {
         double j1 = 1 + 0.03 * rand() / RAND_MAX, j2 = 1 + 0.03 * rand() / RAND_MAX;
@@ -220,9 +271,6 @@ static char *make_run(const char *root, const char *name, int steps, double mm, 
     }
     fclose(t);
     fclose(o);
-    free(tp);
-    free(op);
-    free(rep);
     return run;
 }
 
@@ -375,6 +423,97 @@ START_TEST(test_diff_hostile)
 }
 END_TEST
 
+/* The median of value(i) for i from 1 to n (n even), counted, not sorted: each value is a whole
+ * number from value(0) to value(0) + 511. */
+static double counted_median(long n, int (*value)(long i))
+{
+    long count[512] = {0}, seen = 0;
+    int base = value(0), lo = -1;
+    for (long i = 1; i <= n; i++)
+        count[value(i) - base]++;
+    for (int v = 0; v < 512; v++) {
+        seen += count[v];
+        if (lo < 0 && seen >= n / 2)
+            lo = v;
+        if (seen >= n / 2 + 1)
+            return (lo + v) / 2.0 + base;
+    }
+    return NAN;
+}
+
+enum { BIG = 1000000 };
+static int mm_a(long i)
+{
+    return 1000 + (int)(i % 101);
+}
+static int mm_b(long i)
+{
+    return 1100 + (int)(i % 101);
+}
+static int relu(long i)
+{
+    return 500 + (int)(i * 7 % 51);
+}
+static int step_a(long i)
+{
+    return 150 + mm_a(i) + relu(i);
+}
+static int step_b(long i)
+{
+    return 150 + mm_b(i) + relu(i);
+}
+
+/* A run folder of BIG steps: MatMul mm(i) and ReLU relu(i) us, the step 150 us more. */
+static char *make_big_run(const char *root, const char *name, int (*mm)(long))
+{
+    FILE *t, *o;
+    char *run = open_report(root, name, "step,total_us,interval_us,compute_us,tail_us", &t, &o);
+    for (long i = 1; i <= BIG; i++) {
+        fprintf(t, "%ld,%d,100,%d,50\n", i, 150 + mm(i) + relu(i), mm(i) + relu(i));
+        fprintf(o, "%ld,m,MatMul,1,%d\n%ld,r,ReLU,1,%d\n", i, mm(i), i, relu(i));
+    }
+    ck_assert(fclose(t) == 0 && fclose(o) == 0);
+    return run;
+}
+
+/* Two reports of a million steps compared (in seconds: the bootstrap once took minutes), with
+ * medians counted here: MatMul and the step slower, ReLU the same. */
+START_TEST(test_diff_million)
+{
+    char *root = tmp_make();
+    char *a = make_big_run(root, "a", mm_a), *b = make_big_run(root, "b", mm_b);
+    diff_result *d = NULL;
+    char *cause = NULL;
+    ck_assert_msg(diff_run(a, b, NULL, &d, &cause) == 0, "%s", cause ? cause : "");
+    struct {
+        enum diff_kind kind;
+        const char *name;
+        int (*fa)(long), (*fb)(long);
+        enum diff_verdict verdict;
+    } want[] = {{DIFF_PHASE, "step", step_a, step_b, DIFF_SLOWER},
+                {DIFF_OP, "m", mm_a, mm_b, DIFF_SLOWER},
+                {DIFF_OP, "r", relu, relu, DIFF_SAME}};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        const diff_row *r = row_named(d, want[k].kind, want[k].name);
+        ck_assert_ptr_nonnull(r);
+        double ma = counted_median(BIG, want[k].fa), mb = counted_median(BIG, want[k].fb);
+        ck_assert_uint_eq(r->n_a, BIG);
+        ck_assert_uint_eq(r->n_b, BIG);
+        ck_assert_double_eq(r->median_a_us, ma);
+        ck_assert_double_eq(r->median_b_us, mb);
+        double change = (mb / ma - 1) * 100;
+        ck_assert_msg(r->lo_pct <= change + 0.1 && r->hi_pct >= change - 0.1,
+                      "%s: %g %% outside [%g, %g]", r->name, change, r->lo_pct, r->hi_pct);
+        ck_assert_int_eq(r->verdict, want[k].verdict);
+    }
+    ck_assert_double_eq(row_named(d, DIFF_OP, "r")->p, 1); /* the same samples */
+    diff_free(d);
+    free(a);
+    free(b);
+    tmp_remove(root);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("diff");
@@ -390,7 +529,12 @@ int main(void)
     tcase_add_test(tc, test_diff_reports);
     tcase_add_test(tc, test_diff_jobs);
     tcase_add_test(tc, test_diff_hostile);
+    tcase_add_test(tc, test_compare);
     suite_add_tcase(s, tc);
+    TCase *big = tcase_create("million");
+    tcase_set_timeout(big, 120); /* seconds, on a loaded machine; minutes before */
+    tcase_add_test(big, test_diff_million);
+    suite_add_tcase(s, big);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

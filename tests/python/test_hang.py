@@ -11,6 +11,7 @@ a program with a handler of its own for the signal, which is then never sent.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -394,6 +395,77 @@ class PlainPython(Base):
         rc, out, err = hang("no-such-job-%d" % os.getpid())
         self.assertEqual(rc, 1)
         self.assertIn("no live session of job", err)
+
+
+SLOW_STEP = os.environ.get("SLOW_STEP", "slow_step")
+
+
+class Stopped(Base):
+    """A SIGSTOPped rank (slow_step under termsight run, with and without a flight recorder):
+    hang asks only a session that keeps a flight recorder for a snapshot and gives up on a
+    stopped one after a bounded wait, saying so (before, it asked every session and waited
+    30 s for the stopped one)."""
+
+    def start(self, flight):
+        out = os.path.join(self.tmp, "flight" if flight else "plain")
+        p = subprocess.Popen([termsight.find_cli(), "run", "-o", out] +
+                             (["--flight"] if flight else []) +
+                             ["--", SLOW_STEP, "100000", "0", "1", "20"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+
+        def end():
+            try:
+                os.killpg(p.pid, signal.SIGCONT)
+                os.killpg(p.pid, signal.SIGTERM)
+                p.communicate(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                p.kill()
+                p.communicate()
+        self.addCleanup(end)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the program (run's child) with its session
+            try:
+                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                    kids = f.read().split()
+            except OSError:
+                kids = []
+            if kids and hang(kids[0], "--wait-s", "0", "--no-snapshot")[0] == 0:
+                return int(kids[0])
+            time.sleep(0.1)
+        self.fail("no session: %s" % p.stderr.read1().decode(errors="replace"))
+
+    def hang_stopped(self, pid):
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        # A backstop only (hang used to wait 30 s); what is asserted is what hang says.
+        p = subprocess.run([termsight.find_cli(), "hang", str(pid), "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["ranks"][0], time.monotonic() - t0
+
+    def test_no_snapshot_asked_without_a_flight_recorder(self):
+        pid = self.start(flight=False)
+        rank, _ = self.hang_stopped(pid)
+        self.assertIsNone(rank["snapshot"])
+        self.assertIn("no flight recorder", rank["snapshot_note"])
+        self.assertIn("not asked", rank["snapshot_note"])
+        # Nothing was posted to its mailbox: a command sent now is the only one, not one queued
+        # behind hang's unanswered request.
+        p = subprocess.run([termsight.find_cli(), "snapshot", "--wait", "10", str(pid)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
+        said = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertNotIn("previous command has not been answered", said)
+        self.assertRegex(said, r"did not answer in \d+\.\d s: stopped \(state T\)")
+
+    def test_stopped_flight_recorder_said(self):
+        pid = self.start(flight=True)
+        rank, took = self.hang_stopped(pid)
+        self.assertIsNone(rank["snapshot"])
+        self.assertRegex(rank["snapshot_note"],
+                         r"^pid %d did not answer in \d+\.\d s: stopped \(state T\)$" % pid)
+        waited = float(re.search(r"in (\d+\.\d) s", rank["snapshot_note"]).group(1))
+        self.assertLess(waited, 10, "bounded per rank, not the 30 s of a snapshot")
 
 
 if __name__ == "__main__":
