@@ -311,6 +311,9 @@ int util_make_snapshot_dir(const char *output, const char *run_folder, const cha
         return -1;
     snprintf(folder, folder_cap, "%s/" TS_SNAPSHOT_DIR "/%s", run_folder, name);
     int own = make_own_folder(snaps, name, folder, why, cap);
+    int rec = make_recording_in(own, folder, why, cap);
+    if (own >= 0 && rec < 0) /* made here, empty: never left behind */
+        unlinkat(snaps, name, AT_REMOVEDIR);
     close(snaps);
-    return make_recording_in(own, folder, why, cap);
+    return rec;
 }
