@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -374,15 +375,35 @@ static int fail_report(report *r, sql_writer *w)
     return -1;
 }
 
+/* The database's path in the temporary folder, by its real name: SQLite's NOFOLLOW refuses a
+ * link anywhere in the path, and the folders above the report may be the user's links (a job
+ * folder under ~/runs -> /scratch). The name resolved must still be the folder dirfd holds (else
+ * NULL, errno EXDEV), so only a link planted at the file itself is left, which NOFOLLOW refuses. */
+static char *db_path(const report *r)
+{
+    char *real = realpath(r->tmp, NULL);
+    struct stat a, b;
+    if (real && (stat(real, &a) < 0 || fstat(r->dirfd, &b) < 0 || a.st_dev != b.st_dev ||
+                 a.st_ino != b.st_ino)) {
+        free(real);
+        errno = EXDEV;
+        return NULL;
+    }
+    char *path = real ? report_join(real, SQLITE_TMP) : NULL;
+    free(real);
+    return path;
+}
+
 int report_sqlite_begin(report *r)
 {
     if (r->sql)
         return 0;
     sql_writer *w = calloc(1, sizeof *w);
-    char *path = w ? report_join(r->tmp, SQLITE_TMP) : NULL;
+    char *path = w ? db_path(r) : NULL;
     if (!path) {
+        int e = w ? errno : ENOMEM;
         free(w);
-        report_note_error(r, REPORT_SQLITE, ENOMEM);
+        report_note_error(r, REPORT_SQLITE, e);
         return -1;
     }
     r->sql = w;

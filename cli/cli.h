@@ -70,6 +70,13 @@ int cli_exe_dir(char *out, size_t cap);
 int cli_find_beside(const char *cmd, const char *env, const char *const *rel, size_t nrel, int mode,
                     const char *hint, char *out, size_t cap);
 
+/* Makes the output folder (the parent of run folders) and resolves it into out_abs (PATH_MAX
+ * bytes): 0, or 1 after saying why not, naming cmd. The collector's rules for it
+ * (collectors/util.c): a link there is followed only when it is the user's own or root's, and
+ * the folder must be the user's or root's and not writable by others unless sticky
+ * (path_trusted). */
+int cli_output_folder(const char *cmd, const char *output, char *out_abs);
+
 /* After process pid ended: when it left its segment (it ended without closing its session, by a
  * signal or _exit), the names and events its lanes still held are appended to its recording with
  * a note saying why (how it ended), and the segment is removed. recovered (cap bytes) gets a

@@ -308,17 +308,9 @@ static int demo_exec(const demo_opts *o)
     char trainer[PATH_MAX];
     if (find_trainer(trainer) != 0)
         return 1;
-    char *mk_cause = NULL;
-    if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
-        cli_error("demo: %s", mk_cause ? mk_cause : output);
-        free(mk_cause);
-        return 1;
-    }
     char out_abs[PATH_MAX];
-    if (!realpath(output, out_abs)) {
-        cli_error("demo: %s: %s", output, strerror(errno));
+    if (cli_output_folder("demo", output, out_abs) != 0)
         return 1;
-    }
     char secs[24];
     snprintf(secs, sizeof secs, "%ld",
              seconds    ? seconds

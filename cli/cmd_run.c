@@ -500,27 +500,34 @@ static void say_snapshots(const char *run)
         fprintf(stderr, "termsight: flight recorder: no snapshot was taken\n");
 }
 
-/* Makes the output folder and resolves it into out_abs: 0, or 1 after saying why not. The
- * collector's rule for its output folder (collectors/util.c): a link there is followed only when
- * it is the user's own or root's, never one planted in a shared folder. */
-static int output_folder(const char *output, char out_abs[static PATH_MAX])
+int cli_output_folder(const char *cmd, const char *output, char *out_abs)
 {
-    char *mk_cause = NULL;
-    if (path_mkdirs(output, 1, 0755, &mk_cause) != 0) {
-        cli_error("run: %s", mk_cause ? mk_cause : output);
-        free(mk_cause);
+    char *cause = NULL;
+    if (path_mkdirs(output, 1, 0755, &cause) != 0) {
+        cli_error("%s: %s", cmd, cause ? cause : output);
+        free(cause);
         return 1;
     }
     struct stat lst;
     if (lstat(output, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid() &&
         lst.st_uid != 0) {
-        cli_error("run: the output folder %s is a symbolic link of uid %u, which is not followed "
+        cli_error("%s: the output folder %s is a symbolic link of uid %u, which is not followed "
                   "(only your own links or root's are)",
-                  output, (unsigned)lst.st_uid);
+                  cmd, output, (unsigned)lst.st_uid);
         return 1;
     }
     if (!realpath(output, out_abs)) {
-        cli_error("run: %s: %s", output, strerror(errno));
+        cli_error("%s: %s: %s", cmd, output, strerror(errno));
+        return 1;
+    }
+    int fd = open(out_abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd < 0 ? cause_set(&cause, "%s: %s", output, strerror(errno))
+                    : path_trusted(fd, output, &cause);
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0) {
+        cli_error("%s: %s", cmd, cause ? cause : output);
+        free(cause);
         return 1;
     }
     return 0;
@@ -662,7 +669,7 @@ static int run_exec(const run_opts *o)
     int have_boot = !o->no_python && find_python_boot(boot) == 0;
     if (!o->no_python && !have_boot)
         say_no_python(o->cmd[0]);
-    if (output_folder(o->output, out_abs) != 0)
+    if (cli_output_folder("run", o->output, out_abs) != 0)
         return 1;
     int rc = ledger_open();
     if (rc)

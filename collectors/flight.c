@@ -277,6 +277,51 @@ out:
     return rc;
 }
 
+/* Whether dir (a descriptor, kept) holds the entry name and nothing else (or nothing at all,
+ * unless need). */
+static int holds_only(int dir, const char *name, int need)
+{
+    int fd = dup(dir);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    int only = 1, seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (strcmp(e->d_name, name))
+            only = 0;
+        else
+            seen = 1;
+    }
+    closedir(d);
+    return only && (seen || !need);
+}
+
+/* Removes a snapshot folder of this session's that holds only its recording (one the user has
+ * analysed, or put anything in, is kept): 0, or -1 when kept. whole: only one whose recording
+ * has its events.tsr (else also what a failed snapshot left: recording/ with or without it). */
+static int remove_snapshot(const char *folder, int whole)
+{
+    int rc = -1;
+    int d = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return -1;
+    int r = openat(d, TS_RECORDING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (r >= 0 && holds_only(d, TS_RECORDING_DIR, 1) && holds_only(r, TS_RECORDING_FILE, whole) &&
+        (unlinkat(r, TS_RECORDING_FILE, 0) == 0 || (!whole && errno == ENOENT)) &&
+        unlinkat(d, TS_RECORDING_DIR, AT_REMOVEDIR) == 0)
+        rc = rmdir(folder);
+    if (r >= 0)
+        close(r);
+    close(d);
+    return rc;
+}
+
 int flight_snapshot_locked(termsight_session *s, const char *cause, uint64_t step, const char *why,
                            char *folder, size_t cap)
 {
@@ -326,6 +371,8 @@ int flight_snapshot_locked(termsight_session *s, const char *cause, uint64_t ste
     close(dirfd);
     f->taken++;
     if (rc != 0) {
+        /* What it wrote goes (a full disk must not stay full of a partial snapshot). */
+        remove_snapshot(folder, 0);
         int r = session_fail(TERMSIGHT_E_RECORDING, "snapshot: %s",
                              err ? err : "cannot write the recording");
         free(err);
@@ -347,48 +394,6 @@ static uint64_t median(const flight *f)
             v[j - 1] = t;
         }
     return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
-}
-
-/* Whether dir (a descriptor, kept) holds exactly the entry name. */
-static int holds_only(int dir, const char *name)
-{
-    int fd = dup(dir);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    int only = 1, seen = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (strcmp(e->d_name, name))
-            only = 0;
-        else
-            seen = 1;
-    }
-    closedir(d);
-    return only && seen;
-}
-
-/* Removes a snapshot folder of this session's that holds only its recording (one the user has
- * analysed, or put anything in, is kept): 0, or -1 when kept. */
-static int remove_snapshot(const char *folder)
-{
-    int rc = -1;
-    int d = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0)
-        return -1;
-    int r = openat(d, TS_RECORDING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (r >= 0 && holds_only(d, TS_RECORDING_DIR) && holds_only(r, TS_RECORDING_FILE) &&
-        unlinkat(r, TS_RECORDING_FILE, 0) == 0 && unlinkat(d, TS_RECORDING_DIR, AT_REMOVEDIR) == 0)
-        rc = rmdir(folder);
-    if (r >= 0)
-        close(r);
-    close(d);
-    return rc;
 }
 
 /* A snapshot taken on the loop (the control and drain locks taken here), said on stderr with its
@@ -422,7 +427,7 @@ static int auto_snapshot(termsight_session *s, const char *cause, uint64_t step,
     int replace = within && ratio > 0 && f->last_ratio > 0 && ratio >= WORSE * f->last_ratio;
     char was[sizeof f->last_folder];
     snprintf(was, sizeof was, "%s", f->last_folder);
-    if ((!replace && (within || f->autos >= f->auto_max)) || (replace && remove_snapshot(was))) {
+    if ((!replace && (within || f->autos >= f->auto_max)) || (replace && remove_snapshot(was, 1))) {
         f->skipped++;
         return 0;
     }

@@ -178,6 +178,19 @@ static int open_folder(const char *path, const char *what, char *why, size_t cap
     return fd;
 }
 
+/* fd when the folder it holds may hold run folders (path_trusted), else -1 with why, fd closed. */
+static int trusted_or_close(int fd, const char *path, char *why, size_t cap)
+{
+    char *cause = NULL;
+    if (path_trusted(fd, path, &cause) == 0)
+        return fd;
+    snprintf(why, cap, "%s", cause ? cause : "cannot use folder");
+    free(cause);
+    close(fd);
+    errno = EPERM;
+    return -1;
+}
+
 /* Makes name in the folder at dirfd (mode 0700, exclusively) and opens it, never through a
  * link; it must be a folder of this user. Returns its descriptor, or -1 with why. */
 static int make_own_folder(int dirfd, const char *name, const char *path, char *why, size_t cap)
@@ -210,17 +223,12 @@ static int open_shared_folder(int dirfd, const char *name, const char *path, cha
         return -1;
     }
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+    if (fd < 0) {
         snprintf(why, cap, "cannot use folder %s: %s", path,
-                 fd < 0 ? (errno == ELOOP || errno == ENOTDIR ? "not a folder (a link?)"
-                                                              : strerror(errno))
-                        : "it belongs to another user");
-        if (fd >= 0)
-            close(fd);
+                 errno == ELOOP || errno == ENOTDIR ? "not a folder (a link?)" : strerror(errno));
         return -1;
     }
-    return fd;
+    return trusted_or_close(fd, path, why, cap);
 }
 
 /* Opens run_folder (under output) through folder descriptors: the output folder made when missing,
@@ -241,6 +249,8 @@ static int open_run_folder(const char *output, const char *run_folder, int own, 
         return -1;
     }
     int dir = open_folder(output, "output folder", why, cap);
+    if (dir >= 0 && trusted_or_close(dir, output, why, cap) < 0)
+        return -1;
     /* What follows the output folder: "<run>" or "<job>/<run>", each component one folder. */
     char path[4096];
     snprintf(path, sizeof path, "%s", output);
@@ -301,6 +311,9 @@ int util_make_snapshot_dir(const char *output, const char *run_folder, const cha
         return -1;
     snprintf(folder, folder_cap, "%s/" TS_SNAPSHOT_DIR "/%s", run_folder, name);
     int own = make_own_folder(snaps, name, folder, why, cap);
+    int rec = make_recording_in(own, folder, why, cap);
+    if (own >= 0 && rec < 0) /* made here, empty: never left behind */
+        unlinkat(snaps, name, AT_REMOVEDIR);
     close(snaps);
-    return make_recording_in(own, folder, why, cap);
+    return rec;
 }

@@ -15,6 +15,12 @@ int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 
  * *cause naming the folder that could not be made. */
 int path_mkdirs(const char *path, int with_last, mode_t mode, char **cause);
 
+/* Whether the folder open at fd (named path in the message) may hold this user's run folders:
+ * it must belong to the user or to root, and not be writable by others unless sticky (/tmp is),
+ * else another user could rename a run folder away and put their own in its place. Returns 0, or
+ * -1 (errno EPERM) with *cause saying why. */
+int path_trusted(int fd, const char *path, char **cause);
+
 /* Copies bytes (a multiple of 8) of shared memory word by word with relaxed atomic loads, or
  * stores: what a reader copies while a writer may be rewriting it (checked afterwards by the
  * caller's protocol: a lane's head, a record's sequence word), and what such a writer stores. */

@@ -4,27 +4,35 @@
  * monitor's header line) and its JSON; the training goes on; what was written stays readable, and
  * every event emitted is in it or counted as dropped, exactly once; the recording ends with a note
  * of what the full disk cost (written into the space the collector kept for it) and the report
- * says so. */
+ * says so. A flight recorder's snapshot that does not fit fails and removes what it wrote. */
 #define TESTUTIL_TAG "diskfull"
 #include "testutil.h"
 
 #include "cliutil.h"
 #include "faults.h"
+#include "termsight/termsight.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <sys/statvfs.h>
 
 static int record_failed(void *ctx)
 {
     return atomic_load(&((ts_segment_header *)ctx)->record_error) != 0;
 }
 
-START_TEST(disk_full)
+/* A tmpfs mounted (with options) at base/tmpfs: its path. */
+static char *tmpfs_make(const char *base, const char *options)
 {
-    char *base = tmp_make();
     char *out = path_join(base, "tmpfs");
     ck_assert_int_eq(mkdir(out, 0700), 0);
-    ck_assert_msg(mount("faults", out, "tmpfs", 0, "size=2m,mode=0700") == 0, "mount: %s",
-                  strerror(errno));
+    ck_assert_msg(mount("faults", out, "tmpfs", 0, options) == 0, "mount: %s", strerror(errno));
+    return out;
+}
+
+START_TEST(disk_full)
+{
+    char *base = tmp_make(), *out = tmpfs_make(base, "size=2m,mode=0700");
     emitter e;
     /* Full speed into big lanes: drains of several chunks, the disk fills within one. */
     const char *big[] = {"--lane-events", "65536", NULL};
@@ -118,11 +126,89 @@ START_TEST(disk_full)
 }
 END_TEST
 
+static uint64_t free_bytes(const char *dir)
+{
+    struct statvfs v;
+    ck_assert_int_eq(statvfs(dir, &v), 0);
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* The entries of dir but . and .., joined by spaces. */
+static void entries(const char *dir, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    ck_assert_msg(d, "%s: %s", dir, strerror(errno));
+    out[0] = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            snprintf(out + strlen(out), cap - strlen(out), "%s ", e->d_name);
+    closedir(d);
+}
+
+/* A snapshot that does not fit on the disk: it fails saying why and removes what it wrote (before,
+ * a partial events.tsr and its folders stayed, keeping the disk full for the next ones); the free
+ * space is what it was, and with space again the next snapshot is written. */
+START_TEST(snapshot_disk_full)
+{
+    char *base = tmp_make(), *out = tmpfs_make(base, "size=4m,mode=0700");
+    /* A flight recorder of 16 MiB, its run folder on the tmpfs. */
+    setenv("TERMSIGHT_OUTPUT", out, 1);
+    setenv("TERMSIGHT_FLIGHT_MB", "16", 1);
+    termsight_session *s = NULL;
+    ck_assert_msg(termsight_session_create(NULL, &s) == TERMSIGHT_OK, "%s", termsight_last_error());
+    for (int i = 0; i < 4000; i++) {
+        termsight_step_begin();
+        termsight_range_begin("Default/fc1/MatMul-op1", "MatMul");
+        termsight_range_end();
+        termsight_step_end();
+    }
+    ck_assert_msg(termsight_snapshot(s, NULL) == TERMSIGHT_OK, "%s", termsight_last_error());
+    char *snaps = path_join(termsight_run_folder(s), "snapshots");
+    char *first = path_join(snaps, "01-request/recording/events.tsr");
+    uint64_t size = path_size(first);
+    ck_assert_msg(size > 64 * 1024, "the first snapshot is only %" PRIu64 " bytes", size);
+
+    /* Fill the disk but for half a snapshot. */
+    uint64_t room = free_bytes(out);
+    ck_assert_msg(room > size, "%" PRIu64 " bytes free after a snapshot of %" PRIu64, room, size);
+    uint64_t fill = (room - size / 2) & ~(uint64_t)4095;
+    char *filler = path_join(base, "tmpfs/filler");
+    int fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(posix_fallocate(fd, 0, (off_t)fill), 0);
+    close(fd);
+    uint64_t before = free_bytes(out);
+    ck_assert_int_ne(termsight_snapshot(s, NULL), TERMSIGHT_OK);
+    ck_assert_msg(strstr(termsight_last_error(), "No space left on device"), "%s",
+                  termsight_last_error());
+    char names[512];
+    entries(snaps, names, sizeof names);
+    ck_assert_msg(!strcmp(names, "01-request "), "left in snapshots/: %s", names);
+    ck_assert_uint_eq(free_bytes(out), before);
+
+    ck_assert_int_eq(unlink(filler), 0);
+    ck_assert_msg(termsight_snapshot(s, NULL) == TERMSIGHT_OK, "%s", termsight_last_error());
+    entries(snaps, names, sizeof names);
+    ck_assert_msg(strstr(names, "03-request"), "snapshots/: %s", names);
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    printf("snapshot on a full disk: %" PRIu64 " bytes, %" PRIu64
+           " free; failed, nothing left, the next one written\n",
+           size, before);
+    free(filler);
+    free(first);
+    free(snaps);
+    ck_assert_int_eq(umount(out), 0);
+    free(out);
+    tmp_remove(base);
+}
+END_TEST
+
 int main(void)
 {
     int rc = faults_private_mounts();
     if (rc >= 0)
         return rc;
-    const TTest *tests[] = {disk_full, NULL};
+    const TTest *tests[] = {disk_full, snapshot_disk_full, NULL};
     return faults_main("disk_full", 120, tests);
 }

@@ -364,6 +364,61 @@ START_TEST(test_run_reports_its_folder)
 }
 END_TEST
 
+/* An output folder (or a job folder in it) that another user could swap run folders in: one of
+ * another user's (a shared /tmp/termsight-data made by them first), or one writable by every
+ * user without the sticky bit. The session is made and trains on, not collecting, saying why;
+ * nothing is written there; termsight run refuses such an output folder. A sticky one, as /tmp
+ * is, is used. */
+enum foreign { F_OTHER_OUTPUT, F_OPEN_OUTPUT, F_OTHER_JOB, F__COUNT };
+
+START_TEST(test_output_foreign)
+{
+    if (need_root("another user's output folder"))
+        return;
+    static const char *const want[F__COUNT] = {"belongs to uid 65534, not to you",
+                                               "writable by every user without the sticky bit",
+                                               "belongs to uid 65534, not to you"};
+    char *tmp = tmp_make(), *out = path_join(tmp, "shared"), *job = path_join(out, "j");
+    ck_assert_int_eq(mkdir(out, 0755), 0);
+    ck_assert_int_eq(chmod(out, _i == F_OPEN_OUTPUT ? 0777 : 0755), 0);
+    if (_i == F_OTHER_JOB)
+        ck_assert_int_eq(mkdir(job, 0700), 0);
+    ck_assert_int_eq(
+        chown(_i == F_OTHER_JOB ? job : out, _i == F_OPEN_OUTPUT ? 0 : OTHER_UID, OTHER_UID), 0);
+    termsight_options o = options_for(out);
+    if (_i == F_OTHER_JOB) {
+        o.job = "j";
+        o.rank = 0;
+        o.world_size = 1;
+    }
+    termsight_session *s = NULL;
+    ck_assert_msg(termsight_session_create(&o, &s) == TERMSIGHT_OK, "%s", termsight_last_error());
+    ck_assert_str_eq(termsight_state(s), "idle");
+    ck_assert_int_eq(termsight_start(s), TERMSIGHT_E_RECORDING);
+    ck_assert_msg(strstr(termsight_last_error(), want[_i]), "%s", termsight_last_error());
+    ck_assert_int_eq(termsight_session_destroy(s), TERMSIGHT_OK);
+    folder_empty(_i == F_OTHER_JOB ? job : out);
+
+    cli_result r;
+    if (_i != F_OTHER_JOB) {
+        cli_run(tmp, (const char *const[]){"run", "-o", out, "--", "true", NULL}, &r);
+        ck_assert_int_eq(r.status, 1);
+        err_expect(&r, want[_i]);
+        cli_result_free(&r);
+        folder_empty(out);
+    }
+    /* Ours, or root's, and sticky, as /tmp is: used. */
+    ck_assert_int_eq(chown(out, 0, 0), 0);
+    ck_assert_int_eq(chmod(out, 01777), 0);
+    cli_run(tmp, (const char *const[]){"run", "-o", out, "--", "true", NULL}, &r);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    cli_result_free(&r);
+    free(job);
+    free(out);
+    tmp_remove(tmp);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* Another user's object at the segment's name                                                */
 /* ------------------------------------------------------------------------------------------ */
@@ -799,6 +854,7 @@ int main(void)
     tcase_add_loop_test(tc, test_planted, 0, P__COUNT);
     tcase_add_test(tc, test_output_link);
     tcase_add_test(tc, test_run_reports_its_folder);
+    tcase_add_loop_test(tc, test_output_foreign, 0, F__COUNT);
     tcase_add_loop_test(tc, test_shm_squatted, 0, S__COUNT);
     tcase_add_test(tc, test_ctl_squatted);
     tcase_add_test(tc, test_top_foreign_owner);
