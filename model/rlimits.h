@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TS_RLIMITS_SHARE 16 /* termsight maps at most a 16th of the address space or memory left   \
-                             */
+/* termsight maps at most a 16th of the address space or memory left. */
+#define TS_RLIMITS_SHARE 16
 
 /* The limits a process runs under, read at one moment. UINT64_MAX where there is none. */
 typedef struct ts_rlimits {

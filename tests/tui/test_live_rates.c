@@ -6,8 +6,9 @@
  * program emitted at every poll (as of the collector's last publication), and at the end every
  * event is accounted for (summed, dropped, or left out of the sums by a recorder that fell behind,
  * which the live view then calls partial); where the recorder kept up (always in the long variant,
- * which runs alone), within 10 % of it and the average within 5 %. The child's recording is capped (RLIMIT_FSIZE) so the test writes little:
- * past the cap the collector says "recording stopped" and goes on draining, and summing. */
+ * which runs alone), within 10 % of it and the average within 5 %. The child's recording is capped
+ * (RLIMIT_FSIZE) so the test writes little: past the cap the collector says "recording stopped" and
+ * goes on draining, and summing. */
 #define TESTUTIL_TAG "live-rates"
 #include "model/model_test.h"
 #include "termsight/termsight.h"
