@@ -123,19 +123,26 @@ class Ddp(Base):
         for rank, run in runs.items():
             st = summary(run)["steps"]
             self.assertEqual(st["count"], STEPS)
-            # Nobody waits for a straggler: far below the straggler's wait above, or a fifth of
-            # the step where other work on the machine stretches every step.
-            self.assertLess(st["avg_comm_wait_us"],
-                            max(0.2 * SLOW_MS * 1000, 0.2 * st["avg_total_us"]), (rank, st))
             self.assertGreater(st["avg_comm_us"], 0, (rank, st))
+            # Nobody waits for a straggler: far below the straggler's wait above, or a fifth of
+            # the step where other work on the machine stretches every step. From step 2 on:
+            # the first all-reduce also waits for the other rank's start-up.
+            with open(os.path.join(run, "report", "step_trace.csv")) as f:
+                later = [r for r in csv.DictReader(f) if int(r["step"]) > 1]
+            wait = sum(float(r["comm_wait_us"]) for r in later) / len(later)
+            total = sum(float(r["total_us"]) for r in later) / len(later)
+            self.assertLess(wait, max(0.2 * SLOW_MS * 1000, 0.2 * total), (rank, later))
         # No straggler of the kind the test above makes. Two ranks and their loader workers
         # share this 2-CPU machine, with whatever else runs on it, so one rank can come out
         # some milliseconds a step longer, in its computation or in its loader (CPU
         # contention), which the rule reports as such; what it must never report for a balanced
         # job is a delay of the straggler test's size.
+        # On a loaded machine one rank's loader worker can fall behind by more than that for a
+        # while: then the bound is half the typical rank's step (a delay the rank really had).
+        typical = min(r["avg_step_us"] for r in self.job["ranks"])
         for g in self.job["stragglers"]:
             self.assertIn(g["cause"], ("compute", "data"), self.job)
-            self.assertLess(g["excess_us"], 0.4 * SLOW_MS * 1000, self.job)
+            self.assertLess(g["excess_us"], max(0.4 * SLOW_MS * 1000, 0.5 * typical), self.job)
         self.assertEqual(len(self.job["ranks"]), 2)
 
 

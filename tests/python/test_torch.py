@@ -590,7 +590,7 @@ VALIDATE_SCRIPT = textwrap.dedent("""\
                      batch_size=8)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    steps, step_s, val_s, passes = 0, 0.0, 0.0, 0
+    steps, step_s, val_s, passes, each = 0, 0.0, 0.0, 0, []
     batches = train
     if "api" in sys.argv:
         import termsight.torch as tt
@@ -603,6 +603,7 @@ VALIDATE_SCRIPT = textwrap.dedent("""\
         opt.zero_grad()
         steps += 1
         step_s += time.perf_counter() - t
+        each.append(1e3 * (time.perf_counter() - t))
         if steps % 5 == 0:
             v0 = time.perf_counter()
             model.eval()
@@ -613,7 +614,7 @@ VALIDATE_SCRIPT = textwrap.dedent("""\
             passes += 1
         t = time.perf_counter()
     print(json.dumps({"steps": steps, "avg_step_ms": 1e3 * step_s / steps,
-                      "val_ms": 1e3 * val_s, "passes": passes}))
+                      "val_ms": 1e3 * val_s, "passes": passes, "step_ms": each}))
     """)
 
 
@@ -769,10 +770,13 @@ class ZeroCode(Base):
                 train_ms = (st["avg_total_us"] - st["avg_eval_us"]) / 1e3
                 self.assertLess(train_ms, own["avg_step_ms"] + 0.5 * per_step_val, (st, own))
                 self.assertLess(st["avg_tail_us"] / 1e3, 0.5 * per_step_val, (st, own))
+                # The slowest steps hold no validation pass: each is its own time as the script
+                # took it (a loaded machine stretches both alike), not that and a pass more.
                 for slow in st["slowest"]:  # step 1 warms up: slow, and no validation
                     if slow["step"] > 1:
                         self.assertLess(slow["total_us"] / 1e3,
-                                        0.5 * own["val_ms"] / own["passes"], (st, own))
+                                        own["step_ms"][slow["step"] - 1]
+                                        + 0.5 * own["val_ms"] / own["passes"], (st, own))
                 with open(os.path.join(folder, "report", "report.txt")) as f:
                     self.assertIn("evaluation: %d passes" % own["passes"], f.read())
                 with open(os.path.join(folder, "report", "report.html")) as f:
