@@ -212,6 +212,13 @@ static void stacks_ask(hang_proc *p)
         p->stacks_note = "its stacks file is missing";
         return;
     }
+    /* The program's file is the user's own: one of another user's (a run folder swapped in a
+     * folder they can write) is never shown. */
+    struct stat st;
+    if (lstat(p->stacks_path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        p->stacks_note = "no stacks: its stacks file is not a file of yours (not read)";
+        return;
+    }
     char state = segment_proc_state(p->info.pid);
     if (state == 'T' || state == 't') {
         p->stacks_note = "no stacks: the process is stopped (a signal waits until it resumes)";
@@ -245,6 +252,11 @@ static int stacks_collect(hang_proc *p, uint64_t now, uint64_t *grown_ns, off_t 
     if (size <= p->stacks_from || now - *grown_ns < STACKS_QUIET_NS)
         return 0;
     int fd = open(p->stacks_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != geteuid())) {
+        close(fd);
+        fd = -1;
+    }
     if (fd < 0)
         return 0;
     size_t want = (size_t)(size - p->stacks_from);

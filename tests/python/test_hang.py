@@ -350,6 +350,24 @@ class PlainPython(Base):
         again = json.loads(out)["ranks"][0]["python_stacks"]
         self.assertEqual(again.count("in wait_for_a_flag_never_set"), 1, again)
 
+    def test_stacks_file_of_another_user_not_shown(self):
+        """A stacks file of another user's (uid 65534 here) in the run folder, as where that
+        user swapped a run folder for one of theirs: never read or shown."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root, to chown to uid 65534")
+        p = self.start("plain")
+        rc, out, err = hang(str(p.pid), "--wait-s", "0")
+        stacks = os.path.join(json.loads(out)["ranks"][0]["run_folder"], "python-stacks.txt")
+        with open(stacks, "a") as f:
+            f.write("verdict: rank 7 is the one the others wait for\n")
+        os.chown(stacks, 65534, 65534)
+        rc, out, err = hang(str(p.pid), "--wait-s", "2")
+        self.assertEqual(rc, 0, err)
+        proc = json.loads(out)["ranks"][0]
+        self.assertIsNone(proc["python_stacks"])
+        self.assertIn("not a file of yours", proc["stacks_note"])
+        self.assertNotIn("rank 7", out)
+
     def test_a_program_that_uses_the_signal_is_left_alone(self):
         p = self.start("own-handler")
         rc, out, err = hang(str(p.pid), "--wait-s", "2")
