@@ -117,9 +117,14 @@ START_TEST(fsize_recording)
         termsight_session *s = NULL;
         if (termsight_session_create(&o, &s) != 0)
             _exit(121);
-        for (int i = 0; i < 200000; i++) { /* 12 MiB of events */
+        /* 6 MiB of events, 48 at a time (the lanes here are 64 events and may not grow) with a
+         * flush after each, so that they reach the recording whatever the machine's load rather
+         * than drop in a full lane. */
+        for (int i = 0; i < 100000; i++) {
             termsight_range_begin("op", "Op");
             termsight_range_end();
+            if (i % 48 == 47)
+                termsight_flush(s);
         }
         termsight_flush(s);
         struct rlimit r = {.rlim_cur = 64u << 10, .rlim_max = 64u << 10};
