@@ -197,17 +197,8 @@ static size_t cut_name(const char *bytes, size_t len, char *cut)
     return keep + tl;
 }
 
-uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
+static uint32_t intern(strtab *t, const char *bytes, size_t len)
 {
-    char cut[TS_NAME_MAX];
-    if (truncated)
-        *truncated = bytes && len > TS_NAME_MAX;
-    if (!bytes)
-        len = 0, bytes = "";
-    if (len > TS_NAME_MAX) {
-        len = cut_name(bytes, len, cut);
-        bytes = cut;
-    }
     uint64_t h = hash_bytes(bytes, len);
     uint32_t id = probe(t, h, bytes, len, NULL);
     if (id != UINT32_MAX)
@@ -224,6 +215,23 @@ uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
         return TS_STR_OVERFLOW;
     }
     return id;
+}
+
+/* A name past TS_NAME_MAX, cut: apart, so that the lookup of every other name (on the event
+ * calls' path) keeps no 8 KiB buffer on the caller's stack. */
+static __attribute__((noinline, cold)) uint32_t intern_cut(strtab *t, const char *bytes, size_t len)
+{
+    char cut[TS_NAME_MAX];
+    return intern(t, cut, cut_name(bytes, len, cut));
+}
+
+uint32_t strtab_intern(strtab *t, const char *bytes, size_t len, int *truncated)
+{
+    if (truncated)
+        *truncated = bytes && len > TS_NAME_MAX;
+    if (!bytes)
+        len = 0, bytes = "";
+    return len > TS_NAME_MAX ? intern_cut(t, bytes, len) : intern(t, bytes, len);
 }
 
 uint32_t strtab_count(const strtab *t)
