@@ -541,6 +541,11 @@ int util_make_recording_dir(const char *output, const char *run_folder, char *wh
 int util_make_snapshot_dir(const char *output, const char *run_folder, const char *name,
                            char *folder, size_t folder_cap, char *why, size_t cap);
 
+/* run_folder opened, or made when missing and make is set, through folder descriptors as
+ * util_make_snapshot_dir opens it. Returns its descriptor, or -1 with why (cap bytes). */
+int util_open_run_folder(const char *output, const char *run_folder, int make, char *why,
+                         size_t cap);
+
 /* ---- Range hooks (api.c) ------------------------------------------------------------------ */
 
 /* What another collector does at each range's begin and end on the calling thread (CUDA

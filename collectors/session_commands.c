@@ -2,9 +2,12 @@
  * recorder thread under the control lock, and the API calls that ask for them. */
 #include "collectors.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- Commands -------------------------------------------------------------------------- */
 
@@ -358,6 +361,29 @@ const char *termsight_state(const termsight_session *s)
 const char *termsight_run_folder(const termsight_session *s)
 {
     return s ? s->run_folder : "";
+}
+
+int termsight_stacks_file(termsight_session *s)
+{
+    if (!s) {
+        session_fail(TERMSIGHT_E_NO_SESSION, "stacks file: no session");
+        return -1;
+    }
+    char why[512];
+    int dir =
+        util_open_run_folder(s->output_path, s->run_folder, s->flight != NULL, why, sizeof why);
+    if (dir < 0) {
+        session_fail(TERMSIGHT_E_RECORDING, "stacks file: %s", why);
+        return -1;
+    }
+    int fd =
+        openat(dir, TS_STACKS_FILE, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int err = errno;
+    close(dir);
+    if (fd < 0)
+        session_fail(TERMSIGHT_E_RECORDING, "stacks file %s/%s: %s", s->run_folder, TS_STACKS_FILE,
+                     strerror(err));
+    return fd;
 }
 
 int termsight_flight(const termsight_session *s)

@@ -297,6 +297,19 @@ int util_make_recording_dir(const char *output, const char *run_folder, char *wh
                              cap);
 }
 
+int util_open_run_folder(const char *output, const char *run_folder, int make, char *why,
+                         size_t cap)
+{
+    if (!make) {
+        struct stat st;
+        if (lstat(run_folder, &st) != 0) {
+            snprintf(why, cap, "run folder %s: %s", run_folder, strerror(errno));
+            return -1;
+        }
+    }
+    return open_run_folder(output, run_folder, 0, why, cap);
+}
+
 int util_make_snapshot_dir(const char *output, const char *run_folder, const char *name,
                            char *folder, size_t folder_cap, char *why, size_t cap)
 {

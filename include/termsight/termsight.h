@@ -202,6 +202,14 @@ TERMSIGHT_API void termsight_comm_done(uint64_t ticket);
  * SIGRTMIN to SIGRTMAX). */
 TERMSIGHT_API int termsight_stacks_signal(int signo);
 
+/* The file termsight_stacks_signal announces, opened for appending (made with mode 0600 when
+ * missing, never through a link) in the session's run folder. A flight recorder's run folder,
+ * otherwise made at its first snapshot, is made here, through the checks every run folder passes
+ * (an output folder of another user's, or one others may write, is refused). Returns a descriptor
+ * the caller owns, or -1: no session, no run folder yet (a session that has not recorded), or
+ * refused (termsight_last_error says why). */
+TERMSIGHT_API int termsight_stacks_file(termsight_session *session);
+
 /* Steps: begin numbers the step (1, 2, ... per session) and returns its number. */
 TERMSIGHT_API uint64_t termsight_step_begin(void);
 TERMSIGHT_API void termsight_step_end(void);

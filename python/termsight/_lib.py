@@ -94,6 +94,7 @@ _PROTOTYPES = {
     "termsight_comm_issue": (_U64, [_U32, _U64]),
     "termsight_comm_done": (None, [_U64]),
     "termsight_stacks_signal": (ctypes.c_int, [ctypes.c_int]),
+    "termsight_stacks_file": (ctypes.c_int, [_P]),
     "termsight_step_begin": (_U64, []),
     "termsight_step_end": (None, []),
     "termsight_phase_mark": (None, [ctypes.c_int]),
@@ -342,13 +343,14 @@ def register_stacks(lib, session):
         sig = _stacks_signal()
         if not folder or sig is None:
             return False
-        made = False
-        if not os.path.isdir(folder) and lib.termsight_flight(session):
-            # A flight recorder's run folder is otherwise made at its first snapshot.
-            os.makedirs(folder, 0o700, exist_ok=True)
-            made = True
+        # The library makes a flight recorder's run folder (otherwise made at its first
+        # snapshot) through the checks every run folder passes.
+        made = not os.path.isdir(folder)
+        fd = lib.termsight_stacks_file(session)
+        if fd < 0:
+            return False
         path = os.path.join(folder, STACKS_FILE)
-        f = open(path, "ab", buffering=0)
+        f = os.fdopen(fd, "ab", buffering=0)
         if made:
             atexit.register(_drop_unused, folder, path, os.getpid())
         # chain=False: the signal's default action would end the program.

@@ -313,6 +313,24 @@ class Flight(unittest.TestCase):
         made = os.listdir(self.out) if os.path.exists(self.out) else []
         self.assertEqual(made, [], "a run folder was left without a snapshot")
 
+    def test_binding_stacks_refused_folder(self):
+        """A flight recorder whose output folder is refused (writable by every user, without the
+        sticky bit) makes nothing in it for the stacks file, and the program runs on."""
+        import sys
+        os.makedirs(self.out)
+        os.chmod(self.out, 0o777)
+        program = ("import os, sys, termsight\n"
+                   "p = termsight.Profiler(output_path=sys.argv[1], flight_mb=1)\n"
+                   "with p.step():\n"
+                   "    pass\n"
+                   "print(os.path.exists(p.run_folder))\n"
+                   "p.close()\n")
+        r = subprocess.run([sys.executable, "-c", program, self.out], capture_output=True,
+                           text=True, timeout=DEADLINE_S, env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "False", r.stderr)
+        self.assertEqual(os.listdir(self.out), [])
+
 
 if __name__ == "__main__":
     unittest.main()
