@@ -26,6 +26,12 @@
  *                         its CPU time, and context switches
  *                         > CTX_PER_CPU_HIGH per CPU per
  *                         second: fewer threads
+ *   ADVICE_GPU_DATA,      the step on the device (steps with  that idle part / the steps' time
+ *   ADVICE_GPU_HOST,      device work): the device idle for
+ *   ADVICE_GPU_SYNC       data, with nothing queued while the
+ *                         host runs (launch-bound), or around
+ *                         synchronizations, > GPU_IDLE_SHARE
+ *                         of the step
  *
  * A PyTorch program (aten operators or DataLoader waits) is told PyTorch's knobs; the types of
  * its own labels (record_function) are never named as operator types to optimize.
@@ -50,11 +56,12 @@
 #define CPU_IDLE_LOW     10.0   /* machine idle % below this: no CPU for more data workers */
 #define CPU_SYSTEM_HIGH  20.0   /* the program's system % (of a CPU, of its CPU time) above ... */
 #define CTX_PER_CPU_HIGH 5000.0 /* ... with more context switches per second per CPU */
+#define GPU_IDLE_SHARE   0.10   /* the device idle for one cause above this share of the step */
 #define TOP_TYPES        3      /* operator types named */
 #define TOP_GAPS         3      /* gaps named */
 #define MAX_FINDINGS     16     /* queue findings read */
 #define NAME_TEXT        40     /* bytes of a name shown before "..." */
-#define MAX_CANDIDATES   (9 + MAX_FINDINGS)
+#define MAX_CANDIDATES   (12 + MAX_FINDINGS)
 
 typedef struct buf {
     char *p;
@@ -458,6 +465,61 @@ static void rule_tail(ctx *x)
     }
 }
 
+/* The step on the device: where the device idles for one cause, the cause and what would help.
+ * The shares are of the steps with device work (their split adds up to their time). */
+static void rule_device(ctx *x)
+{
+    const step_summary *s = &x->s;
+    double total = s->avg_gpu_total_ns;
+    if (!s->gpu_steps || total <= 0)
+        return;
+    static const struct {
+        uint32_t kind;
+        const char *cause, *why, *fix, *fix_pytorch;
+    } causes[] = {
+        {ADVICE_GPU_DATA, "waiting for data",
+         "the step's thread waits for its next batch while nothing is queued on the device",
+         "Prepare data ahead of the step: more data workers, pinned host memory with "
+         "asynchronous copies, prefetching to the device.",
+         "Prepare data ahead of the step: more DataLoader workers (num_workers), "
+         "pin_memory=True with .to(device, non_blocking=True), a larger prefetch_factor."},
+        {ADVICE_GPU_HOST, "waiting for the host: launch-bound",
+         "nothing is queued on the device while the host runs: the host launches work more "
+         "slowly than the device runs it",
+         "Launch fewer, larger kernels: fuse small operators, capture the step in a CUDA graph, "
+         "use larger batches, and move host-side work out of the step.",
+         "Launch fewer, larger kernels: torch.compile to fuse small operators, CUDA graphs "
+         "(torch.cuda.graphs, mode=\"reduce-overhead\"), larger batches, fused optimizers "
+         "(foreach/fused=True), and Python work (logging, metrics) out of the step."},
+        {ADVICE_GPU_SYNC, "around synchronizations",
+         "the host waits for the device (a synchronization, a copy to the host) and the device "
+         "then waits while the host queues work again",
+         "Synchronize less often: keep values on the device and read them every N steps.",
+         "Synchronize less often: loss.item(), .cpu(), .tolist() and torch.cuda.synchronize() "
+         "each wait for the device; accumulate the loss on the device and read it every N "
+         "steps."},
+    };
+    const double idle[] = {s->avg_gpu_idle_data_ns, s->avg_gpu_idle_host_ns,
+                           s->avg_gpu_idle_sync_ns};
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++) {
+        double share = idle[i] / total;
+        if (share <= GPU_IDLE_SHARE)
+            continue;
+        buf title, b = add(x, causes[i].kind, share, &title);
+        put(&title, "GPU idle %.1f%% of each step %s", 100.0 * share, causes[i].cause);
+        put(&b, "On the device (GPU %u, %llu steps with device work) the step averages ",
+            s->gpu_device, (unsigned long long)s->gpu_steps);
+        put_dur(&b, total);
+        put(&b, ": busy ");
+        put_dur(&b, s->avg_gpu_busy_ns);
+        put(&b, " (%.1f%%), idle ", pct(s->avg_gpu_busy_ns, total));
+        put_dur(&b, idle[i]);
+        put(&b, " (%.1f%%) because %s. ", 100.0 * share, causes[i].why);
+        put(&b, "%s", x->pytorch ? causes[i].fix_pytorch : causes[i].fix);
+        put(&b, " At best the step gets %.1f%% shorter.", 100.0 * share);
+    }
+}
+
 static void rule_queues(ctx *x, const queue_finding *qf, size_t nq, const int *cited)
 {
     for (size_t i = 0; i < nq; i++) {
@@ -567,6 +629,7 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
     rule_gaps(x);
     rule_comm_wait(x);
     rule_tail(x);
+    rule_device(x);
     rule_queues(x, qf, nq, cited);
     rule_cpu(x, data_bottleneck);
 
@@ -580,7 +643,8 @@ size_t analysis_advise(const analysis *a, advice *out, size_t max)
 
 const char *advisor_kind_name(uint32_t kind)
 {
-    static const char *const n[] = {"",      "step_interval", "operators", "gaps",     "tail",
-                                    "queue", "cpu",           "lost",      "comm_wait"};
+    static const char *const n[] = {
+        "",    "step_interval", "operators", "gaps",     "tail",           "queue",
+        "cpu", "lost",          "comm_wait", "gpu_data", "gpu_host_bound", "gpu_sync"};
     return kind >= 1 && kind < sizeof n / sizeof n[0] ? n[kind] : "unknown";
 }

@@ -238,6 +238,12 @@ typedef struct step_summary {
     double avg_interval_ns, avg_compute_ns, avg_comm_wait_ns, avg_tail_ns, avg_eval_ns;
     /* Overlap: merged computation, communication, communication alone, neither; gaps. */
     double avg_overlap_compute_ns, avg_comm_ns, avg_pure_comm_ns, avg_free_ns, avg_gap_ns;
+    /* The step on the device (model.h: step_row), averaged over the gpu_steps steps with device
+     * work: busy and idle by cause, a partition of their average total. */
+    uint64_t gpu_steps;
+    uint32_t gpu_device; /* the latest such step's device; TS_DEVICE_HOST when none */
+    double avg_gpu_total_ns, avg_gpu_busy_ns;
+    double avg_gpu_idle_data_ns, avg_gpu_idle_host_ns, avg_gpu_idle_sync_ns, avg_gpu_idle_other_ns;
     uint64_t slowest[5]; /* step numbers, slowest first; 0 pads */
     uint64_t slowest_ns[5];
     uint64_t current_step;     /* last step begun */
@@ -395,6 +401,9 @@ enum advice_kind {
     ADVICE_CPU = 6,           /* CPU utilization: threads too few or too many */
     ADVICE_LOST = 7,          /* the profiler lost events: results are partial */
     ADVICE_COMM_WAIT = 8,     /* the step waits for communication (another rank, the network) */
+    ADVICE_GPU_DATA = 9,      /* the device idles while the step waits for data */
+    ADVICE_GPU_HOST = 10,     /* the device idles with nothing queued: launch-bound */
+    ADVICE_GPU_SYNC = 11,     /* the device idles around synchronizations (loss.item()) */
 };
 
 typedef struct advice {

@@ -46,6 +46,14 @@ enum report_step_col {
     STEP_COL_COMPUTE,
     STEP_COL_COMM_WAIT,
     STEP_COL_EVAL,
+    /* The step on the device (model.h: step_row), empty when the step had no device work. */
+    STEP_COL_GPU_DEVICE,
+    STEP_COL_GPU_BUSY,
+    STEP_COL_GPU_IDLE,
+    STEP_COL_GPU_IDLE_DATA,
+    STEP_COL_GPU_IDLE_HOST,
+    STEP_COL_GPU_IDLE_SYNC,
+    STEP_COL_GPU_IDLE_OTHER,
     STEP_COL__COUNT
 };
 extern const char *const report_step_columns[STEP_COL__COUNT];
@@ -167,6 +175,10 @@ void *report_json_kernels(const analysis *a, size_t limit);
 /* The step summary: count, source, avg_interval_us ... avg_comm_wait_us, slowest [step,
  * total_us]. */
 void *report_json_steps(const analysis *a);
+/* A "device" object in object: the step on the device from ns (total, busy, and idle for data,
+ * host, sync, other): device, busy_us, idle_us, idle_data_us, idle_host_us, idle_sync_us,
+ * idle_other_us. Returns it, NULL without memory. */
+void *report_json_device_split(void *object, uint32_t device, const double ns[6]);
 /* The CPU summary: samples, the machine's user_pct ... steal_pct, context_switches_per_s,
  * avg_running, avg_blocked, process_user_pct, process_system_pct, cpus, processes_left_out, and
  * "processes" (pid, ppid, name, samples, avg_cpu_pct, peak_cpu_pct, last_rss_bytes, ...; the

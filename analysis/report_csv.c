@@ -134,6 +134,24 @@ static void csv_close(report *r, csv *c, const char *name)
 
 /* ---- Rows streamed from the analysis sink ------------------------------------------------- */
 
+/* step_trace.csv's device columns: empty for a step without device work. */
+static void step_device_fields(csv *c, const step_row *s)
+{
+    int dev = s->gpu_device != TS_DEVICE_HOST;
+    if (dev)
+        csv_u64(c, s->gpu_device);
+    else
+        csv_put(c, "");
+    const uint64_t v[] = {s->gpu_busy_ns,      s->total_ns - s->gpu_busy_ns, s->gpu_idle_data_ns,
+                          s->gpu_idle_host_ns, s->gpu_idle_sync_ns,          s->gpu_idle_other_ns};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (dev)
+            csv_us(c, (int64_t)v[i]);
+        else
+            csv_put(c, "");
+    }
+}
+
 static void sink_step(void *ctx, const step_row *s)
 {
     report *r = ctx;
@@ -160,6 +178,7 @@ static void sink_step(void *ctx, const step_row *s)
         csv_us(c, (int64_t)s->compute_ns);
         csv_us(c, (int64_t)s->comm_wait_ns);
         csv_us(c, (int64_t)s->eval_ns);
+        step_device_fields(c, s);
         csv_end(r, c);
     }
     if (csv_on(&r->overlap)) {
@@ -271,14 +290,28 @@ static void sink_memory(void *ctx, const memory_row *row)
 /* ---- Start: the folder, the streams, the timeline ---------------------------------------- */
 
 const char *const report_step_columns[STEP_COL__COUNT] = {
-    [STEP_COL_STEP] = "step",          [STEP_COL_BEGIN] = "begin_us",
-    [STEP_COL_END] = "end_us",         [STEP_COL_FP_START] = "fp_start_us",
-    [STEP_COL_BP_END] = "bp_end_us",   [STEP_COL_INTERVAL] = "interval_us",
-    [STEP_COL_FPBP] = "fpbp_us",       [STEP_COL_TAIL] = "tail_us",
-    [STEP_COL_TOTAL] = "total_us",     [STEP_COL_FP_OP] = "fp_op",
-    [STEP_COL_BP_OP] = "bp_op",        [STEP_COL_SOURCE] = "source",
-    [STEP_COL_COMPUTE] = "compute_us", [STEP_COL_COMM_WAIT] = "comm_wait_us",
+    [STEP_COL_STEP] = "step",
+    [STEP_COL_BEGIN] = "begin_us",
+    [STEP_COL_END] = "end_us",
+    [STEP_COL_FP_START] = "fp_start_us",
+    [STEP_COL_BP_END] = "bp_end_us",
+    [STEP_COL_INTERVAL] = "interval_us",
+    [STEP_COL_FPBP] = "fpbp_us",
+    [STEP_COL_TAIL] = "tail_us",
+    [STEP_COL_TOTAL] = "total_us",
+    [STEP_COL_FP_OP] = "fp_op",
+    [STEP_COL_BP_OP] = "bp_op",
+    [STEP_COL_SOURCE] = "source",
+    [STEP_COL_COMPUTE] = "compute_us",
+    [STEP_COL_COMM_WAIT] = "comm_wait_us",
     [STEP_COL_EVAL] = "eval_us",
+    [STEP_COL_GPU_DEVICE] = "gpu_device",
+    [STEP_COL_GPU_BUSY] = "gpu_busy_us",
+    [STEP_COL_GPU_IDLE] = "gpu_idle_us",
+    [STEP_COL_GPU_IDLE_DATA] = "gpu_idle_data_us",
+    [STEP_COL_GPU_IDLE_HOST] = "gpu_idle_host_us",
+    [STEP_COL_GPU_IDLE_SYNC] = "gpu_idle_sync_us",
+    [STEP_COL_GPU_IDLE_OTHER] = "gpu_idle_other_us",
 };
 
 /* step_trace.csv's header line, from report_step_columns. */

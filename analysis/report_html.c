@@ -253,7 +253,7 @@ static const char *const split_name[SPLIT_PARTS] = {"interval", "compute", "comm
  * evaluation), which adds up to the step. */
 static void write_steps(FILE *f, const report_picture *p)
 {
-    fputs("<h2 id=\"steps\">Step trace</h2>\n", f);
+    fputs("<h2 id=\"steps\">Step trace (on the host)</h2>\n", f);
     if (!p || !p->nsteps) {
         fputs("<p class=\"dim\">No steps recorded (termsight_step_begin / end, NVTX step "
               "ranges, or termsight.torch.steps).</p>\n",
@@ -331,6 +331,27 @@ static void write_steps(FILE *f, const report_picture *p)
 /* Under the bars: the evaluation passes and a step that never ended, each on its own line. */
 static void write_step_notes(FILE *f, const step_summary *ss)
 {
+    if (ss->gpu_steps) {
+        double total = ss->avg_gpu_total_ns;
+        fprintf(f, "<p>On the device (GPU %u, %llu step%s with device work): busy ", ss->gpu_device,
+                (unsigned long long)ss->gpu_steps, ss->gpu_steps == 1 ? "" : "s");
+        put_duration(f, ss->avg_gpu_busy_ns);
+        fprintf(f, " (%.0f %%) of ", total > 0 ? 100 * ss->avg_gpu_busy_ns / total : 0.0);
+        put_duration(f, total);
+        const struct {
+            const char *name;
+            double ns;
+        } idle[] = {{"waiting for data", ss->avg_gpu_idle_data_ns},
+                    {"host-bound", ss->avg_gpu_idle_host_ns},
+                    {"synchronization", ss->avg_gpu_idle_sync_ns},
+                    {"other", ss->avg_gpu_idle_other_ns}};
+        fputs("; idle: ", f);
+        for (size_t i = 0; i < sizeof idle / sizeof idle[0]; i++) {
+            fprintf(f, "%s%s ", i ? ", " : "", idle[i].name);
+            put_duration(f, idle[i].ns);
+        }
+        fputs(" per step.</p>\n", f);
+    }
     if (ss->evals) {
         fprintf(f, "<p>Evaluation: %llu pass%s, ", (unsigned long long)ss->evals,
                 ss->evals == 1 ? "" : "es");

@@ -128,6 +128,39 @@ void *report_json_kernels(const analysis *a, size_t limit)
     return arr;
 }
 
+void *report_json_device_split(void *object, uint32_t device, const double ns[6])
+{
+    cJSON *d = cJSON_AddObjectToObject(object, "device");
+    if (!d)
+        return NULL;
+    report_json_u64(d, "device", device);
+    static const char *const keys[] = {"busy_us", "idle_data_us", "idle_host_us", "idle_sync_us",
+                                       "idle_other_us"};
+    cJSON_AddNumberToObject(d, keys[0], us_of(ns[1]));
+    cJSON_AddNumberToObject(d, "idle_us", us_of(ns[0] - ns[1]));
+    for (size_t i = 1; i < sizeof keys / sizeof keys[0]; i++)
+        cJSON_AddNumberToObject(d, keys[i], us_of(ns[i + 1]));
+    return d;
+}
+
+/* "device" in summary.json's "steps": the step on the device, averaged over the steps with
+ * device work; null without any. */
+static void json_step_device(cJSON *st, const step_summary *ss)
+{
+    if (!ss->gpu_steps) {
+        cJSON_AddNullToObject(st, "device");
+        return;
+    }
+    const double ns[6] = {ss->avg_gpu_total_ns,     ss->avg_gpu_busy_ns,
+                          ss->avg_gpu_idle_data_ns, ss->avg_gpu_idle_host_ns,
+                          ss->avg_gpu_idle_sync_ns, ss->avg_gpu_idle_other_ns};
+    cJSON *d = report_json_device_split(st, ss->gpu_device, ns);
+    if (!d)
+        return;
+    report_json_u64(d, "steps", ss->gpu_steps);
+    cJSON_AddNumberToObject(d, "total_us", us_of(ns[0]));
+}
+
 void *report_json_steps(const analysis *a)
 {
     step_summary ss = analysis_steps(a);
@@ -161,6 +194,7 @@ void *report_json_steps(const analysis *a)
         cJSON_AddNullToObject(st, "unfinished_step");
     report_json_u64(st, "eval_passes", ss.evals);
     cJSON_AddNumberToObject(st, "eval_us", us_of(ss.eval_ns));
+    json_step_device(st, &ss);
     cJSON *slow = cJSON_AddArrayToObject(st, "slowest");
     for (int i = 0; slow && i < 5 && ss.slowest_ns[i]; i++) {
         cJSON *o = cJSON_CreateObject();

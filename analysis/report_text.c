@@ -195,7 +195,27 @@ static void print_step_average(const step_summary *ss, FILE *out)
         fputs(" + evaluation ", out);
         print_ms(out, ss->avg_eval_ns);
     }
-    fprintf(out, " (FP/BP from %s)\n", step_source_name(ss->source));
+    fprintf(out, " (on the host; FP/BP from %s)\n", step_source_name(ss->source));
+}
+
+/* The step on the device, averaged over the steps with device work: busy, and idle by cause. */
+static void print_step_device(const step_summary *ss, const char *indent, FILE *out)
+{
+    double total = ss->avg_gpu_total_ns;
+    fprintf(out, "%son the device (GPU %" PRIu32 ", %" PRIu64 " step%s with device work): busy ",
+            indent, ss->gpu_device, ss->gpu_steps, ss->gpu_steps == 1 ? "" : "s");
+    print_ms(out, ss->avg_gpu_busy_ns);
+    fprintf(out, " (%.0f %%), idle ", total > 0 ? 100 * ss->avg_gpu_busy_ns / total : 0.0);
+    print_ms(out, total - ss->avg_gpu_busy_ns);
+    fputs(" = waiting for data ", out);
+    print_ms(out, ss->avg_gpu_idle_data_ns);
+    fputs(" + host-bound ", out);
+    print_ms(out, ss->avg_gpu_idle_host_ns);
+    fputs(" + synchronization ", out);
+    print_ms(out, ss->avg_gpu_idle_sync_ns);
+    fputs(" + other ", out);
+    print_ms(out, ss->avg_gpu_idle_other_ns);
+    fputc('\n', out);
 }
 
 static void text_steps(const report *r, FILE *out, int brief, scratch *sc)
@@ -203,14 +223,16 @@ static void text_steps(const report *r, FILE *out, int brief, scratch *sc)
     (void)sc;
     step_summary ss = analysis_steps(r->a);
     fputs(brief ? "steps:      " : "\nSteps\n-----\n", out);
+    const char *indent = brief ? "            " : "";
     if (ss.steps) {
         print_step_average(&ss, out);
+        if (ss.gpu_steps)
+            print_step_device(&ss, indent, out);
         if (!brief)
             print_step_details(&ss, out);
     } else {
         fputs("none recorded\n", out);
     }
-    const char *indent = brief ? "            " : "";
     if (ss.unfinished_step)
         fprintf(out,
                 "%sunfinished: step %" PRIu64

@@ -88,15 +88,16 @@ static void steps_destroy(void *state)
     free(st);
 }
 
+#define STEP_KINDS                                                                                 \
+    (KIND_BIT(TS_KIND_STEP_BEGIN) | KIND_BIT(TS_KIND_STEP_END) | KIND_BIT(TS_KIND_PHASE) |         \
+     KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |        \
+     KIND_BIT(TS_KIND_MEMCPY) | KIND_BIT(TS_KIND_MEMSET) | KIND_BIT(TS_KIND_SYNC) |                \
+     KIND_BIT(TS_KIND_CUDA_API) | KIND_BIT(TS_KIND_COMM_OP) | KIND_BIT(TS_KIND_COLLECT_START))
+
 const analysis_module steps_module = {
     .name = "steps",
-    .kinds = KIND_BIT(TS_KIND_STEP_BEGIN) | KIND_BIT(TS_KIND_STEP_END) | KIND_BIT(TS_KIND_PHASE) |
-             KIND_BIT(TS_KIND_OP_RANGE) | KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
-             KIND_BIT(TS_KIND_COMM_OP) | KIND_BIT(TS_KIND_COLLECT_START),
-    .board_kinds = KIND_BIT(TS_KIND_STEP_BEGIN) | KIND_BIT(TS_KIND_STEP_END) |
-                   KIND_BIT(TS_KIND_PHASE) | KIND_BIT(TS_KIND_OP_RANGE) |
-                   KIND_BIT(TS_KIND_NVTX_RANGE) | KIND_BIT(TS_KIND_KERNEL) |
-                   KIND_BIT(TS_KIND_COMM_OP) | KIND_BIT(TS_KIND_COLLECT_START),
+    .kinds = STEP_KINDS,
+    .board_kinds = STEP_KINDS,
     .create = steps_create,
     .feed = steps_feed,
     .finish = steps_finish,
@@ -128,6 +129,17 @@ step_summary analysis_steps(const analysis *a)
         s.avg_pure_comm_ns = (double)t->pure_comm_ns / n;
         s.avg_free_ns = (double)t->free_ns / n;
         s.avg_gap_ns = (double)t->gap_ns / n;
+    }
+    s.gpu_steps = t->gpu_steps;
+    s.gpu_device = t->gpu_steps ? t->gpu_device : TS_DEVICE_HOST;
+    if (t->gpu_steps) {
+        double n = (double)t->gpu_steps;
+        s.avg_gpu_total_ns = (double)t->gpu_total_ns / n;
+        s.avg_gpu_busy_ns = (double)t->gpu_busy_ns / n;
+        s.avg_gpu_idle_data_ns = (double)t->gpu_idle_data_ns / n;
+        s.avg_gpu_idle_host_ns = (double)t->gpu_idle_host_ns / n;
+        s.avg_gpu_idle_sync_ns = (double)t->gpu_idle_sync_ns / n;
+        s.avg_gpu_idle_other_ns = (double)t->gpu_idle_other_ns / n;
     }
     for (uint32_t i = 0; i < t->nslowest && i < 5; i++) {
         s.slowest[i] = t->slowest[i];

@@ -522,6 +522,40 @@ static void export_step_summary(exporter *e, page *pg, session *s)
     }
 }
 
+/* termsight_gpu_step_seconds_total: the step on the device summed over the steps with device
+ * work, by part; and termsight_gpu_steps_total, their count. Sessions with device work only. */
+static void export_gpu_steps(page *pg, const exporter *e)
+{
+    family(pg, "termsight_gpu_steps_total", "counter",
+           "Training steps finished with device work (kernels, copies), the steps the device "
+           "split is over.");
+    for (size_t k = 0; k < e->n; k++)
+        if (e->s[k]->have_tot && e->s[k]->tot.gpu_steps)
+            sample(pg, "termsight_gpu_steps_total", e->s[k], NULL, (double)e->s[k]->tot.gpu_steps);
+    family(pg, "termsight_gpu_step_seconds_total", "counter",
+           "The steps with device work on their device (part: busy, and idle by cause: "
+           "idle_data, idle_host, idle_sync, idle_other), summed; the parts add up to the "
+           "steps' time.");
+    for (size_t k = 0; k < e->n; k++) {
+        const session *s = e->s[k];
+        if (!s->have_tot || !s->tot.gpu_steps)
+            continue;
+        const struct {
+            const char *part;
+            uint64_t ns;
+        } parts[] = {{"busy", s->tot.gpu_busy_ns},
+                     {"idle_data", s->tot.gpu_idle_data_ns},
+                     {"idle_host", s->tot.gpu_idle_host_ns},
+                     {"idle_sync", s->tot.gpu_idle_sync_ns},
+                     {"idle_other", s->tot.gpu_idle_other_ns}};
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            char extra[48];
+            snprintf(extra, sizeof extra, "part=\"%s\"", parts[i].part);
+            sample(pg, "termsight_gpu_step_seconds_total", s, extra, (double)parts[i].ns / 1e9);
+        }
+    }
+}
+
 /* The straggler rule over the ranks of each job here. */
 static void verdicts(exporter *e)
 {
@@ -717,6 +751,7 @@ static void render(exporter *e)
            "quantiles over the last 512 steps, sum and count over all.");
     for (size_t k = 0; k < e->n; k++)
         export_step_summary(e, pg, e->s[k]);
+    export_gpu_steps(pg, e);
     write_queue_metric(e, "termsight_queue_usage_ratio",
                        "A data queue's size over its capacity at its latest sample.", q_usage);
     write_queue_metric(e, "termsight_queue_empty_ratio",

@@ -189,6 +189,8 @@ void digest_feed(digest *d, const ts_event *ev, size_t n)
         case TS_KIND_MEMSET:
             d->device_seen = 1;
             feed_op(d, e, 0);
+            if (d->have_steps)
+                feed_steps(d, e);
             break;
         case TS_KIND_STEP_BEGIN:
         case TS_KIND_STEP_END:
@@ -203,6 +205,8 @@ void digest_feed(digest *d, const ts_event *ev, size_t n)
             break;
         case TS_KIND_PHASE:
         case TS_KIND_COMM_OP:
+        case TS_KIND_SYNC:
+        case TS_KIND_CUDA_API:
             if (d->have_steps)
                 feed_steps(d, e);
             break;

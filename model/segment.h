@@ -11,7 +11,8 @@
 #include "event.h"
 
 #define TS_SEGMENT_MAGIC 0x5453454753495354ull /* "TSIGSEGT" little-endian */
-#define TS_SEGMENT_MAJOR 5 /* 4: the step and operator boards; 5: the step split */
+#define TS_SEGMENT_MAJOR                                                                           \
+    6 /* 4: the step and operator boards; 5: the step split; 6: the step on the device */
 #define TS_SEGMENT_MINOR                                                                           \
     2 /* 1: the ledger's id and charge; 2: flight_mb, open ranges, stacks signal */
 #define TS_SEGMENT_PREFIX "termsight-" /* shm name: "/termsight-<pid>-<16 hex digits>" */

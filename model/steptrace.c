@@ -53,6 +53,19 @@
  *   less the part during which communication is in flight (that is a communication wait, not
  *   idle time). Other threads (data workers) have their own rhythm and are not counted.
  *
+ * - The step on the device (steptrace_device.c), when the window holds device records (kernels,
+ *   copies, memsets): the device whose records take the most time in it; busy is the union of
+ *   that device's records on every stream, clipped to the window; the rest of the window is idle,
+ *   and each idle stretch is split by cause. Up to the moment the work that ends the stretch was
+ *   launched (its API call, matched by correlation id; launched before the window: at once; the
+ *   window's end: no such work) nothing was queued, and that time is the host's: data while the
+ *   step's thread waits for data (before the forward start, or in a data fetch), sync while it
+ *   waits in a synchronization and until the device runs again after it (the queue it drained
+ *   must be filled again: loss.item() every step), host-bound for the rest (the host does not
+ *   launch fast enough). From the launch on, the work is queued and does not run yet: other
+ *   (a dependency on another stream or device, the launch latency). Without any API record in
+ *   the window the queue counts as empty.
+ *
  * Memory is the open steps' records (at most HOLD_MAX), the recent rows and the top gaps, and a
  * flag byte per distinct op name: it does not grow with the length of the run. */
 #include "steptrace_internal.h"
@@ -265,8 +278,9 @@ static void attribute(steptrace *st, const rec *r)
         slot_push(st, s, r);
     else if (st->have_final && r->begin < st->final_end)
         st->tot.late++;
-    else if (r->cls < REC_EVAL_B)
-        st->tot.outside++; /* evaluation marks between steps are what they should be */
+    else if (r->cls <= REC_BWD)
+        st->tot.outside++; /* evaluation marks between steps are what they should be, and API
+                              calls and synchronizations are counted as the work they wait for */
 }
 
 /* A step end moved the horizon: pending records before it find their step. */
@@ -316,10 +330,13 @@ static int grow_spans(steptrace *st, size_t n)
     span *w = realloc(st->sw, cap * sizeof *w);
     if (w)
         st->sw = w;
+    span *x = realloc(st->sx, cap * sizeof *x);
+    if (x)
+        st->sx = x;
     span *t = realloc(st->tmp, cap * sizeof *t);
     if (t)
         st->tmp = t;
-    if (!a || !b || !w || !t)
+    if (!a || !b || !w || !x || !t)
         return -1;
     st->cap_span = cap;
     return 0;
@@ -341,6 +358,16 @@ static void account_row(steptrace *st, const step_row *row)
     t->pure_comm_ns += row->pure_comm_ns;
     t->free_ns += row->free_ns;
     t->gap_ns += row->gap_ns;
+    if (row->gpu_device != TS_DEVICE_HOST) {
+        t->gpu_steps++;
+        t->gpu_total_ns += row->total_ns;
+        t->gpu_busy_ns += row->gpu_busy_ns;
+        t->gpu_idle_data_ns += row->gpu_idle_data_ns;
+        t->gpu_idle_host_ns += row->gpu_idle_host_ns;
+        t->gpu_idle_sync_ns += row->gpu_idle_sync_ns;
+        t->gpu_idle_other_ns += row->gpu_idle_other_ns;
+        t->gpu_device = row->gpu_device;
+    }
     t->last_source = row->source;
 
     /* The slowest by their training time: an evaluation pass inside a step is no slow step. */
@@ -371,7 +398,7 @@ static void carry_on(steptrace *st, const slot *s)
 {
     for (uint32_t i = 0; i < s->n; i++) {
         const rec *r = &s->recs[i];
-        if (r->end <= s->end || r->cls > REC_COMM)
+        if (r->end <= s->end || r->cls > REC_SYNC)
             continue;
         rec c = *r;
         c.begin = s->end;
@@ -411,13 +438,15 @@ static void finalize_head(steptrace *st)
         row.end_ns = hi;
         row.total_ns = hi - lo;
         row.tid = s->tid;
+        row.gpu_device = TS_DEVICE_HOST;
         step_ops(s, lo, hi, &row);
         if (st->hooks.prepare)
             st->hooks.prepare(st->hooks.ctx, st);
         steptrace_split_phases(st, s, lo, hi, &row);
-        if (grow_spans(st, s->n) == 0) {
+        if (grow_spans(st, (size_t)s->n + 2) == 0) {
             steptrace_split_overlap(st, s, lo, hi, &row);
             row.gap_ns = steptrace_split_gaps(st, s, row.fp_start_ns, row.bp_end_ns);
+            steptrace_split_device(st, s, lo, hi, &row);
         } else {
             st->tot.dropped += s->n; /* no room to sort: the row has no overlap */
         }
@@ -564,12 +593,17 @@ static void relieve(steptrace *st)
 
 static void add_rec(steptrace *st, const ts_event *ev, uint8_t cls, uint8_t flags)
 {
+    int on_device = cls == REC_COPY || (flags & RF_DEVICE);
     rec r = {.begin = ev->begin_ns,
              .end = ev->end_ns > ev->begin_ns ? ev->end_ns : ev->begin_ns,
              .name = ev->name,
              .tid = ev->tid,
+             .corr = (uint32_t)ev->corr,
              .cls = cls,
-             .flags = flags};
+             .flags = flags,
+             .dev = !on_device           ? REC_NO_DEVICE
+                    : ev->device >= 254u ? 254
+                                         : (uint8_t)ev->device};
     if (st->npending + st->slot_recs >= HOLD_MAX)
         relieve(st);
     if (r.begin >= st->horizon)
@@ -588,6 +622,7 @@ steptrace *steptrace_create(const steptrace_hooks *hooks, uint32_t recent)
     if (hooks)
         st->hooks = *hooks;
     st->recent_cap = recent;
+    st->tot.gpu_device = TS_DEVICE_HOST;
     if (recent) {
         st->recent = calloc(recent, sizeof *st->recent);
         if (!st->recent) {
@@ -608,6 +643,17 @@ void steptrace_feed(steptrace *st, const ts_event *ev)
         break;
     case TS_KIND_KERNEL:
         add_rec(st, ev, (ev->flags & TS_EF_COMM) ? REC_COMM : REC_KERNEL, RF_DEVICE);
+        break;
+    case TS_KIND_MEMCPY:
+    case TS_KIND_MEMSET:
+        add_rec(st, ev, REC_COPY, 0);
+        break;
+    case TS_KIND_SYNC:
+        if (ev->device == TS_DEVICE_HOST)
+            add_rec(st, ev, REC_SYNC, 0);
+        break;
+    case TS_KIND_CUDA_API:
+        add_rec(st, ev, REC_LAUNCH, 0);
         break;
     case TS_KIND_COMM_OP:
         add_rec(st, ev, REC_COMM, 0);
@@ -693,6 +739,7 @@ void steptrace_destroy(steptrace *st)
     free(st->sa);
     free(st->sb);
     free(st->sw);
+    free(st->sx);
     free(st->tmp);
     free(st);
 }

@@ -49,6 +49,17 @@ typedef struct step_row {
                                     time communication is in flight (that is comm_wait) */
     /* The top-level host ops of the step's thread in [begin, end]: how many, and their time. */
     uint64_t ops, ops_ns;
+    /* The step on the device (steptrace.c's comment), when the window holds device work: the
+     * device that ran most of it (TS_DEVICE_HOST: none), its busy time (the union of its kernels,
+     * copies and memsets on every stream) and its idle time by cause, a partition of its own:
+     * gpu_busy + gpu_idle_data + gpu_idle_host + gpu_idle_sync + gpu_idle_other = total. */
+    uint32_t gpu_device;
+    uint32_t gpu_pad;
+    uint64_t gpu_busy_ns;
+    uint64_t gpu_idle_data_ns;  /* the step's thread waits for data */
+    uint64_t gpu_idle_host_ns;  /* the device has nothing queued while the host runs: host-bound */
+    uint64_t gpu_idle_sync_ns;  /* the host waits for the device, or launches again after it did */
+    uint64_t gpu_idle_other_ns; /* work is queued and does not run yet (dependencies, latency) */
 } step_row;
 
 /* What the step trace has summed over its finalized steps. */
@@ -59,6 +70,11 @@ typedef struct step_totals {
     uint64_t fpbp_ns, total_ns;
     uint64_t interval_ns, compute_ns, comm_wait_ns, tail_ns, eval_ns; /* the split */
     uint64_t overlap_compute_ns, comm_ns, pure_comm_ns, free_ns, gap_ns;
+    /* The steps with device work: how many, their total time and the sums of their device split. */
+    uint64_t gpu_steps, gpu_total_ns, gpu_busy_ns;
+    uint64_t gpu_idle_data_ns, gpu_idle_host_ns, gpu_idle_sync_ns, gpu_idle_other_ns;
+    uint32_t gpu_device; /* the latest step's device (TS_DEVICE_HOST: no step had one) */
+    uint32_t gpu_pad;
     uint64_t slowest[5];    /* step numbers, slowest first by total less eval; 0 pads */
     uint64_t slowest_ns[5]; /* their total less eval */
     uint32_t nslowest;

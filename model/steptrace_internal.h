@@ -17,12 +17,17 @@
 #define NAME_CACHE    4096           /* direct-mapped cache in front of the name flags */
 #define SLOTS         (MAX_OPEN + 1) /* one spare for the step being inserted */
 
+/* The order matters: the intervals that carry on past their step come first (up to REC_SYNC),
+ * the evaluation marks last. */
 enum rec_class {
     REC_HOST,   /* top-level host op (OP_RANGE / NVTX_RANGE with depth 0), any thread */
     REC_KERNEL, /* device kernel, computation */
     REC_COMM,   /* communication: TS_EF_COMM kernel or range, or COMM_OP */
+    REC_COPY,   /* device copy or memset */
+    REC_SYNC,   /* a thread waiting for the device (a synchronization whose thread is known) */
     REC_FWD,    /* phase mark: forward start */
     REC_BWD,    /* phase mark: backward end */
+    REC_LAUNCH, /* a CUDA runtime or driver API call: its begin, and corr */
     REC_EVAL_B, /* phase mark: an evaluation pass begins */
     REC_EVAL_E, /* phase mark: an evaluation pass ends */
 };
@@ -39,11 +44,16 @@ enum name_flag {
     NF_KNOWN = 0x80,
 };
 
+#define REC_NO_DEVICE 255 /* rec.dev of a host record */
+
 typedef struct rec {
     uint64_t begin, end;
     uint32_t name, tid;
+    uint32_t corr; /* device records and launches: the correlation id (0: none) */
     uint8_t cls, flags;
-    uint8_t nf; /* enum name_flag, set while finalizing */
+    uint8_t nf;  /* enum name_flag, set while finalizing */
+    uint8_t dev; /* device records: the device index (254 for 254 and above), else
+                    REC_NO_DEVICE */
 } rec;
 
 typedef struct slot {
@@ -95,7 +105,7 @@ struct steptrace {
     uint32_t nnames, cap_names;
     name_cache_entry cache[NAME_CACHE];
 
-    span *sa, *sb, *sw, *tmp; /* scratch for finalizing, grown to the largest step */
+    span *sa, *sb, *sw, *sx, *tmp; /* scratch for finalizing, grown to the largest step */
     size_t cap_span;
     size_t
         ncomm; /* disjoint communication spans in sb, from steptrace_split_overlap for the gaps */
@@ -114,5 +124,9 @@ void steptrace_split_overlap(steptrace *st, const slot *s, uint64_t lo, uint64_t
 
 /* Forward start and backward end: marks, else the operator options, else the default rule. */
 void steptrace_split_phases(steptrace *st, slot *s, uint64_t lo, uint64_t hi, step_row *row);
+
+/* The step on the device (steptrace_device.c): after the phases and the gaps (it uses st->sb).
+ * Spans for s->n + 2 records must be had. */
+void steptrace_split_device(steptrace *st, const slot *s, uint64_t lo, uint64_t hi, step_row *row);
 
 #endif

@@ -196,7 +196,7 @@ static void scan_rec(steptrace *st, const slot *s, rec *r, phase_scan *p)
         p->bwd.have = 1;
         return;
     }
-    if ((r->flags & RF_CARRY) || r->cls >= REC_EVAL_B)
+    if ((r->flags & RF_CARRY) || r->cls >= REC_COPY) /* copies, syncs, API calls, evaluation */
         return;
     if (r->cls == REC_COMM) {
         if (!p->have_comm || r->begin > p->last_comm)

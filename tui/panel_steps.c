@@ -1,6 +1,9 @@
 /* panel_steps: the step trace (what step_trace.csv holds): one stacked bar per recent step,
- * its split from the bottom up (interval, compute, communication wait, tail, evaluation), with
- * the average drawn as a line across and the run's slowest steps marked above their bars. */
+ * its split on the host from the bottom up (interval, compute, communication wait, tail,
+ * evaluation), with the average drawn as a line across and the run's slowest steps marked above
+ * their bars; where steps have device work, a GPU row under the bars: each step's device busy
+ * share as a shade, in the color of its largest idle cause when the device idled more than half
+ * of it. */
 #include "tui_internal.h"
 
 #include <math.h>
@@ -80,6 +83,37 @@ static void draw_bars(canvas *c, rect area, const step_row *rows, size_t n, int 
     }
 }
 
+/* The role of a step's cell in the GPU row: busy at least half the step, else its largest idle
+ * cause (data, host-bound, synchronization, other). */
+static int gpu_role(const step_row *s)
+{
+    if (2 * s->gpu_busy_ns >= s->total_ns)
+        return ROLE_GOOD;
+    const uint64_t idle[4] = {s->gpu_idle_data_ns, s->gpu_idle_host_ns, s->gpu_idle_sync_ns,
+                              s->gpu_idle_other_ns};
+    static const int role[4] = {ROLE_INTERVAL, ROLE_WARN, ROLE_TAIL, ROLE_DIM};
+    int big = 0;
+    for (int k = 1; k < 4; k++)
+        if (idle[k] > idle[big])
+            big = k;
+    return role[big];
+}
+
+/* The GPU row at y: per step, its device busy share in five shades. */
+static void draw_gpu_row(canvas *c, rect r, int y, const step_row *rows, size_t n, int colw)
+{
+    const glyphs *g = c->g;
+    for (size_t i = 0; i < n; i++) {
+        const step_row *s = &rows[i];
+        if (s->gpu_device == TS_DEVICE_HOST || !s->total_ns)
+            continue;
+        double share = (double)s->gpu_busy_ns / (double)s->total_ns;
+        int shade = share >= 1 ? 4 : (int)(share * 5);
+        for (int k = 0; k < colw; k++)
+            canvas_put(c, r, y, (int)i * colw + k, g->shade[shade], gpu_role(s));
+    }
+}
+
 static void draw_axis(canvas *c, rect r, int y, const step_row *rows, size_t n)
 {
     const glyphs *g = c->g;
@@ -125,6 +159,7 @@ static void draw_table(canvas *c, rect r, int y, const step_summary *ss)
                                               "operator names given by option",
                                               "automatic (first op; op before the last comm)"};
     char a[32], t[32];
+    int x;
     if (!ss->steps) {
         canvas_str(c, r, y, 1, ROLE_DIM, "no finished steps yet");
         return;
@@ -145,8 +180,21 @@ static void draw_table(canvas *c, rect r, int y, const step_summary *ss)
                       100 * part[k].ns / tot);
     }
     format_duration(ss->avg_total_ns, t, sizeof t);
-    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s", "step", t);
-    int x = 1;
+    canvas_printf(c, r, y++, 1, ROLE_NORMAL, "%-12s %12s   (on the host)", "step", t);
+    if (ss->gpu_steps) {
+        double gt = ss->avg_gpu_total_ns > 0 ? ss->avg_gpu_total_ns : 1;
+        char d[32], h[32], s[32];
+        format_duration(ss->avg_gpu_busy_ns, a, sizeof a);
+        format_duration(ss->avg_gpu_idle_data_ns, d, sizeof d);
+        format_duration(ss->avg_gpu_idle_host_ns, h, sizeof h);
+        format_duration(ss->avg_gpu_idle_sync_ns, s, sizeof s);
+        format_duration(ss->avg_gpu_idle_other_ns, t, sizeof t);
+        x = 1 + canvas_printf(c, r, y, 1, ROLE_HEADER_KEY, "GPU %u ", ss->gpu_device);
+        canvas_printf(c, r, y++, x, ROLE_NORMAL,
+                      "busy %s %.0f%%, idle: data %s, host-bound %s, sync %s, other %s", a,
+                      100 * ss->avg_gpu_busy_ns / gt, d, h, s, t);
+    }
+    x = 1;
     x += canvas_printf(c, r, y, x, ROLE_HEADER_KEY, "%llu steps, FP/BP from ",
                        (unsigned long long)ss->steps);
     canvas_str(c, r, y++, x, ROLE_NORMAL, source_text[ss->source < 4 ? ss->source : 0]);
@@ -193,16 +241,22 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
     } else {
         snprintf(extra, sizeof extra, "no finished steps yet");
     }
-    frame_title(c, r, "Step trace", extra);
+    frame_title(c, r, "Step trace (on the host)", extra);
 
-    int table_rows = full && r.h >= 22 ? 10 : 0;
-    rect area = {r.y + 1, r.x, r.h - 2 - table_rows, r.w};
-    if (area.h < 2)
-        return;
     step_row *rows = malloc(RECENT_MAX * sizeof *rows);
     if (!rows)
         return;
     size_t n = analysis_recent_steps(p->a, rows, RECENT_MAX);
+    int gpu = 0; /* a GPU row under the bars */
+    for (size_t i = 0; i < n && !gpu; i++)
+        gpu = rows[i].gpu_device != TS_DEVICE_HOST;
+    int table_rows = ss.gpu_steps > 0 ? 11 : 10; /* the device's line where there is one */
+    table_rows = full && r.h >= 12 + table_rows ? table_rows : 0;
+    rect area = {r.y + 1, r.x, r.h - 2 - table_rows - gpu, r.w};
+    if (area.h < 2) {
+        free(rows);
+        return;
+    }
     int colw = 1;
     if (full && n && (size_t)r.w / n >= 2)
         colw = (size_t)r.w / n >= 3 ? 3 : 2;
@@ -232,9 +286,11 @@ static void steps_draw(const panel_ctx *p, view *v, canvas *c, rect r, int full)
                        ? "not collecting: press F5 (or c) to start"
                        : "waiting for steps (termsight_step_begin / step_end)");
     }
-    draw_axis(c, r, 1 + area.h, rows + first, end - first);
+    if (gpu)
+        draw_gpu_row(c, (rect){r.y + 1 + area.h, r.x, 1, r.w}, 0, rows + first, end - first, colw);
+    draw_axis(c, r, 1 + area.h + gpu, rows + first, end - first);
     if (table_rows)
-        draw_table(c, r, 2 + area.h, &ss);
+        draw_table(c, r, 2 + area.h + gpu, &ss);
     free(rows);
 }
 

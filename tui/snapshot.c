@@ -111,6 +111,19 @@ static void json_status(cJSON *o, const source_status *st)
         add_clean(o, "recording_stopped", st->record_notice);
 }
 
+/* A recent step's "device" (step_trace.csv's gpu columns): null without device work. */
+static void json_step_device(cJSON *e, const step_row *r)
+{
+    if (r->gpu_device == TS_DEVICE_HOST) {
+        cJSON_AddNullToObject(e, "device");
+        return;
+    }
+    const double ns[6] = {(double)r->total_ns,         (double)r->gpu_busy_ns,
+                          (double)r->gpu_idle_data_ns, (double)r->gpu_idle_host_ns,
+                          (double)r->gpu_idle_sync_ns, (double)r->gpu_idle_other_ns};
+    report_json_device_split(e, r->gpu_device, ns);
+}
+
 /* The step summary in summary.json's shape, with what only a live view has: the step under way
  * and the last finished ones. */
 static void json_steps(cJSON *o, const analysis *a, const source_status *st)
@@ -133,6 +146,7 @@ static void json_steps(cJSON *o, const analysis *a, const source_status *st)
         cJSON_AddNumberToObject(e, "tail_us", us((double)rows[i].tail_ns));
         cJSON_AddNumberToObject(e, "eval_us", us((double)rows[i].eval_ns));
         cJSON_AddNumberToObject(e, "fpbp_us", us((double)rows[i].fpbp_ns));
+        json_step_device(e, &rows[i]);
         cJSON_AddItemToArray(recent, e);
     }
 }

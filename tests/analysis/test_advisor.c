@@ -308,6 +308,54 @@ START_TEST(test_tail_is_communication_wait)
 }
 END_TEST
 
+/* The step on the device: 4 steps of 1000 (interval 100, FP/BP 800, tail 100) with one host op
+ * "fwd" over FP/BP; per step a kernel [100,400] launched at 100, a kernel [600,800] launched at
+ * 600 (nothing queued in [400,600]: host-bound 200), and a synchronization [790,810] after which
+ * nothing runs (sync 200). The data wait is the interval, 100 (10 %, not above the rule's
+ * share). */
+START_TEST(test_device_idle)
+{
+    golden g;
+    golden_init(&g);
+    static const opspec ops[] = {{"fwd", "Forward", 800, 0}};
+    uint64_t total = build_steps(&g, 4, 100, 800, 100, ops, 1);
+    for (int k = 1; k <= 4; k++) {
+        uint64_t lo = step_lo(k, total);
+        uint32_t corr = (uint32_t)k * 10;
+        const uint64_t kern[2][2] = {{lo + 100, lo + 400}, {lo + 600, lo + 800}};
+        for (int i = 0; i < 2; i++) {
+            ts_event *l = golden_op(&g, 1, "cudaLaunchKernel", NULL, kern[i][0], kern[i][0], 0);
+            l->kind = TS_KIND_CUDA_API;
+            l->corr = corr + (uint32_t)i;
+            golden_kernel(&g, 0, 7, "gemm", "fwd", kern[i][0], kern[i][1], 0)->corr =
+                corr + (uint32_t)i;
+        }
+        golden_op(&g, 1, "", NULL, lo + 790, lo + 810, 0)->kind = TS_KIND_SYNC;
+    }
+    analysis *a = golden_analyse(&g, NULL, 0);
+    step_summary s = analysis_steps(a);
+    ck_assert_uint_eq(s.gpu_steps, 4);
+    ck_assert_double_eq_tol(s.avg_gpu_busy_ns, 500.0 * US, 1e-6);
+    ck_assert_double_eq_tol(s.avg_gpu_idle_data_ns, 100.0 * US, 1e-6);
+    ck_assert_double_eq_tol(s.avg_gpu_idle_host_ns, 200.0 * US, 1e-6);
+    ck_assert_double_eq_tol(s.avg_gpu_idle_sync_ns, 200.0 * US, 1e-6);
+    const expect want[] = {
+        {ADVICE_OPERATORS, 0.8, {"80.0%"}},
+        {ADVICE_GPU_HOST,
+         0.2,
+         {"GPU idle 20.0% of each step waiting for the host: launch-bound", "GPU 0, 4 steps",
+          "busy 500.0 us (50.0%)", "idle 200.0 us (20.0%)", "CUDA graph", "20.0% shorter"}},
+        {ADVICE_GPU_SYNC,
+         0.2,
+         {"GPU idle 20.0% of each step around synchronizations", "Synchronize less often",
+          "!launch-bound"}},
+    };
+    check_advice(a, want, 3);
+    analysis_destroy(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_lost_events)
 {
     golden g;
@@ -499,6 +547,7 @@ int main(void)
     tcase_add_test(tc, test_data_wait_is_no_operator);
     tcase_add_test(tc, test_gaps);
     tcase_add_test(tc, test_tail_is_communication_wait);
+    tcase_add_test(tc, test_device_idle);
     tcase_add_test(tc, test_lost_events);
     tcase_add_test(tc, test_cpu_too_many_threads);
     tcase_add_test(tc, test_cpu_system_of_the_machine_not_the_program);

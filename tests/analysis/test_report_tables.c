@@ -117,7 +117,9 @@ static const struct {
     {"op_type_statistics.csv", "type,count,total_us,self_us,avg_us,min_us,max_us,share_pct,flops"},
     {"kernel_statistics.csv", "kernel,op,count,total_us,avg_us,min_us,max_us,communication"},
     {"step_trace.csv", "step,begin_us,end_us,fp_start_us,bp_end_us,interval_us,fpbp_us,tail_us,"
-                       "total_us,fp_op,bp_op,source,compute_us,comm_wait_us,eval_us"},
+                       "total_us,fp_op,bp_op,source,compute_us,comm_wait_us,eval_us,gpu_device,"
+                       "gpu_busy_us,gpu_idle_us,gpu_idle_data_us,gpu_idle_host_us,gpu_idle_sync_us,"
+                       "gpu_idle_other_us"},
     {"overlap.csv", "step,begin_us,end_us,total_us,compute_us,comm_us,pure_comm_us,free_us,gap_us"},
     {"data_queues.csv", "queue,role,producer,consumer,capacity,samples,avg_size,avg_usage_pct,"
                         "empty_pct,full_pct,verdict,bottleneck_op,finding,suggestion"},
@@ -276,14 +278,36 @@ START_TEST(test_step_rows)
     csv_file f = csv_read(dir, "step_trace.csv");
     ck_assert_uint_eq(f.n, 1 + 2);
     expect_row(&f, 1,
-               (const char *[]){"1", "1000.000", "2000.000", "1100.000", "1700.000", "100.000",
-                                "600.000", "300.000", "1000.000", "Default/net/Conv2D-op1",
-                                "Default/net/MatMul-op2", "auto", "600.000", "0.000", "0.000",
+               (const char *[]){"1",
+                                "1000.000",
+                                "2000.000",
+                                "1100.000",
+                                "1700.000",
+                                "100.000",
+                                "600.000",
+                                "300.000",
+                                "1000.000",
+                                "Default/net/Conv2D-op1",
+                                "Default/net/MatMul-op2",
+                                "auto",
+                                "600.000",
+                                "0.000",
+                                "0.000",
+                                "",
+                                "",
+                                "",
+                                "",
+                                "",
+                                "",
+                                "",
                                 NULL});
-    expect_row(&f, 2,
-               (const char *[]){"2", "2000.000", "3000.000", "2100.000", "2400.000", "100.000",
-                                "300.000", "600.000", "1000.000", "Default/net/Conv2D-op1",
-                                WEIRD_CLEAN, "auto", "300.000", "0.000", "0.000", NULL});
+    expect_row(
+        &f, 2,
+        (const char *[]){"2",         "2000.000", "3000.000", "2100.000", "2400.000",
+                         "100.000",   "300.000",  "600.000",  "1000.000", "Default/net/Conv2D-op1",
+                         WEIRD_CLEAN, "auto",     "300.000",  "0.000",    "0.000",
+                         "",          "",         "",         "",         "",
+                         "",          "",         NULL});
     csv_free(&f);
     f = csv_read(dir, "overlap.csv");
     ck_assert_uint_eq(f.n, 1 + 2);
@@ -391,6 +415,47 @@ START_TEST(test_kernel_rows)
         &f, 2,
         (const char *[]){KERNEL, "child2", "2", "70.000", "35.000", "20.000", "50.000", "0", NULL});
     csv_free(&f);
+    /* The step on the device: step 1 [900,2100] has kernels on device 0 (70 us) and the
+     * all-reduce on device 1 (100 us): device 1, busy [1500,1600]. Its idle time is data before
+     * the forward start ("outer" at 1000, 100 us), the rest the host's (no launch record names
+     * the all-reduce). Step 2 has no device work: empty columns. */
+    f = csv_read(report_info_of(r)->dir, "step_trace.csv");
+    ck_assert_uint_eq(f.n, 1 + 2);
+    expect_row(&f, 1,
+               (const char *[]){"1",       "*",        "*",        "*",     "*",       "*",
+                                "*",       "*",        "1200.000", "*",     "*",       "*",
+                                "*",       "*",        "*",        "1",     "100.000", "1100.000",
+                                "100.000", "1000.000", "0.000",    "0.000", NULL});
+    expect_row(&f, 2, (const char *[]){"2", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*", "*",
+                                       "*", "*", "*", "",  "",  "",  "",  "",  "",  "",  NULL});
+    csv_free(&f);
+    /* summary.json: the same, averaged over the one step with device work. */
+    cJSON *j = json_read(report_info_of(r)->dir, "summary.json");
+    ck_assert_int_eq((int)jnum(j, "steps.device.device"), 1);
+    ck_assert_int_eq((int)jnum(j, "steps.device.steps"), 1);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.total_us"), 1200, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.busy_us"), 100, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.idle_us"), 1100, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.idle_data_us"), 100, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.idle_host_us"), 1000, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.idle_sync_us"), 0, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "steps.device.idle_other_us"), 0, 1e-9);
+    cJSON_Delete(j);
+    /* report.txt and report.html say it under the host's split, which says it is the host's. */
+    char *path = path_join(report_info_of(r)->dir, "report.txt");
+    char *text = slurp(path, NULL);
+    ck_assert_msg(strstr(text, "(on the host; FP/BP from ") &&
+                      strstr(text, "on the device (GPU 1, 1 step with device work): busy ") &&
+                      strstr(text, "(8 %), idle ") && strstr(text, "+ host-bound "),
+                  "report.txt:\n%.1500s", strstr(text, "Steps") ? strstr(text, "Steps") : text);
+    free(text);
+    free(path);
+    path = path_join(report_info_of(r)->dir, "report.html");
+    text = slurp(path, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "Step trace (on the host)"));
+    ck_assert_ptr_nonnull(strstr(text, "On the device (GPU 1, 1 step with device work): busy "));
+    free(text);
+    free(path);
     report_free(r);
     free(run);
     tmp_remove(tmp);

@@ -32,8 +32,15 @@ START_TEST(test_steps_bars)
     canvas_line(&c, 2, line, sizeof line);
     ck_assert_int_eq(line[x], '#'); /* the tallest bar reaches the top (its tail rounds away) */
     ck_assert(line[x + 1] == ' ' || line[x + 1] == 0);
+    /* Under the bars, the GPU row: step 1 alone has device work, a kernel of 0.7 ms in its
+     * 3.5 ms (20 %: the second shade), and no launch record: the idle time is the host's. */
+    canvas_line(&c, 12 - 2, line, sizeof line);
+    ck_assert_int_eq(line[0], '-');
+    ck_assert(line[1] == ' ' || line[1] == 0);
+    ck_assert_int_eq(canvas_role_at(&c, 12 - 2, 0), ROLE_WARN);
+    ck_assert_canvas_has(&c, "(on the host)");
     /* Bottom to top: interval, compute, tail, for a regular step too. */
-    int bottom = 12 - 2;
+    int bottom = 12 - 3;
     ck_assert_int_eq(canvas_role_at(&c, bottom, 0), ROLE_FPBP); /* interval 0.1 of 3.5 ms */
     canvas_line(&c, bottom, line, sizeof line);
     ck_assert_int_eq(line[0], '#');
@@ -708,7 +715,7 @@ START_TEST(test_snapshot_json)
     ck_assert_int_eq(cJSON_GetObjectItem(o, "missed")->valueint, 17);
     ck_assert_int_eq(cJSON_GetObjectItem(o, "lost_threads")->valueint, 0);
     ck_assert_ptr_null(cJSON_GetObjectItem(o, "lost_most"));
-    cJSON *steps = cJSON_GetObjectItem(o, "steps");
+    cJSON *steps = cJSON_GetObjectItem(o, "steps"), *it;
     /* summary.json's shapes and units: steps counted as "count", times in microseconds. */
     ck_assert_int_eq(cJSON_GetObjectItem(steps, "count")->valueint, STEPS);
     ck_assert_ptr_nonnull(cJSON_GetObjectItem(steps, "avg_total_us"));
@@ -717,13 +724,30 @@ START_TEST(test_snapshot_json)
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(steps, "slowest"), 0), "step")
             ->valueint,
         SLOW_STEP);
+    /* The step on the device: step 1 alone ran a kernel (700 us). */
+    cJSON *dev = cJSON_GetObjectItem(steps, "device");
+    ck_assert_int_eq(cJSON_GetObjectItem(dev, "steps")->valueint, 1);
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(dev, "busy_us")->valuedouble, 700, 1e-6);
+    cJSON *recent = cJSON_GetObjectItem(steps, "recent");
+    int with_device = 0;
+    cJSON_ArrayForEach(it, recent)
+    {
+        cJSON *d = cJSON_GetObjectItem(it, "device");
+        ck_assert_ptr_nonnull(d);
+        if (cJSON_IsNull(d))
+            continue;
+        with_device++;
+        ck_assert_int_eq(cJSON_GetObjectItem(it, "step")->valueint, 1);
+        ck_assert_double_eq_tol(cJSON_GetObjectItem(d, "busy_us")->valuedouble, 700, 1e-6);
+    }
+    ck_assert_int_eq(with_device, 1);
     cJSON *types = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "ops"), "top_types");
     ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(types, 0), "type")->valuestring,
                      "MatMul");
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(types, 0), "count")->valueint, 40);
     /* The hostile name comes out as valid text with its bytes escaped. */
     int found = 0;
-    cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "ops"), "top_ops"), *it;
+    cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "ops"), "top_ops");
     cJSON_ArrayForEach(it, ops)
     {
         const char *n = cJSON_GetObjectItem(it, "op")->valuestring;
