@@ -8,9 +8,9 @@ loss.item() every step (which waits for the GPU). It does not import termsight: 
 optimizer.step()).
 
 The script keeps its own clock (time.perf_counter_ns: CLOCK_MONOTONIC on Linux) and writes to
---log, flushed every step:
-  step N BEGIN_NS END_NS   step N (1-based): from just before the loop asks the loader for its
-                           batch to just after loss.item() returned
+--log, flushed every step (a step's lines once the next step's batch has arrived):
+  step N BEGIN_NS END_NS   step N (1-based): from the loop's ask for its batch to its ask for
+                           the next one (after loss.item() and the loss printed)
   batch N ARRIVED_NS       when step N's batch arrived from the loader
   plant KIND N             step N is a planted one (KIND launch_bound or data_stall)
 and ends with "trained N steps (X ms/step)" on stdout, X the mean of the steps after the first
@@ -65,7 +65,7 @@ SIZES = {
                       "batch": 16},
     # Images travel as uint8 (a quarter of float32's bytes), so copies stay a small share of a
     # step's device time; they become floats on the device.
-    ("cnn", "tiny"): {"widths": (8, 16), "image": 16, "batch": 8, "classes": 10},
+    ("cnn", "tiny"): {"widths": (16, 32), "image": 32, "batch": 16, "classes": 10},
     ("cnn", "small"): {"widths": (32, 64, 128, 128), "image": 32, "batch": 32, "classes": 10},
     ("cnn", "large"): {"widths": (128, 256, 512, 512), "image": 64, "batch": 128,
                        "classes": 100},
@@ -175,7 +175,8 @@ def to_device(batch, device, model):
 
 def train(args, device, log):
     """Builds the model and its loader, trains args.steps steps; the step times (ns), each
-    timed from the ask for its batch to loss.item()."""
+    from the loop's ask for its batch to its ask for the next (after loss.item()), as termsight
+    bounds a step found from optimizer.step()."""
     cfg = SIZES[(args.model, args.size)]
     launch, data = planted_steps(args)
     for kind, steps in (("launch_bound", launch), ("data_stall", data)):
@@ -192,14 +193,19 @@ def train(args, device, log):
                         persistent_workers=args.workers > 0)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext()
     times = []
+    done = None  # the step before: (step, begin, arrived), logged once the loop asks again
     it = iter(loader)
     while True:
         t0 = now_ns()
+        if done is not None:
+            times.append(t0 - done[1])
         try:
             batch = next(it)
         except StopIteration:
             break
         arrived = now_ns()
+        if done is not None:
+            log_step(log, done, t0)
         step = len(times) + 1
         if step in launch:
             launch_bound(device)
@@ -212,12 +218,19 @@ def train(args, device, log):
         loss.backward()
         opt.step()
         value = loss.item()  # waits for the GPU: the step's work is done when it returns
-        t1 = now_ns()
-        times.append(t1 - t0)
         print(f"step {step} loss {value:.4f}")
-        log.write(f"batch {step} {arrived}\nstep {step} {t0} {t1}\n")
-        log.flush()
+        done = (step, t0, arrived)
+    if done is not None:
+        log_step(log, done, t0)
     return times
+
+
+def log_step(log, done, end):
+    """A step's lines in the log, written inside the next step (between its batch's arrival and
+    its work), so that writing them falls within a step by either clock."""
+    step, begin, arrived = done
+    log.write(f"batch {step} {arrived}\nstep {step} {begin} {end}\n")
+    log.flush()
 
 
 def ms_per_step(times):
