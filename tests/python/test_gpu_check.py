@@ -3,6 +3,7 @@ report folders and snapshots, good and bad, and the script's dry run (what CI ru
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -394,6 +395,18 @@ class DryRun(unittest.TestCase):
         self.assertNotIn("FAIL", word.values(), report)
         self.assertIn("MEASURED rate.disk_default.threads1.max_zero_drop", report)
         self.assertIn("MEASURED rate.disk_default.threads2.max_zero_drop", report)
+        # PyTorch on CUDA: its tiny models on the CPU under termsight run (torch.steps), where
+        # a Python with PyTorch is (as the script looks for one); the rest needs a GPU.
+        for check in ("torch.kernel_ops", "torch.gpu_busy", "torch.planted", "torch.live",
+                      "torch.overhead"):
+            self.assertEqual(word.get(check), "SKIP", report)
+        have_torch = any(subprocess.run([py, "-c", "import torch"], capture_output=True).returncode
+                         == 0 for py in ("python3", "/usr/bin/python3") if shutil.which(py))
+        self.assertEqual(word.get("torch.steps"), "PASS" if have_torch else "SKIP", report)
+        if have_torch:
+            self.assertEqual(word.get("torch.runs"), "PASS", report)
+            self.assertIn("MEASURED torch.steps.lm.tiny 4 steps", report)
+            self.assertIn("MEASURED torch.steps.cnn.tiny 4 steps", report)
 
 
 if __name__ == "__main__":
