@@ -91,9 +91,9 @@ torch_in_budget() {
 # the script has logged 50 steps, the script's log copied just before and after it.
 torch_live_planted() {
     local tag="$WORK/torch-live" pid="" n
-    "$TS" run -o "$tag.d" -- "$TORCH_PYTHON" "$TORCH_TRAIN" --model lm --size $TORCH_LIVE_SIZE --device $TORCH_DEVICE \
-        --steps $TORCH_LIVE_STEPS --workers 2 --log "$tag.log" --plant-launch-bound 5 \
-        --plant-data-stall 3 >"$tag.out" 2>"$tag.err" &
+    "$TS" run -o "$tag.d" -- "$TORCH_PYTHON" "$TORCH_TRAIN" --model lm --size "$TORCH_LIVE_SIZE" \
+        --device "$TORCH_DEVICE" --steps "$TORCH_LIVE_STEPS" --workers 2 --log "$tag.log" \
+        --plant-launch-bound 5 --plant-data-stall 3 >"$tag.out" 2>"$tag.err" &
     LIVE_PID=$!
     for _ in $(seq 300); do # at most 60 s
         n=$(grep -c '^step ' "$tag.log" 2>/dev/null)
@@ -131,7 +131,7 @@ torch_gpu_runs() {
         for _ in 1 2; do
             for mode in plain termsight profiler; do
                 torch_in_budget "$model small $mode" || return
-                DUMP=1 torch_run "$model" small "$mode" $TORCH_SMALL_STEPS $TORCH_DEVICE
+                DUMP=1 torch_run "$model" small "$mode" "$TORCH_SMALL_STEPS" "$TORCH_DEVICE"
             done
         done
     done
@@ -145,7 +145,7 @@ torch_gpu_runs() {
         for _ in 1 2; do
             for mode in plain termsight; do
                 torch_in_budget "$model large $mode" || return
-                torch_run "$model" large "$mode" $TORCH_LARGE_STEPS $TORCH_DEVICE
+                torch_run "$model" large "$mode" "$TORCH_LARGE_STEPS" "$TORCH_DEVICE"
             done
         done
     done

@@ -290,7 +290,7 @@ def main(argv):
         if device.type == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         prof = torch.profiler.profile(activities=acts)
-    with open(args.log, "w") as log, (prof or contextlib.nullcontext()):
+    with open(args.log, "w") as log, (prof if prof is not None else contextlib.nullcontext()):
         times = train(args, device, log)
     ms = ms_per_step(times)
     print(f"trained {len(times)} steps ({ms:.4f} ms/step)", flush=True)
