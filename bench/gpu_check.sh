@@ -10,18 +10,27 @@
 # report (kernel_statistics.csv, device memory in memory.csv, streams as timeline lanes, flows,
 # the step trace); `top --once --json` on a live run; where torch is present, which libcupti
 # copies the process holds and what termsight records after a torch.profiler block; the slowdown
-# of cuda_train without and with the collector, alternated, at the launch-bound default size and
-# a large one (and nsys's, where nsys is there); and the recorder's zero-loss rate with 1, 4 and
-# 8 producer threads. One "RESULT <check> PASS|FAIL|SKIP <what>" line per check and "MEASURED"
-# lines for figures, all also in OUT/gpu_check.txt; exit status 1 when a check failed.
+# copies the process holds and what termsight records after a torch.profiler block; PyTorch on
+# CUDA as a user runs it (bench/torch_gpu_train.py, a Transformer LM and a CNN, under termsight
+# run's zero-code path, plain and under torch.profiler, alternated: steps against the script's
+# own clock, kernels under their ops and per step, GPU busy per step against torch.profiler's,
+# planted launch-bound and data-stall steps found, a live view, the slowdown; see
+# bench/gpu_check_torch.sh); the slowdown of cuda_train without and with the collector,
+# alternated, at the launch-bound default size and a large one (and nsys's, where nsys is there);
+# and the recorder's zero-loss rate with 1, 4 and 8 producer threads. One "RESULT <check>
+# PASS|FAIL|SKIP <what>" line per check and "MEASURED" lines for figures, all also in
+# OUT/gpu_check.txt (with the PyTorch runs' step traces and summaries in OUT/torch/); exit status
+# 1 when a check failed.
 #
 # usage: bench/gpu_check.sh [--dry-run] [--bundle DIR | --build-dir DIR] [--out DIR] [--jobs N]
 #        bench/gpu_check.sh --prepare DIR     (build here, and bundle what the device needs)
-#   --dry-run       no GPU: every CUDA part says SKIP; the build, the checker and a short
-#                   recorder benchmark still run (CI runs this)
+#   --dry-run       no GPU: every CUDA part says SKIP; the build, the checker, a short recorder
+#                   benchmark and torch_gpu_train.py's tiny models on the CPU under termsight
+#                   run (torch.steps) still run (CI runs this)
 #   --bundle DIR    use the binaries there as they are: a --prepare bundle or a build folder
 #   --build-dir DIR build there (default build-gpu; an existing build is reused)
 #   --out DIR       where gpu_check.txt goes (default $OUT when set, else the build folder)
+#   --python PY     the Python with PyTorch (default: python3, else /usr/bin/python3)
 #   --rate-seconds S, --rate-max-events N   the recorder benchmark's length per rate
 set -uo pipefail
 
@@ -35,6 +44,7 @@ JOBS=$(nproc)
 RATE_MAX_EVENTS=24000000
 RATE_SECONDS=1.0
 MIN_DRIVER=580
+TORCH_PY=""
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,9 +54,10 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
+    --python) TORCH_PY=$2; shift 2 ;;
     --rate-seconds) RATE_SECONDS=$2; shift 2 ;;
     --rate-max-events) RATE_MAX_EVENTS=$2; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -69,6 +80,7 @@ if [ -n "$PREPARE" ]; then
         cp -L "$B/bench/termsight_bench" "$D/bench/" && cp -rL "$B/python/termsight" "$D/python/" ||
         exit 1
     [ -x "$B/examples/cuda_train" ] && cp -L "$B/examples/cuda_train" "$D/examples/"
+    cp "$ROOT/bench/torch_gpu_train.py" "$D/bench/" || exit 1
     # Every library the binaries take from outside glibc (cJSON, ISA-L, ncursesw, zlib), and
     # libcupti as a last resort where the GPU machine has none.
     for f in "$D/cli/termsight" "$D/collectors/libtermsight.so" "$D/bench/termsight_bench"; do
@@ -172,6 +184,8 @@ T="timeout -k 5 90"
 
 # The run folder a `termsight run` printed on stderr (never the newest folder by name).
 run_folder() { sed -n 's/^termsight: run folder //p' "$1" | tail -1; }
+# The "(X ms/step)" a training program printed last.
+ms_per_step() { sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p' "$1" | tail -1; }
 
 # ---- 3. The checker itself, on constructed input (no GPU needed) -----------------------------
 cat >"$WORK/good.dump" <<'EOF'
@@ -316,8 +330,12 @@ else
     skip_gpu torch.profiler
 fi
 
-# ---- 8. Slowdown: without and with the collector, alternated ---------------------------------
-ms_per_step() { sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p' "$1" | tail -1; }
+# ---- 8. PyTorch on CUDA: a Transformer LM and a CNN as a user trains them -------------------
+# shellcheck source=bench/gpu_check_torch.sh
+. "$ROOT/bench/gpu_check_torch.sh"
+torch_section
+
+# ---- 9. Slowdown: without and with the collector, alternated ---------------------------------
 if [ "$GPU" = 1 ]; then
     : >"$WORK/slow.log"
     NSYS=$(command -v nsys || true)
@@ -346,7 +364,7 @@ else
     skip_gpu slowdown
 fi
 
-# ---- 9. The recorder's zero-loss rate with 1, 4 and 8 producers ------------------------------
+# ---- 10. The recorder's zero-loss rate with 1, 4 and 8 producers ------------------------------
 if [ -x "$BENCH" ]; then
     : >"$WORK/rates.log"
     if [ "$DRY" = 1 ]; then # a check that the benchmark runs, bounded (about 16 MB on disk)
