@@ -355,10 +355,11 @@ static int budget_first(const segment_config *cfg, const layout *l, uint64_t *fi
     if (budget_take(cfg->budget, *fixed) == 0)
         return 0;
     const ts_shm_budget *b = cfg->budget;
+    unsigned long long used = atomic_load(&((ts_shm_budget *)b)->used) >> 10;
     return cause_set(cause,
-                     "the shared-memory budget of this process tree is spent (%llu of %llu "
-                     "KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
-                     (unsigned long long)(atomic_load(&((ts_shm_budget *)b)->used) >> 10),
+                     "the shared-memory budget of this process tree has no room for a segment's "
+                     "first %llu KiB (%llu of %llu KiB in use; TERMSIGHT_SHM_BUDGET_MB sets it)",
+                     (unsigned long long)(*fixed >> 10), used,
                      (unsigned long long)(b->limit >> 10));
 }
 
