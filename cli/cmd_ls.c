@@ -2,13 +2,15 @@
 #include "cli.h"
 #include "model.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 static void ls_usage(FILE *out)
 {
-    fputs("usage: termsight ls [--clean]\n"
+    fputs("usage: termsight ls [--clean [PID...]]\n"
           "\n"
           "Lists the profiler sessions of this user: pid, process, rank, state (idle,\n"
           "collecting, flight: collecting into its flight recorder, stopped), events recorded,\n"
@@ -19,7 +21,8 @@ static void ls_usage(FILE *out)
           "\n"
           "  --clean   remove the shared memory of stale sessions (their processes ended\n"
           "            without closing them), after adding what their lanes still held to\n"
-          "            their recordings\n",
+          "            their recordings; with PIDs, only those processes' sessions (and the\n"
+          "            leftovers of other runs stay)\n",
           out);
 }
 
@@ -62,8 +65,12 @@ static void job_line(const segment_info *list, int n, int i)
 }
 
 /* What the command line asks for. */
+#define LS_PIDS 64 /* process ids --clean takes */
+
 typedef struct ls_opts {
-    int clean; /* salvage and remove the stale sessions */
+    int clean;         /* salvage and remove the stale sessions */
+    int pids[LS_PIDS]; /* with clean: only these processes' (npids), else every stale one */
+    int npids;
 } ls_opts;
 
 /* Parses argv: 0 and o, or 2 after saying what is wrong. */
@@ -72,6 +79,7 @@ static int ls_parse(int argc, char **argv, ls_opts *o)
     int c, first = 1;
     static const struct option longs[] = {{"clean", no_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
     o->clean = 0;
+    o->npids = 0;
     while ((c = cli_getopt("ls", argc, argv, "", longs, 0, &first)) != -1) {
         if (c != 'c') {
             ls_usage(stderr);
@@ -79,11 +87,37 @@ static int ls_parse(int argc, char **argv, ls_opts *o)
         }
         o->clean = 1;
     }
-    if (optind < argc) {
+    if (optind < argc && !o->clean) {
         cli_error("ls: unknown argument '%s'", argv[optind]);
         ls_usage(stderr);
         return 2;
     }
+    o->npids = argc - optind;
+    if (o->npids > LS_PIDS) {
+        cli_error("ls: --clean takes at most %d process ids", LS_PIDS);
+        return 2;
+    }
+    for (int i = 0; i < o->npids; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(argv[optind + i], &end, 10);
+        if (errno || end == argv[optind + i] || *end || v < 1 || v > INT32_MAX) {
+            cli_error("ls: --clean takes process ids, not '%s'", argv[optind + i]);
+            return 2;
+        }
+        o->pids[i] = (int)v;
+    }
+    return 0;
+}
+
+/* Whether --clean takes the session of pid: every stale one, or those of the pids given. */
+static int clean_wanted(const ls_opts *o, int pid)
+{
+    if (!o->npids)
+        return 1;
+    for (int i = 0; i < o->npids; i++)
+        if (o->pids[i] == pid)
+            return 1;
     return 0;
 }
 
@@ -120,8 +154,15 @@ static int ls_exec(const ls_opts *o)
     if (o->clean) {
         int removed = 0;
         for (int i = 0; i < n; i++) {
-            if (list[i].alive)
+            if (!clean_wanted(o, (int)list[i].pid))
                 continue;
+            if (list[i].alive) {
+                if (o->npids) {
+                    cli_error("ls: pid %d is running: its session is not stale", (int)list[i].pid);
+                    status = 1;
+                }
+                continue;
+            }
             char recovered[128];
             if (cli_stale_segment(&list[i], "found gone by termsight ls --clean", recovered,
                                   sizeof recovered) == 0) {
@@ -133,6 +174,10 @@ static int ls_exec(const ls_opts *o)
             }
         }
         printf("%d stale session%s removed\n", removed, removed == 1 ? "" : "s");
+        if (o->npids) { /* the leftovers of other runs are left to a --clean of all */
+            free(list);
+            return status;
+        }
         int orphans = segment_remove_orphan_ctls() + budget_remove_orphans();
         if (orphans)
             printf("%d leftover%s of sessions and runs already gone removed (control objects, "

@@ -544,6 +544,43 @@ START_TEST(test_ls_lists_and_cleans)
 }
 END_TEST
 
+/* ls --clean PID: only that process's stale session goes; another's stays, a running one's is
+ * named and left, a word that is no pid is refused. */
+START_TEST(test_ls_cleans_the_pids_given)
+{
+    char *tmp = tmp_make();
+    segment *live = ls_segment(getpid(), "trainer", TS_STATE_COLLECTING);
+    segment *one = ls_segment(dead_pid(3), "crashed", TS_STATE_STOPPED);
+    segment *other = ls_segment(dead_pid(4), "crashed", TS_STATE_STOPPED);
+    char pid_text[16], live_text[16];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)dead_pid(3));
+    snprintf(live_text, sizeof live_text, "%d", (int)getpid());
+    cli_result r;
+    cli_run(tmp, (const char *const[]){"ls", "--clean", pid_text, NULL}, &r);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "1 stale session removed"));
+    cli_result_free(&r);
+    ck_assert(!shm_exists_pid(dead_pid(3)));
+    ck_assert(shm_exists_pid(dead_pid(4)));
+    cli_run(tmp, (const char *const[]){"ls", "--clean", live_text, NULL}, &r);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "is running"));
+    cli_result_free(&r);
+    ck_assert(shm_exists_pid(getpid()));
+    cli_run(tmp, (const char *const[]){"ls", "--clean", "12ab", NULL}, &r);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "process ids, not '12ab'"));
+    cli_result_free(&r);
+    cli_run(tmp, (const char *const[]){"ls", "7", NULL}, &r);
+    ck_assert_int_eq(r.status, 2); /* pids only with --clean */
+    cli_result_free(&r);
+    segment_close(one, 0);
+    segment_close(other, 1);
+    segment_close(live, 1);
+    tmp_remove(tmp);
+}
+END_TEST
+
 /* Sessions grouped by job, ranks in order, under a line naming the job; sessions of no job
  * first. */
 START_TEST(test_ls_groups_jobs)
@@ -608,6 +645,7 @@ Suite *ls_suite(void)
     Suite *s = suite_create("ls");
     TCase *tc = tcase_create("sessions");
     tcase_add_test(tc, test_ls_lists_and_cleans);
+    tcase_add_test(tc, test_ls_cleans_the_pids_given);
     tcase_add_test(tc, test_ls_groups_jobs);
     tcase_add_test(tc, test_ls_usage);
     suite_add_tcase(s, tc);

@@ -291,9 +291,11 @@ START_TEST(relative_output_cleaned_from_elsewhere)
                   "run folder %s is not under %s", run_folder, rel);
     ck_assert(segment_exists(pid));
 
-    /* Its status also counts other stale sessions of this user: what matters is this one. */
+    /* Only this pid's: a --clean of all would take other tests' stale sessions too. */
     cli_result r;
-    cli_run_with(tmp, (const char *const[]){"ls", "--clean", NULL}, &r, chdir_to, b_dir);
+    char pid_text[16];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)pid);
+    cli_run_with(tmp, (const char *const[]){"ls", "--clean", pid_text, NULL}, &r, chdir_to, b_dir);
     ck_assert_msg(!segment_exists(pid), "ls --clean left it: %s", r.err);
     cli_result_free(&r);
     folder_expect_empty(b_dir);
@@ -351,7 +353,9 @@ START_TEST(old_relative_segment_resolved_or_refused)
     ck_assert(segment_exists(dead));
 
     cli_result r;
-    cli_run_with(tmp, (const char *const[]){"ls", "--clean", NULL}, &r, chdir_to, b_dir);
+    char pid_text[16];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)dead);
+    cli_run_with(tmp, (const char *const[]){"ls", "--clean", pid_text, NULL}, &r, chdir_to, b_dir);
     ck_assert_msg(strstr(r.err, "its run folder 'rel/run' is relative"), "%s", r.err);
     cli_result_free(&r);
     ck_assert(!segment_exists(dead));

@@ -138,8 +138,8 @@ static void check_analyse_unfinished(const char *out, const char *run, const cou
 /* `termsight ls --clean` adds what the lanes still held to the recording: then every event
  * pushed is on disk (at most the chunk being written at the kill twice: written, its lane not
  * yet released), and the report says how the process ended. The segment is closed here. */
-static void check_clean(const char *out, const char *run, segment *seg, const lane_sums *sum,
-                        uint64_t recovered)
+static void check_clean(const char *out, const char *run, pid_t pid, segment *seg,
+                        const lane_sums *sum, uint64_t recovered)
 {
     uint32_t used = atomic_load(&segment_header(seg)->lanes_used);
     uint64_t head[THREADS] = {0};
@@ -150,7 +150,10 @@ static void check_clean(const char *out, const char *run, segment *seg, const la
                 head[k] = atomic_load(&lane->head);
     }
     segment_close(seg, 0);
-    const char *clean[] = {"ls", "--clean", NULL};
+    /* Only this pid's: other tests' stale sessions are theirs to clean. */
+    char pid_text[16];
+    snprintf(pid_text, sizeof pid_text, "%d", (int)pid);
+    const char *clean[] = {"ls", "--clean", pid_text, NULL};
     cli_result res;
     cli_run(out, clean, &res);
     ck_assert_msg(res.status == 0, "ls --clean: %s", res.err);
@@ -218,7 +221,7 @@ START_TEST(sigkill_while_collecting)
            kill_ns > last_ns ? (double)(kill_ns - last_ns) / 1e6 : 0.0);
 
     check_analyse_unfinished(out, e.run, &t);
-    check_clean(out, e.run, seg, &sum, t.total);
+    check_clean(out, e.run, e.pid, seg, &sum, t.total);
     tmp_remove(out);
 }
 END_TEST

@@ -171,7 +171,8 @@ class Hang(Base):
         left = [f for f in os.listdir("/dev/shm")
                 if any(f.startswith("termsight-%d-" % pid) for pid in self.pids)]
         if left:  # killed before they could close: their segments are stale now
-            subprocess.run([termsight.find_cli(), "ls", "--clean"], stdout=subprocess.DEVNULL,
+            subprocess.run([termsight.find_cli(), "ls", "--clean"] + [str(p) for p in self.pids],
+                           stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=60)
         self.assertEqual([f for f in os.listdir("/dev/shm") if f in left], [])
 
