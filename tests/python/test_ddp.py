@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import unittest
@@ -124,13 +125,16 @@ class Ddp(Base):
             st = summary(run)["steps"]
             self.assertEqual(st["count"], STEPS)
             self.assertGreater(st["avg_comm_us"], 0, (rank, st))
-            # Nobody waits for a straggler: far below the straggler's wait above, or a fifth of
-            # the step where other work on the machine stretches every step. From step 2 on:
-            # the first all-reduce also waits for the other rank's start-up.
+            # Nobody waits for a straggler: the typical step's wait (the median) is far below
+            # the straggler's wait above, or a fifth of the typical step where other work on
+            # the machine stretches every step. From step 2 on: the first all-reduce also waits
+            # for the other rank's start-up. The median, because on a loaded machine one rank
+            # can be descheduled for most of a second once (a 0.8 s wait seen in one step of 7
+            # at load average 6), which is no straggler.
             with open(os.path.join(run, "report", "step_trace.csv")) as f:
                 later = [r for r in csv.DictReader(f) if int(r["step"]) > 1]
-            wait = sum(float(r["comm_wait_us"]) for r in later) / len(later)
-            total = sum(float(r["total_us"]) for r in later) / len(later)
+            wait = statistics.median(float(r["comm_wait_us"]) for r in later)
+            total = statistics.median(float(r["total_us"]) for r in later)
             self.assertLess(wait, max(0.2 * SLOW_MS * 1000, 0.2 * total), (rank, later))
         # No straggler of the kind the test above makes. Two ranks and their loader workers
         # share this 2-CPU machine, with whatever else runs on it, so one rank can come out

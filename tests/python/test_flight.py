@@ -130,9 +130,11 @@ class Flight(unittest.TestCase):
     def test_snapshot_keeps_whole_steps_of_a_small_ring(self):
         """A ring of 1 MiB (16384 events) over 400 steps of about 85 events: the snapshot begins
         at a step whose events are all kept, and holds the slow step with at least ten before."""
-        # A factor of 8 (the step is 20 times as long): the short steps of a busy machine vary.
-        env = self.env(TERMSIGHT_FLIGHT_MB="1", TERMSIGHT_FLIGHT_SLOW="8")
-        self.finish(self.start(400, 337, 20, 10, 0, 80, env=env))
+        # A factor of 20 (the step is 60 times as long): the short steps of a busy machine vary
+        # (a step of 10 ms took more than 8 times as long at load average 6, and its snapshot
+        # was the one kept).
+        env = self.env(TERMSIGHT_FLIGHT_MB="1", TERMSIGHT_FLIGHT_SLOW="20")
+        self.finish(self.start(400, 337, 60, 10, 0, 80, env=env))
         snaps = self.snapshots()
         self.assertEqual(len(snaps), 1)
         self.assertRegex(os.path.basename(snaps[0]), r"^\d\d-slow-step337$")
