@@ -205,6 +205,14 @@ typedef struct kernel_stat {
 
 /* Kernels by (name, op), by total time descending; limit 0: all. */
 size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows);
+
+/* How many device records (kernels, copies, memsets) and how much of their time ran under an
+ * operator (attributed through their launch's correlation id), of all of them. */
+typedef struct device_attribution {
+    uint64_t records, with_op;
+    uint64_t time_ns, with_op_ns;
+} device_attribution;
+device_attribution analysis_device_attribution(const analysis *a);
 /* The same for a query, as operators are asked for: q->sort (total, average, count; name
  * ascending; a kernel has no self time, so self sorts by total), q->search over the kernel's and
  * its op's names, q->limit; by_type and type do not apply. */

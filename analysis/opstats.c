@@ -622,6 +622,23 @@ size_t analysis_kernels(const analysis *a, size_t limit, kernel_stat **rows)
     return analysis_kernels_query(a, &q, rows);
 }
 
+device_attribution analysis_device_attribution(const analysis *a)
+{
+    device_attribution d = {0};
+    kernel_stat *ks = NULL;
+    size_t n = analysis_kernels(a, 0, &ks);
+    for (size_t i = 0; i < n; i++) {
+        d.records += ks[i].count;
+        d.time_ns += ks[i].total_ns;
+        if (ks[i].op) {
+            d.with_op += ks[i].count;
+            d.with_op_ns += ks[i].total_ns;
+        }
+    }
+    free(ks);
+    return d;
+}
+
 typedef struct scope_sort_row {
     flops_scope s;
     const analysis *a;

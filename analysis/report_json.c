@@ -483,6 +483,15 @@ static void json_ops(cJSON *root, summary_ctx *c)
     cJSON_AddItemToObject(ops, "top_types", report_json_ops(a, 1, 0, TOP_OPS));
     cJSON_AddItemToObject(ops, "top_ops", report_json_ops(a, 0, 0, TOP_OPS));
     cJSON_AddItemToObject(root, "top_kernels", report_json_kernels(a, TOP_OPS));
+    device_attribution da = analysis_device_attribution(a);
+    cJSON *dev = cJSON_AddObjectToObject(root, "device_records");
+    if (dev) {
+        report_json_u64(dev, "count", da.records);
+        report_json_u64(dev, "with_op", da.with_op);
+        report_json_u64(dev, "without_op", da.records - da.with_op);
+        cJSON_AddNumberToObject(dev, "total_us", us_of((double)da.time_ns));
+        cJSON_AddNumberToObject(dev, "without_op_us", us_of((double)(da.time_ns - da.with_op_ns)));
+    }
 }
 
 static void json_queues(cJSON *root, summary_ctx *c)

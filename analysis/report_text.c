@@ -291,10 +291,18 @@ static void text_kernels(const report *r, FILE *out, int brief, scratch *sc)
     kernel_stat *ks = NULL;
     size_t nk = analysis_kernels(r->a, TOP_OPS, &ks);
     fputs("\nKernels (top 10 by total time)\n------------------------------\n", out);
+    device_attribution d = analysis_device_attribution(r->a);
     if (!nk)
         fputs("  none recorded\n", out);
     else
-        fprintf(out, "      %13s  %8s  %s\n", "total", "calls", "kernel under operator");
+        fprintf(out,
+                "  %" PRIu64 " kernels, copies and memsets, %" PRIu64
+                " (%.1f %%) under an operator; under none: %" PRIu64 " (%.1f %% of their time)\n"
+                "      %13s  %8s  %s\n",
+                d.records, d.with_op, d.records ? 100.0 * (double)d.with_op / (double)d.records : 0,
+                d.records - d.with_op,
+                d.time_ns ? 100.0 * (double)(d.time_ns - d.with_op_ns) / (double)d.time_ns : 0,
+                "total", "calls", "kernel under operator");
     for (size_t i = 0; i < nk; i++) {
         fprintf(out, "  %2zu. %10.3f ms  %8" PRIu64 "  %s", i + 1, (double)ks[i].total_ns / 1e6,
                 ks[i].count, report_clean_id(sc, r->a, ks[i].name, 0));

@@ -440,13 +440,21 @@ START_TEST(test_kernel_rows)
     ck_assert_double_eq_tol(jnum(j, "steps.device.idle_host_us"), 1000, 1e-9);
     ck_assert_double_eq_tol(jnum(j, "steps.device.idle_sync_us"), 0, 1e-9);
     ck_assert_double_eq_tol(jnum(j, "steps.device.idle_other_us"), 0, 1e-9);
+    /* The device records under an operator: the two kernels of child2, not the all-reduce. */
+    ck_assert_int_eq((int)jnum(j, "device_records.count"), 3);
+    ck_assert_int_eq((int)jnum(j, "device_records.with_op"), 2);
+    ck_assert_int_eq((int)jnum(j, "device_records.without_op"), 1);
+    ck_assert_double_eq_tol(jnum(j, "device_records.total_us"), 170, 1e-9);
+    ck_assert_double_eq_tol(jnum(j, "device_records.without_op_us"), 100, 1e-9);
     cJSON_Delete(j);
     /* report.txt and report.html say it under the host's split, which says it is the host's. */
     char *path = path_join(report_info_of(r)->dir, "report.txt");
     char *text = slurp(path, NULL);
     ck_assert_msg(strstr(text, "(on the host; FP/BP from ") &&
                       strstr(text, "on the device (GPU 1, 1 step with device work): busy ") &&
-                      strstr(text, "(8 %), idle ") && strstr(text, "+ host-bound "),
+                      strstr(text, "(8 %), idle ") && strstr(text, "+ host-bound ") &&
+                      strstr(text, "3 kernels, copies and memsets, 2 (66.7 %) under an operator; "
+                                   "under none: 1 (58.8 % of their time)"),
                   "report.txt:\n%.1500s", strstr(text, "Steps") ? strstr(text, "Steps") : text);
     free(text);
     free(path);
