@@ -49,6 +49,14 @@ static inline unsigned mt_scale(unsigned normal, unsigned reduced)
     return MT_TSAN || (q && *q && strcmp(q, "0") != 0) ? reduced : normal;
 }
 
+/* Seconds since t0 (CLOCK_MONOTONIC): bounds for waits on another thread. */
+static inline double mt_seconds_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 /* Segment pids. Linux pids stay below 2^22, so 500000000 and up are never live processes; each
  * test binary gets its own band of MT_PID_BAND names from the pid of its runner (set in main
  * before Check forks), so binaries run side by side never share a name. Offsets within a binary

