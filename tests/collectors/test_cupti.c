@@ -120,7 +120,7 @@ static void sink_free(sink_state *st)
 /* ---- A buffer laid out as CUPTI lays it: records back to back, 8-byte aligned ------------- */
 
 typedef struct buf {
-    _Alignas(8) uint8_t bytes[8192];
+    _Alignas(8) uint8_t bytes[16384];
     size_t used;
 } buf;
 
@@ -264,6 +264,40 @@ START_TEST(test_kernel_fields_and_attribution)
     sink_free(&st);
     sink_free(&st2);
     free(b2);
+    free(map);
+    free(b);
+}
+END_TEST
+
+/* One operator that launches 40 kernels (an op of PyTorch's often does: a fused attention, a
+ * convolution's algorithm), each with its own correlation id and all under the op's external
+ * id, beside 5 kernels launched under no range: 40 carry the op, 5 none. */
+START_TEST(test_op_with_40_kernels)
+{
+    if (!have_cupti())
+        return;
+    buf *b = calloc(1, sizeof *b);
+    cupti_corrmap *map = calloc(1, sizeof *map);
+    sink_state st = {0};
+    for (uint32_t i = 0; i < 45; i++) {
+        uint32_t corr = 100 + i;
+        if (i % 9 != 8) /* every ninth kernel launched under no range */
+            put_external(b, corr, OP_MATMUL);
+        CUpti_ActivityKernel10 k = kernel("gemm_part", corr, 1000 + 10 * i, 1005 + 10 * i);
+        PUT(b, k);
+    }
+    ck_assert_uint_eq(walk(b, map, &st), 45);
+    uint32_t under = 0, none = 0;
+    for (size_t i = 0; i < st.nev; i++) {
+        ck_assert_uint_eq(st.ev[i].kind, TS_KIND_KERNEL);
+        if (st.ev[i].type == OP_MATMUL)
+            under++;
+        else if (st.ev[i].type == TS_STR_NONE)
+            none++;
+    }
+    ck_assert_uint_eq(under, 40);
+    ck_assert_uint_eq(none, 5);
+    sink_free(&st);
     free(map);
     free(b);
 }
@@ -875,6 +909,7 @@ static Suite *suite(void)
 #if TERMSIGHT_HAVE_CUPTI
     tcase_add_test(tc, test_get_next_record_walks_hand_built_buffer);
     tcase_add_test(tc, test_kernel_fields_and_attribution);
+    tcase_add_test(tc, test_op_with_40_kernels);
     tcase_add_test(tc, test_nccl_kernel_is_comm);
     tcase_add_test(tc, test_copies_memsets_memory_sync);
     tcase_add_test(tc, test_dropped_records_are_lost_events);
