@@ -151,6 +151,14 @@ class Export(unittest.TestCase):
     def kill_all(self):
         for p in reversed(self.procs):
             end_group(p)
+        # A program killed so leaves its session stale: those of this test's folder are
+        # cleaned (only theirs: other tests' stale sessions are theirs to check and clean).
+        ls = subprocess.run([BIN, "ls"], capture_output=True, text=True, timeout=DEADLINE_S)
+        stale = [line.split()[0] for line in ls.stdout.splitlines()
+                 if self.tmp in line and "(stale:" in line]
+        if stale:
+            subprocess.run([BIN, "ls", "--clean"] + stale, capture_output=True,
+                           timeout=DEADLINE_S)
 
     def env(self, **more):
         return clean_env(**more)
