@@ -374,7 +374,10 @@ class DataStraggler(Base):
             self.assertGreater(got["comm_wait_us"], 0.5 * (slow - mine["data_us"]), label)
             # Its computation is about the slow rank's (the same model and batch, under the same
             # load), not that plus the wait: compared within the run, not with a quiet machine.
-            self.assertLess(got["compute_us"], slow_compute + 0.5 * got["comm_wait_us"], label)
+            # Under termsight run, beside other tests, part of the wait has come out as compute
+            # once (56 ms against the slow rank's 19 ms, with 63 ms of wait): the wait's end
+            # inside an autograd operator; the bound is the whole wait, never counted twice.
+            self.assertLess(got["compute_us"], slow_compute + got["comm_wait_us"], label)
 
     def test_with_steps(self):
         self.check("api")
