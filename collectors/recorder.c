@@ -322,8 +322,13 @@ static size_t drain_locked(termsight_session *s)
     uint32_t used = segment_lanes_used(s->seg);
     lane_run *runs = s->rec->runs;
     size_t total = 0;
-    if (s->flight) /* before the peek: what is pushed from here on is in this drain or later */
-        flight_drain_begins(s->flight, tsclock_now(&ts_clock));
+    /* Before the peek: what was pushed before now is in this drain (or an earlier one), what is
+     * pushed from here on in this drain or later. The step board is published as of now: taken
+     * after the peek, a recorder thread descheduled in between (a loaded machine) would claim
+     * steps it has not seen. */
+    uint64_t now = tsclock_now(&ts_clock);
+    if (s->flight)
+        flight_drain_begins(s->flight, now);
     for (uint32_t i = 0; i < used; i++) {
         total += lane_peek(s->seg, i, &runs[i]);
     }
@@ -336,7 +341,6 @@ static size_t drain_locked(termsight_session *s)
      * appended to it during this drain (loss notices) wait for the next one. */
     size_t overflow_n = s->rec->overflow_n;
     total += overflow_n;
-    uint64_t now = tsclock_now(&ts_clock);
     write_strings(s);
     uint64_t drops = 0;
     size_t notices = 0;
